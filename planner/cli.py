@@ -1,0 +1,249 @@
+"""The command-line edge: parse arguments, call the core, render with rich, map errors to exit codes.
+
+Nothing below this module knows about exit codes or terminals: the core raises
+``PlannerError`` subclasses and this module turns them into the codes cron reads
+(architecture.md): 0 ok, 1 unexpected, 2 usage, 3 invalid input, 4 infeasible,
+5 SLO failed after the allowed rounds.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Annotated, Any, TypeVar
+
+import typer
+
+from planner import __version__
+from planner.console import print_error, print_table, stderr
+from planner.errors import ExitCode, InputError, PlannerError
+
+app = typer.Typer(
+    name="planner",
+    help="Capacity planner for LLM inference fleets: forecast, place, simulate, report.",
+    context_settings={"help_option_names": ["-h", "--help"]},
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+
+
+@dataclass
+class _Session:
+    verbose: bool = False
+
+
+session = _Session()
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def guarded(command: F) -> F:
+    """Run a command, turning domain errors into their exit code and a readable message."""
+
+    @functools.wraps(command)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return command(*args, **kwargs)
+        except (typer.Exit, typer.Abort):
+            raise
+        except PlannerError as exc:
+            if session.verbose:
+                stderr.print_exception()
+            print_error(exc.message, fix=exc.fix, where=exc.where, code=exc.exit_code)
+            raise typer.Exit(exc.exit_code) from None
+        except KeyboardInterrupt:
+            print_error("interrupted; no output was written", code=130)
+            raise typer.Exit(130) from None
+        except Exception as exc:  # the last line of defence: never a bare traceback for users
+            if session.verbose:
+                stderr.print_exception()
+            print_error(
+                f"unexpected error: {type(exc).__name__}: {exc}",
+                fix="rerun with --verbose to see the traceback, and report it with the command you ran",
+                code=ExitCode.UNEXPECTED,
+            )
+            raise typer.Exit(ExitCode.UNEXPECTED) from None
+
+    return wrapper  # type: ignore[return-value]
+
+
+def _version_callback(value: bool) -> None:
+    if value:
+        print(f"planner {__version__}")
+        raise typer.Exit(0)
+
+
+@app.callback()
+def _root(
+    verbose: Annotated[
+        bool, typer.Option("--verbose", "-v", help="Show tracebacks and debug detail.", envvar="PLANNER_VERBOSE")
+    ] = False,
+    version: Annotated[
+        bool,
+        typer.Option("--version", callback=_version_callback, is_eager=True, help="Print the version and exit."),
+    ] = False,
+) -> None:
+    session.verbose = verbose
+
+
+JsonFlag = Annotated[bool, typer.Option("--json", help="Print the table as JSON instead.")]
+
+
+# --------------------------------------------------------------------------- validate
+@app.command()
+@guarded
+def validate(
+    scenario: Annotated[Path, typer.Argument(help="Scenario TOML file.")],
+    as_json: JsonFlag = False,
+) -> None:
+    """Validate a scenario file and print a readable summary (exit 3 with every error otherwise)."""
+    from planner.catalog import load_catalog
+    from planner.profiles import load_profiles
+    from planner.scenario import check_against_data, load_scenario
+
+    loaded = load_scenario(scenario)
+    problems = check_against_data(loaded, load_catalog().offers, load_profiles())
+    if problems:
+        raise InputError(
+            "the scenario does not match the bundled data:\n  - " + "\n  - ".join(problems),
+            where=scenario,
+            fix="use serving regions listed by `planner catalog` and models listed by `planner profiles`",
+        )
+    print_table(
+        loaded.summary_rows(),
+        title=f"Scenario {scenario}: valid",
+        as_json=as_json,
+        json_extra={"scenario": str(scenario), "valid": True},
+    )
+
+
+# --------------------------------------------------------------------------- catalog
+@app.command()
+@guarded
+def catalog(
+    region: Annotated[str | None, typer.Option(help="Only this serving region key, e.g. aws:us-east-1.")] = None,
+    sku: Annotated[str | None, typer.Option(help="Only this GPU SKU, e.g. H100.")] = None,
+    tier: Annotated[str | None, typer.Option(help="Only this tier: reserved, on_demand or spot.")] = None,
+    skus: Annotated[bool, typer.Option("--skus", help="List GPU SKU specifications instead of offers.")] = False,
+    as_json: JsonFlag = False,
+) -> None:
+    """List GPU offers (USD per GPU-hour by region, SKU and tier) or SKU specifications."""
+    from planner.catalog import load_catalog, offers_table
+
+    loaded = load_catalog()
+    if skus:
+        print_table(loaded.skus.to_dict("records"), title="GPU SKUs", as_json=as_json)
+        return
+    rows = offers_table(loaded, region=region, sku=sku, tier=tier)
+    if not rows:
+        raise InputError(
+            f"no offers match region={region!r} sku={sku!r} tier={tier!r}",
+            fix="run `planner catalog` without filters to see what exists",
+        )
+    print_table(rows, title=f"GPU offers ({len(rows)})", as_json=as_json)
+
+
+# --------------------------------------------------------------------------- profiles
+@app.command()
+@guarded
+def profiles(
+    model: Annotated[str | None, typer.Option(help="Only this model.")] = None,
+    as_json: JsonFlag = False,
+) -> None:
+    """List model profiles: GPUs per replica, KV capacity and step-time coefficients per (model, SKU)."""
+    from planner.profiles import load_profiles
+
+    table = load_profiles()
+    if model is not None:
+        table = table[table["model"] == model]
+        if table.empty:
+            raise InputError(f"no profile for model {model!r}", fix="run `planner profiles` to list models")
+    print_table(table.to_dict("records"), title="Model profiles", as_json=as_json)
+
+
+# --------------------------------------------------------------------------- ingest
+def _parse_start(text: str | None) -> datetime | None:
+    if text is None:
+        return None
+    try:
+        moment = datetime.fromisoformat(text.replace("Z", "+00:00"))
+    except ValueError:
+        raise InputError(
+            f"--start {text!r} is not an ISO-8601 date-time",
+            fix="pass e.g. --start 2024-05-01T00:00:00Z",
+        ) from None
+    return moment.replace(tzinfo=UTC) if moment.tzinfo is None else moment.astimezone(UTC)
+
+
+@app.command()
+@guarded
+def ingest(
+    inputs: Annotated[list[str], typer.Argument(help="Request-log files or globs (CSV, Parquet, JSONL).")],
+    out: Annotated[Path, typer.Option("--out", "-o", help="Demand history to write (.csv or .parquet).")],
+    fmt: Annotated[
+        str, typer.Option("--format", "-f", help="Log format: azure, mooncake or generic.")
+    ] = "generic",
+    mapping: Annotated[
+        str | None,
+        typer.Option(
+            "--map",
+            help="Column mapping for --format generic: ts=COL,prompt_tokens=COL,output_tokens=COL"
+            "[,region=COL,model=COL,traffic_class=COL].",
+        ),
+    ] = None,
+    start: Annotated[
+        str | None, typer.Option(help="Trace start time (UTC) for relative timestamps (mooncake).")
+    ] = None,
+    region: Annotated[str | None, typer.Option(help="Constant region label when the log has none.")] = None,
+    model: Annotated[str | None, typer.Option(help="Constant model label when the log has none.")] = None,
+    traffic_class: Annotated[
+        str | None, typer.Option("--traffic-class", help="Constant traffic class when the log has none.")
+    ] = None,
+    freq: Annotated[str, typer.Option(help="Bucket size, 1min to 1d.")] = "1h",
+    histogram_out: Annotated[
+        Path | None,
+        typer.Option(help="Token-length histogram to write (default: <out>.histogram.csv)."),
+    ] = None,
+    as_json: JsonFlag = False,
+) -> None:
+    """Turn raw request logs into demand history per (bucket, region, model, traffic class), with DuckDB."""
+    from planner.ingest import ingest_logs, parse_mapping, write_ingest_outputs
+    from planner.storage import check_table_suffix
+
+    check_table_suffix(out)  # fail before reading gigabytes of logs
+    labels = {
+        key: value
+        for key, value in {"region": region, "model": model, "traffic_class": traffic_class}.items()
+        if value is not None
+    }
+    with stderr.status(f"Reading {len(inputs)} input pattern(s) with DuckDB..."):
+        result = ingest_logs(
+            inputs,
+            fmt,
+            mapping=parse_mapping(mapping) if mapping else None,
+            start=_parse_start(start),
+            labels=labels,
+            freq=freq,
+        )
+    written = write_ingest_outputs(result, out, histogram_out)
+    print_table(
+        result.summary_rows(),
+        title=f"Ingested {result.rows_read:,} requests from {len(result.files)} file(s)",
+        as_json=as_json,
+        json_extra={"rows_read": result.rows_read, "files": result.files, "written": [str(p) for p in written]},
+    )
+    if not as_json:
+        for path in written:
+            stderr.print(f"wrote {path}")
+
+
+def main() -> None:
+    app()
+
+
+if __name__ == "__main__":
+    main()
