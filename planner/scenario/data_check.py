@@ -1,0 +1,138 @@
+"""Cross-check a valid scenario against the catalog offers and the model profiles.
+
+A scenario can be well-formed and still unusable: a serving region the catalog
+has no GPUs for, a model with no step-time profile, or a model whose allowed SKUs
+are offered nowhere it may run. Each such problem is returned as one sentence;
+an empty list means the scenario fits the data. Pure: DataFrames in, strings out.
+
+Offers need the columns ``region_key, sku, tier``; an optional boolean
+``available`` column drops unavailable rows, and an optional ``geo`` column
+(residency zone) is compared with each serving region's declared zone, since a
+wrong zone would silently break residency. Profiles need ``model, sku``.
+"""
+
+from __future__ import annotations
+
+import pandas as pd
+
+from planner.errors import InputError
+from planner.scenario.model import Scenario
+
+OFFER_COLUMNS = ("region_key", "sku", "tier")
+PROFILE_COLUMNS = ("model", "sku")
+
+
+def _require(frame: pd.DataFrame, columns: tuple[str, ...], what: str) -> None:
+    missing = [column for column in columns if column not in frame.columns]
+    if missing:
+        raise InputError(
+            f"the {what} table lacks the column(s) {', '.join(missing)}",
+            where=what,
+            fix=f"provide a table with the columns {', '.join(columns)}",
+        )
+
+
+def _truthy(column: pd.Series) -> pd.Series:
+    """A boolean mask from a bool column or from text such as 'true'/'False' read from CSV."""
+    if pd.api.types.is_bool_dtype(column):
+        return column.fillna(False).astype(bool)
+    return column.astype(str).str.strip().str.lower().isin({"true", "1", "yes"})
+
+
+def _usable_offers(scenario: Scenario, offers: pd.DataFrame) -> pd.DataFrame:
+    frame = offers.loc[:, [c for c in (*OFFER_COLUMNS, "available") if c in offers.columns]]
+    if "available" in frame.columns:
+        frame = frame[_truthy(frame["available"])]
+    return frame[frame["tier"].astype(str).isin(scenario.capacity.tiers)]
+
+
+def _catalog_zones(offers: pd.DataFrame) -> dict[str, set[str]]:
+    """Residency zone(s) the catalog gives each region key (its optional ``geo`` column)."""
+    if "geo" not in offers.columns:
+        return {}
+    pairs = offers.loc[:, ["region_key", "geo"]].dropna().astype(str).drop_duplicates()
+    zones: dict[str, set[str]] = {}
+    for key, zone in pairs.itertuples(index=False):
+        zones.setdefault(key, set()).add(zone)
+    return zones
+
+
+def _offer_problems(scenario: Scenario, offers: pd.DataFrame) -> tuple[list[str], dict[str, set[str]]]:
+    """Problems with the offers, and the SKUs offered per serving region on the enabled tiers."""
+    _require(offers, OFFER_COLUMNS, "catalog offers")
+    problems: list[str] = []
+    all_keys = set(offers["region_key"].astype(str))
+    usable = _usable_offers(scenario, offers)
+    offered: dict[str, set[str]] = {
+        key: set(usable.loc[usable["region_key"] == key, "sku"].astype(str)) for key in scenario.serving_keys
+    }
+    wanted = {sku for model in scenario.model_names for sku in scenario.allowed_skus(model)}
+    tiers = ", ".join(scenario.capacity.tiers)
+    geo = _catalog_zones(offers)
+    for region in scenario.regions.serving:
+        if region.key in geo and region.zone not in geo[region.key]:
+            problems.append(
+                f"serving region {region.key} is declared in zone {region.zone!r}, but the catalog places it in "
+                f"{', '.join(repr(z) for z in sorted(geo[region.key]))}; residency rules would be wrong"
+            )
+    for key in scenario.serving_keys:
+        if key not in all_keys:
+            problems.append(f"serving region {key} has no offers in the catalog")
+        elif not offered[key]:
+            problems.append(f"serving region {key} has no available offers on the enabled tiers ({tiers})")
+        elif not offered[key] & wanted:
+            problems.append(
+                f"serving region {key} offers none of the SKUs the scenario's models may use "
+                f"(offered: {', '.join(sorted(offered[key]))})"
+            )
+    return problems, offered
+
+
+def check_against_data(
+    scenario: Scenario,
+    catalog_offers: pd.DataFrame | None,
+    profiles: pd.DataFrame | None,
+) -> list[str]:
+    """Problems that make the scenario unusable with this data; empty when it fits.
+
+    Checks, in order: serving regions whose declared zone differs from the catalog's
+    ``geo``; serving regions without (usable) offers; models without any
+    profile; models whose allowed SKUs have no profile; models with no SKU that is
+    allowed, profiled (when profiles are given) and offered in a serving region
+    (when offers are given). Either table may be None to skip its checks.
+    """
+    problems: list[str] = []
+    offered: dict[str, set[str]] | None = None
+    if catalog_offers is not None:
+        offer_problems, offered = _offer_problems(scenario, catalog_offers)
+        problems += offer_problems
+    profiled: dict[str, set[str]] | None = None
+    if profiles is not None:
+        _require(profiles, PROFILE_COLUMNS, "model profiles")
+        model_column = profiles["model"].astype(str)
+        profiled = {
+            model: set(profiles.loc[model_column == model, "sku"].astype(str)) for model in scenario.model_names
+        }
+        for model in scenario.model_names:
+            allowed = set(scenario.allowed_skus(model))
+            if not profiled[model]:
+                problems.append(f"model {model} has no profile (no row in the profile table)")
+            elif not profiled[model] & allowed:
+                problems.append(
+                    f"model {model} has profiles only for {', '.join(sorted(profiled[model]))}, "
+                    f"none of which is in its allowed SKUs ({', '.join(sorted(allowed))})"
+                )
+    if offered is not None:
+        offered_anywhere = set().union(*offered.values()) if offered else set()
+        for model in scenario.model_names:
+            candidates = set(scenario.allowed_skus(model))
+            if profiled is not None:
+                if not profiled[model] & candidates:
+                    continue  # already reported above
+                candidates &= profiled[model]
+            if not candidates & offered_anywhere:
+                problems.append(
+                    f"model {model} cannot be placed: none of its usable SKUs "
+                    f"({', '.join(sorted(candidates))}) is offered in any serving region"
+                )
+    return problems

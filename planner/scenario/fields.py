@@ -1,0 +1,138 @@
+"""The vocabulary of a scenario file: fixed names, typed scalars and rule errors.
+
+Scalars are strict: TOML already gives numbers, booleans and strings their own
+types, so a quoted number (``share = "0.5"``) or ``true`` where a number belongs is
+a mistake worth reporting rather than silently coercing. Integers are accepted
+where a float is expected (``weight = 2``).
+
+Rules that span several fields (a sum, a uniqueness, a matrix that must be complete)
+raise :func:`rule_error`: one pydantic error that carries every problem found, each
+with a path relative to the model that raised it, its problem and its fix. The
+loader expands them, so a file with five broken rules reports five lines.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Annotated, Literal, get_args
+
+from pydantic import AfterValidator, Strict
+from pydantic_core import PydanticCustomError
+
+# Fixed names shared by the whole project (catalog, profiles, placement, reports).
+Sku = Literal["A100-40GB", "A100-80GB", "H100", "H200", "B200", "B300", "L40S", "L4", "MI300X"]
+Zone = Literal["us", "ca", "eu", "apac", "me", "sa"]
+PolicyName = Literal["fcfs", "cmu", "wspt", "srpt", "priority-aging", "drr-fcfs", "drr-wspt"]
+Tier = Literal["reserved", "on_demand", "spot"]
+
+SKU_NAMES: tuple[str, ...] = get_args(Sku)
+ZONES: tuple[str, ...] = get_args(Zone)
+POLICY_NAMES: tuple[str, ...] = get_args(PolicyName)
+TIERS: tuple[str, ...] = get_args(Tier)
+CLOUDS: tuple[str, ...] = ("aws", "gcp", "nebius", "lambda")
+FORECAST_QUANTILES: tuple[float, ...] = (0.5, 0.9, 0.95, 0.99)
+
+Float = Annotated[float, Strict()]
+Int = Annotated[int, Strict()]
+Bool = Annotated[bool, Strict()]
+Str = Annotated[str, Strict()]
+
+_SLUG = re.compile(r"^[a-z0-9][a-z0-9._-]*$")
+_REGION = re.compile(r"^[a-z0-9][a-z0-9-]*$")
+_HORIZON = re.compile(r"^([1-9][0-9]*)([hdw])$")
+_HOURS_PER_UNIT = {"h": 1, "d": 24, "w": 168}
+
+
+@dataclass(frozen=True)
+class Issue:
+    """One broken rule: ``path`` is relative to the model whose validator found it."""
+
+    path: tuple[str | int, ...]
+    problem: str
+    fix: str
+
+
+def rule_error(issues: list[Issue]) -> PydanticCustomError:
+    """Bundle every broken cross-field rule of one model into a single pydantic error."""
+    summary = "; ".join(issue.problem for issue in issues)
+    return PydanticCustomError("scenario_rule", "{summary}", {"summary": summary, "issues": tuple(issues)})
+
+
+def custom_error(kind: str, problem: str, fix: str) -> PydanticCustomError:
+    return PydanticCustomError(kind, "{problem}", {"problem": problem, "fix": fix})
+
+
+def _check_slug(value: str) -> str:
+    if not _SLUG.match(value):
+        raise custom_error(
+            "scenario_name",
+            f"{value!r} is not a valid name",
+            "use lowercase letters, digits, '.', '_' or '-', starting with a letter or digit "
+            "(e.g. 'us-east', 'llama3-8b')",
+        )
+    return value
+
+
+def _check_serving_key(value: str) -> str:
+    cloud, sep, region = value.partition(":")
+    if not sep or not region:
+        raise custom_error(
+            "serving_key",
+            f"{value!r} is not a serving region key",
+            "write it as '<cloud>:<region>', e.g. 'aws:us-east-1' or 'gcp:europe-west4'",
+        )
+    if cloud not in CLOUDS:
+        raise custom_error(
+            "serving_key",
+            f"unknown cloud {cloud!r} in {value!r}",
+            f"use one of: {', '.join(CLOUDS)}",
+        )
+    if not _REGION.match(region):
+        raise custom_error(
+            "serving_key",
+            f"region {region!r} in {value!r} is not a cloud region name",
+            "use the cloud's own lowercase region name, e.g. 'us-east-1', 'europe-west4', 'eu-north1'",
+        )
+    return value
+
+
+def _check_horizon(value: str) -> str:
+    if not _HORIZON.match(value):
+        raise custom_error(
+            "horizon",
+            f"{value!r} is not a horizon",
+            "write a whole number followed by h (hours), d (days) or w (weeks), e.g. '14d'",
+        )
+    return value
+
+
+def horizon_to_hours(value: str) -> int:
+    """Turn a validated horizon such as '14d' into hours (336)."""
+    match = _HORIZON.match(value)
+    if match is None:  # only reachable with an unvalidated string
+        raise ValueError(f"not a horizon: {value!r}")
+    return int(match.group(1)) * _HOURS_PER_UNIT[match.group(2)]
+
+
+Slug = Annotated[str, Strict(), AfterValidator(_check_slug)]
+ServingKey = Annotated[str, Strict(), AfterValidator(_check_serving_key)]
+Horizon = Annotated[str, Strict(), AfterValidator(_check_horizon)]
+
+
+def duplicate_issues(names: list[str], field: str, what: str) -> list[Issue]:
+    """One issue per repeated name, pointing at the later item and naming the first."""
+    first_seen: dict[str, int] = {}
+    issues: list[Issue] = []
+    for index, name in enumerate(names):
+        if name in first_seen:
+            issues.append(
+                Issue(
+                    (index, field),
+                    f"{what} {name!r} is declared twice (first at index {first_seen[name]})",
+                    f"give each {what} a distinct {field}, or merge the two entries",
+                )
+            )
+        else:
+            first_seen[name] = index
+    return issues

@@ -1,0 +1,344 @@
+"""Frozen pydantic models for a scenario file, with the rules that span fields.
+
+A scenario is everything the planner needs besides data: where users are (origins)
+and where replicas may run (serving regions), the network RTT between them, which
+zones each origin's traffic may be served in (residency), the models, the traffic
+classes with their SLOs, the scheduling policy the fleet runs, and the capacity
+rules for placement. It is validated once at the front door and never changes.
+
+Units are in the field names (``_ms``, ``_usd``, ``_tokens``); quotas are GPUs.
+``scenarios/README.md`` documents every field, its unit and its default.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Annotated, Any
+
+from pydantic import AfterValidator, Field, field_validator, model_validator
+
+from planner.scenario.fields import (
+    FORECAST_QUANTILES,
+    SKU_NAMES,
+    Bool,
+    Float,
+    Horizon,
+    Issue,
+    PolicyName,
+    Sku,
+    Slug,
+    Str,
+    Tier,
+    custom_error,
+    duplicate_issues,
+    horizon_to_hours,
+    rule_error,
+)
+from planner.scenario.regions import Frozen, Origin, Quotas, Regions, ServingRegion
+
+SHARE_TOLERANCE = 1e-6
+
+
+class ModelSpec(Frozen):
+    """A model to serve; the name must match the profile table (checked by ``check_against_data``)."""
+
+    name: Slug = Field(description="model name, e.g. 'llama3-8b', as in the profile table")
+    skus: Annotated[tuple[Sku, ...], Field(min_length=1)] | None = Field(
+        default=None, description="GPU SKUs this model may run on; omit for every SKU with a profile"
+    )
+
+
+class TrafficClass(Frozen):
+    """A traffic class: its share of requests, its holding cost and its latency SLOs.
+
+    ``weight`` is the holding cost w_k: c-mu serves the class with the largest w_k·mu_k,
+    WSPT the request with the largest w_j/p_j. ``priority_jump`` follows NVIDIA Dynamo's
+    router: FCFS orders by priority_jump - arrival offset (s), WSPT by
+    (1 + priority_jump)/prompt tokens. ``drr_quantum_tokens`` is the class's Deficit
+    Round Robin quantum; a request costs max(1, uncached prompt tokens). SLOs are
+    measured at the serving region; ``latency_budget_ms`` bounds the network RTT.
+    """
+
+    name: Slug = Field(description="class name, e.g. 'interactive'")
+    weight: Annotated[float, Field(strict=True, gt=0)] = Field(
+        description="holding cost per unit of waiting, relative to other classes (> 0)"
+    )
+    share: Annotated[float, Field(strict=True, ge=0, le=1)] = Field(
+        description="fraction of all requests in this class (0..1, summing to 1 over classes)"
+    )
+    ttft_p99_ms: Annotated[float, Field(strict=True, gt=0)] = Field(
+        description="SLO: 99th-percentile time to first token in ms"
+    )
+    e2e_p99_ms: Annotated[float, Field(strict=True, gt=0)] = Field(
+        description="SLO: 99th-percentile end-to-end latency in ms (> ttft_p99_ms)"
+    )
+    max_queue_wait_ms: Annotated[float, Field(strict=True, gt=0)] = Field(
+        description="admission: longest a request may queue before it is rejected, in ms"
+    )
+    priority_jump: Annotated[float, Field(strict=True, ge=0)] = Field(
+        default=0.0, description="priority boost (>= 0); with aging_rate 1 it is a head start in seconds"
+    )
+    drr_quantum_tokens: Annotated[int, Field(strict=True, gt=0)] = Field(
+        default=4096, description="DRR quantum in uncached prompt tokens earned per round (> 0)"
+    )
+    spot_tolerant: Bool = Field(default=False, description="whether this class may be served on spot capacity")
+    latency_budget_ms: Annotated[float, Field(strict=True, gt=0)] = Field(
+        description="largest origin-to-serving RTT in ms this class accepts"
+    )
+
+    @model_validator(mode="after")
+    def _check_slo_order(self) -> TrafficClass:
+        if self.e2e_p99_ms <= self.ttft_p99_ms:
+            raise rule_error(
+                [
+                    Issue(
+                        ("e2e_p99_ms",),
+                        f"e2e_p99_ms ({self.e2e_p99_ms:g}) must be greater than ttft_p99_ms "
+                        f"({self.ttft_p99_ms:g}): the first token is part of the whole response",
+                        f"raise e2e_p99_ms above {self.ttft_p99_ms:g} or lower ttft_p99_ms",
+                    )
+                ]
+            )
+        return self
+
+
+class PolicyParams(Frozen):
+    """Tuning of the scheduling policy.
+
+    Size predictions are p_hat = p·exp(N(0, sigma^2)) with sigma = ``prediction_noise_sigma``.
+    Priority-aging serves the largest priority_jump + aging_rate·(seconds waited), so a
+    request with no jump overtakes a fresh one with jump J after J/aging_rate seconds.
+    SRPT uses Trail-style limited preemption (Shahout et al. 2024, arXiv:2410.01035):
+    a running request may be preempted only while its generated tokens < trail_c·p_hat.
+    """
+
+    prediction_noise_sigma: Annotated[float, Field(strict=True, ge=0)] = Field(
+        default=0.0, description="log-space sigma of output-length prediction error; 0 = exact sizes"
+    )
+    aging_rate: Annotated[float, Field(strict=True, ge=0)] = Field(
+        default=0.1, description="priority gained per second of queue wait (priority-aging)"
+    )
+    trail_c: Annotated[float, Field(strict=True, ge=0, le=1)] = Field(
+        default=0.5, description="fraction of its predicted output after which a request is no longer preempted"
+    )
+
+
+class Admission(Frozen):
+    """Token-level admission control on each replica's KV cache.
+
+    Admit a request while sum(reserved KV tokens) + prompt + q(output) <= kv_fraction·KV
+    capacity, where q is the class's ``output_quantile_reserve`` quantile of output
+    length; the unused reservation is released when the request finishes.
+    """
+
+    kv_fraction: Annotated[float, Field(strict=True, gt=0, le=1)] = Field(
+        default=0.85, description="admit while reserved KV tokens stay under this fraction of the KV budget"
+    )
+    output_quantile_reserve: Annotated[float, Field(strict=True, gt=0, lt=1)] = Field(
+        default=0.95, description="quantile of the class's output length reserved in KV at admission"
+    )
+
+
+class Policy(Frozen):
+    name: PolicyName = Field(description="scheduling policy the fleet runs")
+    params: PolicyParams = Field(default_factory=PolicyParams, description="policy tuning parameters")
+    admission: Admission = Field(default_factory=Admission, description="token-level admission control")
+
+
+def _check_quantile(value: float) -> float:
+    if value not in FORECAST_QUANTILES:
+        raise custom_error(
+            "forecast_quantile",
+            f"{value:g} is not a forecast quantile the planner produces",
+            f"use one of: {', '.join(f'{q:g}' for q in FORECAST_QUANTILES)}",
+        )
+    return value
+
+
+class Capacity(Frozen):
+    """Rules for the placement integer program.
+
+    Provisioned capacity must cover the ``forecast_quantile`` demand with each replica
+    loaded to at most ``utilisation_cap`` of its calibrated rate; spot replicas count
+    ``spot_reliable_fraction`` of their rate, and only for spot-tolerant classes.
+    """
+
+    tiers: Annotated[tuple[Tier, ...], Field(min_length=1)] = Field(
+        default=("reserved", "on_demand", "spot"), description="purchase tiers placement may use"
+    )
+    utilisation_cap: Annotated[float, Field(strict=True, gt=0, lt=1)] = Field(
+        default=0.85, description="plan each replica to at most this fraction of its calibrated capacity"
+    )
+    redundancy: Annotated[int, Field(strict=True, ge=0)] = Field(
+        default=1, description="minimum replicas of a model in every serving region that serves it"
+    )
+    quotas: Quotas = Field(default_factory=dict, description="default GPU quota per SKU in every serving region")
+    budget_usd: Annotated[float, Field(strict=True, gt=0)] | None = Field(
+        default=None, description="optional cap on total spend over the horizon, in USD"
+    )
+    forecast_quantile: Annotated[Float, AfterValidator(_check_quantile)] = Field(
+        default=0.95, description="demand quantile the plan provisions for: 0.5, 0.9, 0.95 or 0.99"
+    )
+    spot_reliable_fraction: Annotated[float, Field(strict=True, ge=0, le=1)] = Field(
+        default=0.5, description="fraction of spot capacity counted on (the rest may be reclaimed)"
+    )
+    switching_cost_usd: Annotated[float, Field(strict=True, ge=0)] = Field(
+        default=0.0, description="USD charged per replica added or removed relative to the previous plan"
+    )
+
+    @field_validator("tiers")
+    @classmethod
+    def _unique_tiers(cls, tiers: tuple[str, ...]) -> tuple[str, ...]:
+        issues = duplicate_issues(list(tiers), "", "tier")
+        if issues:
+            raise rule_error([Issue((i.path[0],), i.problem, "list each tier once") for i in issues])
+        return tiers
+
+
+class Seeds(Frozen):
+    base: Annotated[int, Field(strict=True, ge=0)] = Field(
+        description="base seed (>= 0); every random stream is spawned from it"
+    )
+
+
+class Scenario(Frozen):
+    """A whole scenario file, validated and frozen; lookups below never change it."""
+
+    name: Slug = Field(description="scenario name, e.g. 'demo'")
+    description: Str = Field(default="", description="one or two sentences on what the scenario is for")
+    horizon: Horizon = Field(description="planning horizon: a whole number and h, d or w, e.g. '14d'")
+    seeds: Seeds = Field(description="the base seed")
+    regions: Regions = Field(description="serving regions, origins and the latency matrix")
+    models: Annotated[tuple[ModelSpec, ...], Field(min_length=1)] = Field(description="the models to serve")
+    classes: Annotated[tuple[TrafficClass, ...], Field(min_length=1)] = Field(
+        description="traffic classes with their SLOs"
+    )
+    policy: Policy = Field(description="the scheduling policy and admission control")
+    capacity: Capacity = Field(default_factory=Capacity, description="placement rules")
+
+    @field_validator("models")
+    @classmethod
+    def _unique_models(cls, models: tuple[ModelSpec, ...]) -> tuple[ModelSpec, ...]:
+        issues = duplicate_issues([m.name for m in models], "name", "model")
+        if issues:
+            raise rule_error(issues)
+        return models
+
+    @field_validator("classes")
+    @classmethod
+    def _classes_unique_and_shares(cls, classes: tuple[TrafficClass, ...]) -> tuple[TrafficClass, ...]:
+        issues = duplicate_issues([c.name for c in classes], "name", "class")
+        total = math.fsum(c.share for c in classes)
+        if abs(total - 1.0) > SHARE_TOLERANCE:
+            issues.append(
+                Issue(
+                    ("*", "share"),
+                    f"class shares sum to {total:.6g}, not 1 (tolerance {SHARE_TOLERANCE:g})",
+                    "make the shares add up to 1"
+                    + (f", e.g. divide each by {total:.6g}" if total > 0 else ""),
+                )
+            )
+        if issues:
+            raise rule_error(issues)
+        return classes
+
+    @model_validator(mode="after")
+    def _check_reachability(self) -> Scenario:
+        """Every (origin, class) pair needs a serving region that residency and RTT both allow."""
+        issues: list[Issue] = []
+        for index, klass in enumerate(self.classes):
+            for origin in self.regions.origins:
+                allowed = self._residency_keys(origin.name)
+                if not allowed or self.eligible_serving(origin.name, klass.name):
+                    continue  # an empty residency set is reported by Regions
+                nearest = min(allowed, key=lambda key: (self.rtt_ms(origin.name, key), key))
+                rtt = self.rtt_ms(origin.name, nearest)
+                issues.append(
+                    Issue(
+                        ("classes", index, "latency_budget_ms"),
+                        f"origin {origin.name!r} has no serving region within {klass.latency_budget_ms:g} ms "
+                        f"in its residency zones (nearest allowed: {nearest} at {rtt:g} ms)",
+                        f"raise latency_budget_ms to at least {rtt:g} or add a serving region nearer to "
+                        f"{origin.name}",
+                    )
+                )
+        if issues:
+            raise rule_error(issues)
+        return self
+
+    # ------------------------------------------------------------------ lookups
+    @property
+    def horizon_hours(self) -> int:
+        return horizon_to_hours(self.horizon)
+
+    @property
+    def serving_keys(self) -> tuple[str, ...]:
+        return tuple(region.key for region in self.regions.serving)
+
+    @property
+    def origin_names(self) -> tuple[str, ...]:
+        return tuple(origin.name for origin in self.regions.origins)
+
+    @property
+    def model_names(self) -> tuple[str, ...]:
+        return tuple(model.name for model in self.models)
+
+    @property
+    def class_names(self) -> tuple[str, ...]:
+        return tuple(klass.name for klass in self.classes)
+
+    def serving_region(self, key: str) -> ServingRegion:
+        return _find(self.regions.serving, "key", key, "serving region")
+
+    def origin(self, name: str) -> Origin:
+        return _find(self.regions.origins, "name", name, "origin")
+
+    def model(self, name: str) -> ModelSpec:
+        return _find(self.models, "name", name, "model")
+
+    def traffic_class(self, name: str) -> TrafficClass:
+        return _find(self.classes, "name", name, "traffic class")
+
+    def rtt_ms(self, origin: str, serving_key: str) -> float:
+        return self.regions.latency_ms[origin][serving_key]
+
+    def _residency_keys(self, origin: str) -> tuple[str, ...]:
+        zones = set(self.origin(origin).residency)
+        return tuple(region.key for region in self.regions.serving if region.zone in zones)
+
+    def eligible_serving(self, origin: str, traffic_class: str | None = None) -> tuple[str, ...]:
+        """Serving keys that may take ``origin``'s traffic, nearest first (ties by key).
+
+        Residency always applies; with a class, so does its ``latency_budget_ms`` (RTT <= budget).
+        """
+        keys = self._residency_keys(origin)
+        if traffic_class is not None:
+            budget = self.traffic_class(traffic_class).latency_budget_ms
+            keys = tuple(key for key in keys if self.rtt_ms(origin, key) <= budget)
+        return tuple(sorted(keys, key=lambda key: (self.rtt_ms(origin, key), key)))
+
+    def allowed_skus(self, model: str) -> tuple[str, ...]:
+        """The SKUs a model may run on (every known SKU when the scenario does not restrict it)."""
+        skus = self.model(model).skus
+        return tuple(skus) if skus is not None else SKU_NAMES
+
+    def quota_gpus(self, serving_key: str, sku: str) -> int | None:
+        """GPU quota override: the region's own, else capacity.quotas, else None (use the catalog's)."""
+        region = self.serving_region(serving_key)
+        if sku in region.quotas:
+            return region.quotas[sku]
+        return self.capacity.quotas.get(sku)
+
+    def summary_rows(self) -> list[dict[str, Any]]:
+        """One row per section item (section, name, details) for a table or JSON."""
+        from planner.scenario.summary import summary_rows
+
+        return summary_rows(self)
+
+
+def _find(items: tuple[Any, ...], attribute: str, value: str, what: str) -> Any:
+    for item in items:
+        if getattr(item, attribute) == value:
+            return item
+    known = ", ".join(getattr(item, attribute) for item in items)
+    raise KeyError(f"no {what} {value!r} in the scenario (known: {known})")
