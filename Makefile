@@ -18,7 +18,7 @@ venv: $(STAMP)
 
 run: $(STAMP)
 	$(BIN)/planner validate scenarios/demo.toml
-	$(BIN)/planner ingest ../shared/data/azure_llm_2023/AzureLLMInferenceTrace_conv.csv --format azure \
+	$(BIN)/planner ingest data/samples/azure_llm_2023/AzureLLMInferenceTrace_conv.csv --format azure \
 	    --region eu-west --model llama3-8b --traffic-class interactive --freq 1min \
 	    --out out/demo/azure_conv_demand.csv
 	$(BIN)/planner catalog --region eu-west

@@ -9,6 +9,8 @@ Nothing below this module knows about exit codes or terminals: the core raises
 from __future__ import annotations
 
 import functools
+import os
+import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -55,6 +57,10 @@ def guarded(command: F) -> F:
                 stderr.print_exception()
             print_error(exc.message, fix=exc.fix, where=exc.where, code=exc.exit_code)
             raise typer.Exit(exc.exit_code) from None
+        except BrokenPipeError:
+            # The reader of our stdout went away (e.g. `planner catalog --json | head`): not an error.
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+            raise typer.Exit(0) from None
         except KeyboardInterrupt:
             print_error("interrupted; no output was written", code=130)
             raise typer.Exit(130) from None
@@ -162,7 +168,9 @@ def profiles(
         table = table[table["model"] == model]
         if table.empty:
             raise InputError(f"no profile for model {model!r}", fix="run `planner profiles` to list models")
-    print_table(table.to_dict("records"), title="Model profiles", as_json=as_json)
+    # The free-text notes stay in --json and profiles.csv; they would crush the terminal table.
+    columns = [name for name in table.columns if name != "notes"]
+    print_table(table.to_dict("records"), title="Model profiles", columns=columns, as_json=as_json)
 
 
 # --------------------------------------------------------------------------- ingest
@@ -211,10 +219,9 @@ def ingest(
     as_json: JsonFlag = False,
 ) -> None:
     """Turn raw request logs into demand history per (bucket, region, model, traffic class), with DuckDB."""
-    from planner.ingest import ingest_logs, parse_mapping, write_ingest_outputs
-    from planner.storage import check_table_suffix
+    from planner.ingest import ingest_logs, output_paths, parse_mapping, write_ingest_outputs
 
-    check_table_suffix(out)  # fail before reading gigabytes of logs
+    output_paths(out, histogram_out)  # fail on a bad output name before reading gigabytes of logs
     labels = {
         key: value
         for key, value in {"region": region, "model": model, "traffic_class": traffic_class}.items()

@@ -1,0 +1,184 @@
+"""Ingest throughput and memory: DuckDB streaming on a 50M-row log, and against pandas on 5M rows.
+
+What it does:
+
+1. Writes a synthetic request log in the generic CSV format (columns ts, region,
+   model, traffic_class, prompt_tokens, output_tokens; 14 days of arrivals,
+   log-normal token counts), chunk by chunk with numpy and pyarrow, from a fixed
+   seed, into a temporary folder that is deleted at the end.
+2. Runs ``planner.ingest.ingest_logs`` on it in a child process and reports rows/s
+   and the child's peak resident set (``ru_maxrss``). Goal: under 2 GiB at 50M rows.
+3. On a smaller log that pandas can hold (``--compare-rows``, default 5M), runs both
+   ``ingest_logs`` and a plain pandas ``read_csv`` + ``groupby`` doing the same
+   aggregation, each in its own child process, and prints the ratio.
+
+Usage: ``python benchmarks/ingest_throughput.py [--rows 50000000] [--compare-rows 5000000]``.
+It prints figures; it does not pass or fail.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import resource
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+REGIONS = ("us-east", "us-west", "eu-west", "ap-northeast")
+MODELS = ("llama3-8b", "llama2-70b", "mixtral-8x22b")
+CLASSES = ("interactive", "standard", "batch")
+MAPPING = (
+    "ts=ts,prompt_tokens=prompt_tokens,output_tokens=output_tokens,"
+    "region=region,model=model,traffic_class=traffic_class"
+)
+START = np.datetime64("2024-03-04T00:00:00", "us")
+SPAN_US = 14 * 86_400 * 1_000_000
+GIB = 1024**3
+
+
+def write_log(path: Path, rows: int, seed: int, chunk: int = 1_000_000) -> float:
+    """Write ``rows`` synthetic requests as CSV; return seconds taken. Same seed, same bytes."""
+    import pyarrow as pa
+    import pyarrow.csv as pacsv
+
+    rng = np.random.default_rng(seed)
+    began = time.perf_counter()
+    n_chunks = max(1, -(-rows // chunk))
+    schema = pa.schema(
+        [(name, pa.string()) for name in ("ts", "region", "model", "traffic_class")]
+        + [("prompt_tokens", pa.int64()), ("output_tokens", pa.int64())]
+    )
+    with pacsv.CSVWriter(str(path), schema, write_options=pacsv.WriteOptions(quoting_style="none")) as writer:
+        for index in range(n_chunks):
+            size = min(chunk, rows - index * chunk)
+            lo = SPAN_US * index // n_chunks
+            hi = SPAN_US * (index + 1) // n_chunks
+            offsets = np.sort(rng.integers(lo, hi, size))
+            ts = np.datetime_as_string(START + offsets.astype("timedelta64[us]"), unit="us")
+            columns = [
+                pa.array(ts, pa.string()),
+                pa.array(np.asarray(REGIONS)[rng.integers(0, len(REGIONS), size)], pa.string()),
+                pa.array(np.asarray(MODELS)[rng.integers(0, len(MODELS), size)], pa.string()),
+                pa.array(np.asarray(CLASSES)[rng.integers(0, len(CLASSES), size)], pa.string()),
+                pa.array(np.minimum(rng.lognormal(7.0, 1.0, size), 131_072).astype(np.int64)),
+                pa.array(np.minimum(rng.lognormal(5.0, 1.0, size), 8_192).astype(np.int64)),
+            ]
+            writer.write_table(pa.Table.from_arrays(columns, schema=schema))
+    return time.perf_counter() - began
+
+
+def child_duckdb(path: str, freq: str) -> dict:
+    from planner.ingest import ingest_logs, parse_mapping
+
+    began = time.perf_counter()
+    result = ingest_logs([path], "generic", mapping=parse_mapping(MAPPING), freq=freq)
+    seconds = time.perf_counter() - began
+    return {"rows": result.rows_read, "seconds": seconds, "demand_rows": len(result.demand)}
+
+
+def child_pandas(path: str, freq: str) -> dict:
+    """The same aggregation as ingest_logs, the way one would write it in pandas."""
+    import pandas as pd
+
+    began = time.perf_counter()
+    frame = pd.read_csv(path)
+    frame["bucket"] = pd.to_datetime(frame["ts"], utc=True, format="ISO8601").dt.floor(freq)
+    grouped = frame.groupby(["region", "model", "traffic_class", "bucket"], sort=True)
+    demand = grouped.agg(
+        requests=("prompt_tokens", "size"),
+        prompt_tokens_sum=("prompt_tokens", "sum"),
+        output_tokens_sum=("output_tokens", "sum"),
+    )
+    for measure in ("prompt_tokens", "output_tokens"):
+        for name, q in (("p50", 0.5), ("p99", 0.99)):
+            demand[f"{measure}_{name}"] = grouped[measure].quantile(q)
+    seconds = time.perf_counter() - began
+    return {"rows": int(len(frame)), "seconds": seconds, "demand_rows": int(len(demand))}
+
+
+def run_child(kind: str, path: Path, freq: str) -> dict:
+    """Run one measurement in a fresh interpreter; its own peak RSS is read with getrusage."""
+    code = (
+        "import json, resource, sys; sys.path.insert(0, sys.argv[1]);"
+        "import ingest_throughput as b;"
+        f"r = b.child_{kind}(sys.argv[2], sys.argv[3]);"
+        "r['maxrss_bytes'] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024;"
+        "print(json.dumps(r))"
+    )
+    began = time.perf_counter()
+    done = subprocess.run(
+        [sys.executable, "-c", code, str(Path(__file__).parent), str(path), freq],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    wall = time.perf_counter() - began
+    if done.returncode != 0:
+        raise SystemExit(f"{kind} child failed:\n{done.stderr}")
+    figures = json.loads(done.stdout.strip().splitlines()[-1])
+    figures["wall_seconds"] = wall
+    figures["children_maxrss_bytes"] = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss * 1024
+    return figures
+
+
+def _row(label: str, rows: int, size: int, figures: dict) -> str:
+    rate = figures["rows"] / figures["seconds"]
+    return (
+        f"| {label:<28} | {rows:>12,} | {size / 1e9:>7.2f} | {figures['seconds']:>8.1f} | "
+        f"{rate:>12,.0f} | {figures['maxrss_bytes'] / GIB:>8.2f} |"
+    )
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rows", type=int, default=50_000_000, help="rows in the large log (default 50M)")
+    parser.add_argument("--compare-rows", type=int, default=5_000_000, help="rows in the pandas comparison log")
+    parser.add_argument("--freq", default="1h")
+    parser.add_argument("--seed", type=int, default=20240304)
+    args = parser.parse_args(argv)
+
+    scratch = Path(tempfile.mkdtemp(prefix="planner-bench-ingest-"))
+    lines = [
+        "| run                          |         rows | file GB | seconds |       rows/s | peak GiB |",
+        "|------------------------------|--------------|---------|---------|--------------|----------|",
+    ]
+    try:
+        small = scratch / "requests_small.csv"
+        write_log(small, args.compare_rows, args.seed)
+        duck_small = run_child("duckdb", small, args.freq)
+        pandas_small = run_child("pandas", small, args.freq)
+        size_small = small.stat().st_size
+        small.unlink()
+        lines.append(_row("duckdb ingest_logs (small)", args.compare_rows, size_small, duck_small))
+        lines.append(_row("pandas read_csv+groupby", args.compare_rows, size_small, pandas_small))
+
+        large = scratch / "requests_large.csv"
+        gen_seconds = write_log(large, args.rows, args.seed)
+        size_large = large.stat().st_size
+        duck_large = run_child("duckdb", large, args.freq)
+        large.unlink()
+        lines.append(_row("duckdb ingest_logs (large)", args.rows, size_large, duck_large))
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+
+    ratio = (duck_small["rows"] / duck_small["seconds"]) / (pandas_small["rows"] / pandas_small["seconds"])
+    print("\n".join(lines))
+    print()
+    print(f"large log written in {gen_seconds:.1f} s ({size_large / 1e9:.2f} GB), then deleted")
+    print(
+        f"duckdb vs pandas on {args.compare_rows:,} rows: {ratio:.2f}x the rows/s, "
+        f"{pandas_small['maxrss_bytes'] / duck_small['maxrss_bytes']:.1f}x less peak memory"
+    )
+    goal = "met" if duck_large["maxrss_bytes"] < 2 * GIB else "NOT met"
+    print(f"peak RSS at {args.rows:,} rows: {duck_large['maxrss_bytes'] / GIB:.2f} GiB (goal < 2 GiB: {goal})")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

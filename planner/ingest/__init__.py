@@ -1,0 +1,25 @@
+"""Request logs -> demand history, streamed with DuckDB.
+
+``ingest_logs`` reads Azure-trace CSV, Mooncake JSONL or any CSV/TSV/Parquet/JSONL
+with a column mapping and returns per-bucket demand and token histograms;
+``write_ingest_outputs`` writes them. See ``data/README.d/ingest.md`` for the columns.
+"""
+
+from planner.ingest.aggregate import DEMAND_COLUMNS, FREQ_EXAMPLES, HISTOGRAM_COLUMNS, parse_freq
+from planner.ingest.formats import FORMATS, PRESETS, parse_mapping
+from planner.ingest.pipeline import IngestResult, ingest_logs
+from planner.ingest.writer import output_paths, write_ingest_outputs
+
+__all__ = [
+    "DEMAND_COLUMNS",
+    "FORMATS",
+    "FREQ_EXAMPLES",
+    "HISTOGRAM_COLUMNS",
+    "PRESETS",
+    "IngestResult",
+    "ingest_logs",
+    "output_paths",
+    "parse_freq",
+    "parse_mapping",
+    "write_ingest_outputs",
+]

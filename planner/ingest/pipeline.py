@@ -1,0 +1,104 @@
+"""``ingest_logs``: request-log files in, demand history and token histograms out, as values.
+
+The steps, each in DuckDB: expand the paths and check every file's columns; build
+the clean relation over all files (:mod:`planner.ingest.reader`); scan it once to
+count rows and bad values per file, and requests and tokens per bucket, series and
+token-length bin (:mod:`planner.ingest.aggregate`); stop at the first bad row
+(:mod:`planner.ingest.validate`); scan again for the exact quantiles
+(:mod:`planner.ingest.quantiles`). DuckDB's spill folder lives in a temporary folder
+that is removed afterwards; nothing else is written: :mod:`planner.ingest.writer`
+writes the results.
+"""
+
+from __future__ import annotations
+
+import tempfile
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from planner.ingest.aggregate import binned_sql, coarse_scan, demand_frame, file_counts, histogram_frame, parse_freq
+from planner.ingest.formats import LABELS, resolve_spec
+from planner.ingest.reader import clean_sql, connect, expand_paths, files_by_kind
+from planner.ingest.validate import check_file_counts, check_files, scan_checked
+
+
+@dataclass(frozen=True)
+class IngestResult:
+    """What one ingest produced.
+
+    ``demand``: one row per non-empty (bucket, region, model, traffic_class), columns
+    ``aggregate.DEMAND_COLUMNS``. ``histogram``: token-length histogram, columns
+    ``aggregate.HISTOGRAM_COLUMNS``. ``rows_read``: requests read (every row of every
+    file). ``files``: the files read, sorted. ``freq``: the bucket size.
+    """
+
+    demand: pd.DataFrame
+    histogram: pd.DataFrame
+    rows_read: int
+    files: list[str]
+    freq: str
+    format_name: str
+
+    def summary_rows(self) -> list[dict[str, Any]]:
+        """Per series: region, model, traffic_class, buckets, requests, first_ts, last_ts."""
+        rows = []
+        for (region, model, traffic_class), part in self.demand.groupby(list(LABELS), sort=True):
+            rows.append(
+                {
+                    "region": str(region),
+                    "model": str(model),
+                    "traffic_class": str(traffic_class),
+                    "buckets": int(len(part)),
+                    "requests": int(part["requests"].sum()),
+                    "first_ts": str(part["ts"].min()),
+                    "last_ts": str(part["ts"].max()),
+                }
+            )
+        return rows
+
+
+def ingest_logs(
+    paths: Sequence[str | Path],
+    fmt: str,
+    *,
+    mapping: Mapping[str, str] | None = None,
+    start: datetime | None = None,
+    labels: Mapping[str, str | None] | None = None,
+    freq: str = "1h",
+) -> IngestResult:
+    """Read request logs (files or globs, combined) and aggregate them into demand history.
+
+    ``fmt`` is ``azure``, ``mooncake`` or ``generic`` (which needs ``mapping``);
+    ``start`` anchors relative timestamps (mooncake); ``labels`` gives constant
+    region/model/traffic_class values for logs without such columns; ``freq`` is the
+    bucket size (1min..1d). Every problem with the inputs raises ``InputError``
+    naming the file, row and column, before any result exists.
+    """
+    bucket_seconds = parse_freq(freq)
+    spec = resolve_spec(fmt, mapping, start, dict(labels or {}))
+    files = expand_paths(paths)
+    kinds = files_by_kind(files)
+    with tempfile.TemporaryDirectory(prefix="planner-ingest-") as scratch:
+        con = connect(Path(scratch))
+        try:
+            check_files(con, spec, kinds)
+            binned = binned_sql(clean_sql(con, spec, kinds), bucket_seconds)
+            scan_checked(con, spec, kinds, lambda: coarse_scan(con, binned))
+            rows_read = check_file_counts(con, spec, kinds, file_counts(con))
+            demand = demand_frame(con, binned)
+            histogram = histogram_frame(con)
+        finally:
+            con.close()
+    return IngestResult(
+        demand=demand,
+        histogram=histogram,
+        rows_read=rows_read,
+        files=files,
+        freq=freq.strip().lower(),
+        format_name=spec.format_name,
+    )

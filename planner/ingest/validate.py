@@ -1,0 +1,265 @@
+"""Checks on request logs, each failing as an ``InputError`` that names the file, row and column.
+
+The checks run in DuckDB so a 50M-row log is never materialised in Python:
+
+1. before the scan, per file: not empty, readable by its reader, and carrying every
+   mapped column (the error lists the columns it does have);
+2. the profile scan (:func:`scan_checked`): a malformed file (ragged CSV row,
+   broken JSON) that DuckDB refuses is traced back to its file;
+3. the same scan counts rows and bad values per file (:func:`check_file_counts`).
+   Only when a file has a bad value is it read again, with
+   ``row_number() OVER ()`` (a streaming window that numbers rows in file order)
+   to find its first bad row, the column and the offending text.
+
+Row numbers are 1-based data rows: the first row after a CSV header is row 1; in
+JSON files, the first record is record 1.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from datetime import UTC, datetime, timedelta
+from typing import TypeVar
+
+import duckdb
+
+from planner.errors import InputError
+from planner.ingest.formats import LABEL_OPTIONS, LABELS, OUTPUT, PROMPT, TS, LogSpec
+from planner.ingest.reader import (
+    FILE_COLUMN,
+    MAX_EXACT_TOKENS,
+    TS_MAX_US,
+    clean_select_sql,
+    describe_columns,
+    duckdb_reason,
+    parsed_sql,
+    quote_ident,
+    quote_literal,
+    source_sql,
+    tokens_ok,
+    ts_ok,
+)
+
+T = TypeVar("T")
+KIND_NAMES = {"csv": "CSV", "tsv": "TSV", "parquet": "Parquet", "jsonl": "JSON lines", "json": "JSON"}
+
+
+def _row_word(kind: str) -> str:
+    return "record" if kind in ("jsonl", "json") else "data row"
+
+
+def _empty(path: str) -> InputError:
+    return InputError(
+        "the file has no data rows",
+        where=path,
+        fix="check the file was fully written, or leave it out of the inputs",
+    )
+
+
+def _schema_sql(kind: str, path: str) -> str:
+    """A reader for one file whose DESCRIBE shows the file's own columns (JSON keys auto-detected)."""
+    if kind in ("jsonl", "json"):
+        layout = "'newline_delimited'" if kind == "jsonl" else "'auto'"
+        return f"read_json([{quote_literal(path)}], format = {layout})"
+    delim = quote_literal("\t" if kind == "tsv" else ",")
+    if kind in ("csv", "tsv"):
+        return f"read_csv([{quote_literal(path)}], header = true, all_varchar = true, delim = {delim})"
+    return f"read_parquet([{quote_literal(path)}])"
+
+
+def check_files(con: duckdb.DuckDBPyConnection, spec: LogSpec, kinds: dict[str, list[str]]) -> None:
+    """Fail on the first file that is empty, unreadable, or lacks a mapped column."""
+    for kind, group in sorted(kinds.items()):
+        for path in group:
+            if os.path.getsize(path) == 0:
+                raise _empty(path)
+            try:
+                available = describe_columns(con, _schema_sql(kind, path))
+            except duckdb.Error as exc:
+                raise InputError(
+                    f"cannot read the file as {KIND_NAMES[kind]}: {duckdb_reason(exc)}",
+                    where=path,
+                    fix=f"check the file is valid {KIND_NAMES[kind]} (its type is taken from the extension)",
+                ) from exc
+            missing = [(f, c) for f, c in spec.columns.items() if c not in available]
+            if kind in ("jsonl", "json"):  # keys only seen past the schema sample still count
+                missing = [(f, c) for f, c in missing if not _json_key_present(con, kind, path, spec, c)]
+            if not missing:
+                continue
+            if _row_count(con, kind, path, spec) == 0:
+                raise _empty(path)
+            field, column = missing[0]
+            names = [c for c in available if c != FILE_COLUMN]
+            near = [c for c in names if c.lower() == column.lower()]
+            hint = f"did you mean {near[0]!r}? " if near else ""
+            raise InputError(
+                f"column {column!r} (for {field}) is missing; the file has columns: {', '.join(map(repr, names))}",
+                where=f"{path}, column {column!r}",
+                fix=f"{hint}map the right column, e.g. --format generic --map {field}=COLUMN,... "
+                "(CSV files need a header line)",
+            )
+
+
+def _json_key_present(con: duckdb.DuckDBPyConnection, kind: str, path: str, spec: LogSpec, column: str) -> bool:
+    source = source_sql(kind, [path], spec)
+    try:
+        row = con.execute(f"SELECT count({quote_ident(column)}) FROM {source}").fetchone()
+    except duckdb.Error:
+        return False
+    return bool(row and row[0])
+
+
+def _row_count(con: duckdb.DuckDBPyConnection, kind: str, path: str, spec: LogSpec) -> int:
+    try:
+        row = con.execute(f"SELECT count(*) FROM {_schema_sql(kind, path)}").fetchone()
+    except duckdb.Error:
+        return -1
+    return int(row[0]) if row else 0
+
+
+def scan_checked(
+    con: duckdb.DuckDBPyConnection, spec: LogSpec, kinds: dict[str, list[str]], scan: Callable[[], T]
+) -> T:
+    """Run ``scan`` (a query over every file); if DuckDB rejects the input, name the file it cannot parse."""
+    try:
+        return scan()
+    except (duckdb.InvalidInputException, duckdb.IOException, duckdb.ConversionException) as exc:
+        for kind, group in sorted(kinds.items()):
+            for path in group:
+                parsed = parsed_sql(source_sql(kind, [path], spec), spec, _types(con, kind, path, spec))
+                try:
+                    con.execute(f"SELECT count(*) FROM ({clean_select_sql(parsed)})").fetchone()
+                except duckdb.Error as single:
+                    raise InputError(
+                        f"cannot parse the file as {KIND_NAMES[kind]}: {duckdb_reason(single)}",
+                        where=path,
+                        fix="repair or drop the malformed line (the line number counts the header as line 1)",
+                    ) from single
+        raise InputError(
+            f"cannot read the inputs together: {duckdb_reason(exc)}",
+            where=", ".join(p for group in kinds.values() for p in group),
+            fix="check that files of one type share column types, or ingest them separately",
+        ) from exc
+
+
+def _types(con: duckdb.DuckDBPyConnection, kind: str, path: str, spec: LogSpec) -> dict[str, str]:
+    return describe_columns(con, source_sql(kind, [path], spec)) if kind == "parquet" else {}
+
+
+def check_file_counts(
+    con: duckdb.DuckDBPyConnection, spec: LogSpec, kinds: dict[str, list[str]], per_file: dict[str, tuple[int, int]]
+) -> int:
+    """Fail on the first file (in path order) with no rows or a bad value; return the total row count.
+
+    ``per_file`` maps file -> (rows, rows with a bad value), as counted by the profile scan.
+    """
+    for path, kind in sorted((p, k) for k, group in kinds.items() for p in group):
+        n, n_bad = per_file.get(path, (0, 0))
+        if n == 0:
+            raise _empty(path)
+        if n_bad:
+            raise first_bad_row(con, spec, kind, path, n_bad)
+    return sum(n for n, _ in per_file.values())
+
+
+def _checks(spec: LogSpec) -> list[tuple[str, str, str]]:
+    """(canonical field, source column, SQL 'value is good' predicate) in the order a row is judged."""
+    checks = [
+        (TS, spec.columns[TS], f"COALESCE({ts_ok('ts_parsed_us')}, false)"),
+        (PROMPT, spec.columns[PROMPT], f"COALESCE({tokens_ok('prompt_real')}, false)"),
+        (OUTPUT, spec.columns[OUTPUT], f"COALESCE({tokens_ok('output_real')}, false)"),
+    ]
+    for label in LABELS:
+        if label in spec.columns:
+            checks.append((label, spec.columns[label], f"({label} IS NOT NULL)"))
+    return checks
+
+
+def first_bad_row(con: duckdb.DuckDBPyConnection, spec: LogSpec, kind: str, path: str, n_bad: int) -> InputError:
+    """Re-read one file in order and describe its first row with a bad value."""
+    parsed = parsed_sql(source_sql(kind, [path], spec), spec, _types(con, kind, path, spec))
+    checks = _checks(spec)
+    flags = ", ".join(f"{sql} AS ok_{field}" for field, _, sql in checks)
+    all_ok = " AND ".join(f"ok_{field}" for field, _, _ in checks)
+    con.execute("SET preserve_insertion_order = true")  # row_number() must follow file order
+    try:
+        cursor = con.execute(
+            f"SELECT *, {flags} FROM (SELECT row_number() OVER () AS row_no, * FROM ({parsed})) "
+            f"WHERE NOT ({all_ok}) ORDER BY row_no LIMIT 1"
+        )
+        names = [d[0] for d in cursor.description]
+        found = cursor.fetchone()
+    finally:
+        con.execute("SET preserve_insertion_order = false")
+    if found is None:  # cannot happen unless the file changed between the two reads
+        return InputError(
+            "the file changed while it was read", where=path, fix="ingest a file that is not being written"
+        )
+    row = dict(zip(names, found, strict=True))
+    field, column = next((f, c) for f, c, _ in checks if not row[f"ok_{f}"])
+    others = f" ({n_bad:,} rows in this file have bad values; this is the first)" if n_bad > 1 else ""
+    message, fix = _describe(spec, field, column, row)
+    return InputError(
+        message + others,
+        where=f"{path}, {_row_word(kind)} {row['row_no']}, column {column!r}",
+        fix=fix,
+    )
+
+
+def _is_number(text: str) -> bool:
+    try:
+        float(text)
+    except ValueError:
+        return False
+    return True
+
+
+def _describe(spec: LogSpec, field: str, column: str, row: dict) -> tuple[str, str]:
+    """The message and fix for one bad value."""
+    if field == TS:
+        raw = row["raw_ts"]
+        if raw is None or not str(raw).strip():
+            return f"{column} is empty", "every request needs an arrival time; fill it or drop the row"
+        parsed = row["ts_parsed_us"]
+        if parsed is None:
+            if spec.ts_unit is None:
+                return (
+                    f"{column} value {raw!r} is not a date-time",
+                    "write ISO-8601 such as 2023-11-16 18:17:03.98 or 2023-11-16T18:17:03Z "
+                    "(for epoch numbers add ts_unit=s, ms, us or ns to --map)",
+                )
+            if not _is_number(raw):
+                return (
+                    f"{column} value {raw!r} is not a number of {spec.ts_unit}",
+                    "numeric timestamps must be plain numbers; check ts_unit in --map",
+                )
+            parsed = TS_MAX_US * 10**6  # too large for BIGINT microseconds: certainly out of range
+        try:
+            when = (datetime(1970, 1, 1, tzinfo=UTC) + timedelta(microseconds=int(parsed))).isoformat()
+        except OverflowError:
+            when = f"about the year {1970 + int(parsed) / 31_557_600e6:,.0f}"
+        return (
+            f"{column} value {raw!r} is {when}, outside 1970-2200",
+            "check the timestamp unit (ts_unit in --map) and --start",
+        )
+    if field in (PROMPT, OUTPUT):
+        raw = row[f"raw_{field}"]
+        real = row["prompt_real" if field == PROMPT else "output_real"]
+        what = "a token count must be a non-negative integer"
+        if raw is None or not str(raw).strip():
+            problem = "is empty"
+        elif real is None:
+            problem = f"value {raw!r} is not a number"
+        elif real != real or real < 0:
+            problem = f"value {raw!r} is negative" if real < 0 else f"value {raw!r} is not a number"
+        elif real > MAX_EXACT_TOKENS:
+            problem = f"value {raw!r} is too large"
+        else:
+            problem = f"value {raw!r} is not a whole number"
+        return f"{column} {problem}; {what}", "correct the value or drop the row"
+    option = LABEL_OPTIONS[field]
+    return (
+        f"{column} is empty; every request needs a {field}",
+        f"fill the column, or drop {field}= from --map and pass {option} VALUE for the whole log",
+    )
