@@ -1,0 +1,84 @@
+"""`planner ingest` through the CLI: outputs, JSON summary, and exit code 3 with nothing written."""
+
+from __future__ import annotations
+
+import json
+
+import pandas as pd
+from typer.testing import CliRunner
+
+from planner import cli
+from planner.errors import ExitCode
+
+runner = CliRunner()
+
+
+def _write_log(path, rows):
+    path.write_text("time,in,out\n" + "".join(f"{t},{p},{o}\n" for t, p, o in rows))
+
+
+def test_ingest_generic_writes_history_and_histogram(tmp_path):
+    log = tmp_path / "log.csv"
+    _write_log(log, [("2026-01-01T00:10:00Z", 100, 10), ("2026-01-01T00:50:00Z", 300, 30), ("2026-01-01T01:05:00Z", 5, 1)])
+    out = tmp_path / "history.csv"
+    result = runner.invoke(
+        cli.app,
+        [
+            "ingest", str(log), "--map", "ts=time,prompt_tokens=in,output_tokens=out",
+            "--region", "eu-west", "--model", "llama3-8b", "--traffic-class", "batch", "--out", str(out), "--json",
+        ],
+    )
+    assert result.exit_code == 0, result.output
+    payload = json.loads(result.stdout)
+    assert payload["rows_read"] == 3
+    history = pd.read_csv(out)
+    assert history["requests"].tolist() == [2, 1]
+    assert history["prompt_tokens_sum"].tolist() == [400, 5]
+    assert history["ts"].tolist() == ["2026-01-01T00:00:00Z", "2026-01-01T01:00:00Z"]
+    assert (tmp_path / "history.histogram.csv").exists()
+
+
+def test_ingest_azure_sample_table_output(repo_root, tmp_path):
+    out = tmp_path / "azure.parquet"
+    result = runner.invoke(
+        cli.app,
+        [
+            "ingest", str(repo_root / "data/samples/azure_llm_2023/AzureLLMInferenceTrace_code.csv"),
+            "--format", "azure", "--region", "us-west", "--model", "llama3-8b", "--traffic-class", "standard",
+            "--out", str(out),
+        ],
+    )
+    assert result.exit_code == 0, result.output
+    assert pd.read_parquet(out)["requests"].sum() == 8819
+
+
+def test_bad_token_count_exits_3_names_row_and_keeps_previous_output(tmp_path):
+    log = tmp_path / "log.csv"
+    _write_log(log, [("2026-01-01T00:10:00Z", 100, 10), ("2026-01-01T00:20:00Z", -4, 10)])
+    out = tmp_path / "history.csv"
+    out.write_text("a good earlier output\n")
+    result = runner.invoke(
+        cli.app,
+        [
+            "ingest", str(log), "--map", "ts=time,prompt_tokens=in,output_tokens=out",
+            "--region", "r", "--model", "m", "--traffic-class", "k", "--out", str(out),
+        ],
+    )
+    assert result.exit_code == ExitCode.INVALID_INPUT
+    assert "log.csv" in result.output and "row 2" in result.output
+    assert out.read_text() == "a good earlier output\n"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["history.csv", "log.csv"]
+
+
+def test_unknown_format_exits_3(tmp_path):
+    log = tmp_path / "log.csv"
+    _write_log(log, [("2026-01-01T00:10:00Z", 100, 10)])
+    result = runner.invoke(cli.app, ["ingest", str(log), "--format", "splunk", "--out", str(tmp_path / "h.csv")])
+    assert result.exit_code == ExitCode.INVALID_INPUT
+    assert "splunk" in result.output
+
+
+def test_bad_output_extension_fails_before_reading(tmp_path):
+    result = runner.invoke(cli.app, ["ingest", str(tmp_path / "missing.csv"), "--out", str(tmp_path / "h.txt")])
+    assert result.exit_code == ExitCode.INVALID_INPUT
+    assert ".txt" in result.output
