@@ -6,13 +6,22 @@ Kept apart from the commands so that every command renders tables the same way a
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
 from rich.console import Console
 from rich.markup import escape
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    Progress,
+    TextColumn,
+    TimeElapsedColumn,
+    TimeRemainingColumn,
+)
 from rich.table import Table
 
 stdout = Console(soft_wrap=False)
@@ -83,3 +92,26 @@ def print_error(message: str, *, fix: str | None = None, where: str | None = Non
     stderr.print(f"[red]error[/red] (exit {code}): {location}{escape(message)}", highlight=False)
     if fix:
         stderr.print(f"[yellow]To fix:[/yellow] {escape(fix)}", highlight=False)
+
+
+@contextlib.contextmanager
+def progress_bar(description: str, *, console: Console = stderr) -> Iterator[Callable[[int, int], None]]:
+    """A rich progress bar driven by ``advance(done, total)`` callbacks from the core.
+
+    The core never imports rich: it takes a plain callback, and this adapter draws it.
+    Drawn on stderr, so ``--json`` output on stdout stays clean.
+    """
+    columns = (
+        TextColumn("[progress.description]{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        TimeRemainingColumn(),
+    )
+    with Progress(*columns, console=console, transient=False) as progress:
+        task = progress.add_task(description, total=None)
+
+        def advance(done: int, total: int) -> None:
+            progress.update(task, completed=done, total=total)
+
+        yield advance

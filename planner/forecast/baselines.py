@@ -1,0 +1,69 @@
+"""Seasonal-naive baselines (24 h and 168 h): the bar every model must clear, and the fallback.
+
+Point forecast, for a period ``m`` and a series ``x_1..x_T``::
+
+    xhat_{T+h} = x_{T + h - m*k},   k = ceil(h / m)
+
+(the value one period back, or k periods back for horizons beyond one period).
+
+Quantiles come from the in-sample seasonal-naive errors ``e_t = x_t - x_{t-m}``
+over the trailing ``error_window_hours`` (pairs where both hours were observed,
+not imputed). A forecast k periods ahead is a k-step seasonal random walk, whose
+error variance grows linearly in k, so::
+
+    Qhat(tau)_{T+h} = max(0, xhat_{T+h} + sqrt(k) * Q_e(tau))
+
+with ``Q_e`` the empirical error quantile. The quantiles are then made monotone
+in ``tau`` (a running maximum), so q50 <= q90 <= q95 <= q99 always holds.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+DEFAULT_ERROR_WINDOW_HOURS = 8 * 168
+
+
+def naive_point(filled: np.ndarray, period: int, horizon: int) -> tuple[np.ndarray, np.ndarray]:
+    """Point forecast and the number of seasonal steps k for hours 1..horizon."""
+    n = filled.size
+    if n < period:
+        raise ValueError(f"seasonal naive({period}) needs at least {period} hours, got {n}")
+    h = np.arange(1, horizon + 1)
+    k = -(-h // period)
+    idx = n - 1 + h - k * period
+    return filled[idx].astype(float), k
+
+
+def naive_errors(filled: np.ndarray, observed: np.ndarray, period: int,
+                 error_window_hours: int = DEFAULT_ERROR_WINDOW_HOURS) -> np.ndarray:
+    """In-sample seasonal differences ``x_t - x_{t-period}`` where both hours were observed."""
+    lo = max(period, filled.size - error_window_hours)
+    t = np.arange(lo, filled.size)
+    ok = observed[t] & observed[t - period]
+    return filled[t[ok]] - filled[t[ok] - period]
+
+
+def seasonal_naive(filled: np.ndarray, observed: np.ndarray, period: int, horizon: int,
+                   levels: list[float],
+                   error_window_hours: int = DEFAULT_ERROR_WINDOW_HOURS) -> tuple[np.ndarray, dict[float, np.ndarray]]:
+    """Seasonal-naive mean and quantiles (see the module docstring)."""
+    point, k = naive_point(filled, period, horizon)
+    errors = naive_errors(filled, observed, period, error_window_hours)
+    levels = sorted(levels)
+    if errors.size == 0:
+        offsets = np.zeros(len(levels))
+    else:
+        offsets = np.quantile(errors, levels, method="linear")
+    scale = np.sqrt(k.astype(float))
+    quants: dict[float, np.ndarray] = {}
+    running = np.zeros(horizon)
+    for i, (lvl, off) in enumerate(zip(levels, offsets, strict=True)):
+        q = np.maximum(point + scale * off, 0.0)
+        running = q if i == 0 else np.maximum(running, q)
+        quants[lvl] = running.copy()
+    return np.maximum(point, 0.0), quants
+
+
+def model_used_name(period: int) -> str:
+    return f"seasonal_naive({period})"

@@ -1,0 +1,236 @@
+"""Data-quality pass for one demand series: parse, regularise, fill, and mask outages.
+
+Real traffic is messy, and the forecaster must survive it *and say what it did*.
+Every action below produces a finding (a small JSON-able dict) that ends up in the
+forecast metadata; nothing is changed silently.
+
+Rules, in the order they are applied to one (region, model, traffic_class) series:
+
+1. **Timestamps** are parsed as UTC (the orchestrator parses the whole frame once;
+   an unparsable ``ts`` is an input error naming the row).
+2. **Duplicate timestamps** are an input error (exit 3) naming the series and the
+   first duplicated timestamp: two rows for one hour cannot both be right, and
+   summing or dropping them would hide an upstream bug.
+3. **Irregular frequency.** A history is hourly. Timestamps that are not whole
+   hours (10-minute rates, jitter) are *resampled*: summed into their hour bucket,
+   with a warning finding. Summing is right for every measure we forecast
+   (``requests``, ``prompt_tokens_sum``, ``output_tokens_sum`` are counts per
+   interval). A history that is *coarser* than hourly (median spacing over one hour)
+   cannot be turned into an hourly forecast and is an input error.
+4. **Leading zeros** (a series that starts before its traffic did, e.g. a model
+   launched mid-history) are trimmed and reported: they are not demand history.
+5. **Missing hours** (absent rows, or NaN values) inside the span are filled and
+   reported as runs ``[first, last]``. The model treats them as *missing
+   observations* (the Kalman filter skips them, OLS leaves them out); the baselines
+   and plots use an imputed value: the same hour one week earlier (then later,
+   then one day earlier/later, then linear interpolation).
+6. **Outages.** In a busy series a zero (or near-zero) hour is not demand: with an
+   expected level of ``L >= 20`` per hour a Poisson count is zero with probability
+   ``exp(-L) <= 2e-9``. The expected level of hour ``t`` is the median of the
+   positive values at the same hour of day over the surrounding 15 days, so a
+   business-hours-only class whose nights are always small is never flagged.
+   An hour is an outage when ``L_t >= busy_min_level`` and
+   ``x_t <= outage_fraction * L_t`` (default 2 %, which also catches hours where
+   collection stopped partway, e.g. 2 requests where 2,000 were due). Outage hours
+   are masked exactly like missing hours and reported. A zero run that reaches the
+   end of the series is *not* masked (the series may really have stopped) but is
+   reported, since it decides the forecast.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from planner.errors import InputError
+
+HOUR_NS = 3_600_000_000_000
+BUSY_MIN_LEVEL = 20.0
+OUTAGE_FRACTION = 0.02
+MAX_RANGES_REPORTED = 20
+
+
+@dataclass
+class CleanSeries:
+    """One hourly series on a contiguous grid, ready for the model and the baselines.
+
+    ``values`` holds the observations with NaN where an hour was missing or masked
+    (what the model sees); ``filled`` holds the imputed series without NaN (what the
+    seasonal-naive baselines and the plots see); ``observed`` is True where
+    ``values`` is a real, unmasked observation (only those hours are scored).
+    """
+
+    start: pd.Timestamp
+    values: np.ndarray
+    filled: np.ndarray
+    observed: np.ndarray
+    findings: list[dict[str, Any]] = field(default_factory=list)
+
+    @property
+    def n_hours(self) -> int:
+        return int(self.values.size)
+
+    @property
+    def end(self) -> pd.Timestamp:
+        return self.start + pd.Timedelta(hours=self.n_hours - 1)
+
+
+def format_ts(ts: pd.Timestamp) -> str:
+    """ISO-8601 UTC with a ``Z`` suffix, the project's one timestamp spelling."""
+    return ts.strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def _runs(mask: np.ndarray) -> list[tuple[int, int]]:
+    """Inclusive index runs ``(first, last)`` where ``mask`` is True."""
+    if not mask.any():
+        return []
+    padded = np.concatenate([[False], mask, [False]]).astype(np.int8)
+    edges = np.flatnonzero(np.diff(padded))
+    return [(int(a), int(b) - 1) for a, b in zip(edges[::2], edges[1::2], strict=True)]
+
+
+def _ranges(start: pd.Timestamp, runs: list[tuple[int, int]]) -> list[list[str]]:
+    hour = pd.Timedelta(hours=1)
+    return [[format_ts(start + a * hour), format_ts(start + b * hour)] for a, b in runs[:MAX_RANGES_REPORTED]]
+
+
+def _finding(kind: str, series: str, action: str, start: pd.Timestamp | None = None,
+             runs: list[tuple[int, int]] | None = None, **extra: Any) -> dict[str, Any]:
+    out: dict[str, Any] = {"kind": kind, "series": series, "action": action}
+    if runs is not None and start is not None:
+        out["hours"] = int(sum(b - a + 1 for a, b in runs))
+        out["runs"] = len(runs)
+        out["ranges"] = _ranges(start, runs)
+        if len(runs) > MAX_RANGES_REPORTED:
+            out["ranges_truncated"] = True
+    out.update(extra)
+    return out
+
+
+def impute_seasonal(values: np.ndarray) -> np.ndarray:
+    """Fill NaN from the same hour a week earlier/later, then a day, then linearly."""
+    out = values.astype(float).copy()
+    n = out.size
+    for lag in (168, -168, 336, -336, 24, -24, 48, -48):
+        gaps = np.isnan(out)
+        if not gaps.any():
+            return out
+        src = np.arange(n) - lag
+        ok = gaps & (src >= 0) & (src < n)
+        idx = np.flatnonzero(ok)
+        out[idx] = out[src[idx]]
+    gaps = np.isnan(out)
+    if gaps.any():
+        good = np.flatnonzero(~gaps)
+        if good.size == 0:
+            return np.zeros(n)
+        out[gaps] = np.interp(np.flatnonzero(gaps), good, out[good])
+    return out
+
+
+def expected_level(values: np.ndarray) -> np.ndarray:
+    """Median of positive values at the same hour of day over a centred 15-day window."""
+    n = values.size
+    level = np.full(n, np.nan)
+    positive = np.where(values > 0, values, np.nan)
+    for hour in range(min(24, n)):
+        sub = pd.Series(positive[hour::24])
+        med = sub.rolling(15, center=True, min_periods=3).median().ffill().bfill()
+        level[hour::24] = med.to_numpy()
+    return level
+
+
+def detect_outages(values: np.ndarray, *, busy_min_level: float = BUSY_MIN_LEVEL,
+                   outage_fraction: float = OUTAGE_FRACTION) -> tuple[np.ndarray, np.ndarray]:
+    """Return (masked outage hours, trailing zero-run hours) as boolean arrays."""
+    level = expected_level(values)
+    with np.errstate(invalid="ignore"):
+        low = (values <= outage_fraction * level) & (level >= busy_min_level)
+    low &= ~np.isnan(values)
+    trailing = np.zeros_like(low)
+    runs = _runs(low)
+    last_observed = np.flatnonzero(~np.isnan(values))
+    if runs and last_observed.size and runs[-1][1] >= last_observed[-1]:
+        a, b = runs[-1]
+        trailing[a : b + 1] = True
+        low[a : b + 1] = False
+    return low, trailing
+
+
+def regularise(key: str, ts_ns: np.ndarray,
+               values: np.ndarray) -> tuple[pd.Timestamp, np.ndarray, list[dict[str, Any]]]:
+    """Put one series on a contiguous hourly grid (NaN for absent hours).
+
+    ``ts_ns`` are UTC nanoseconds, sorted ascending. Raises InputError on duplicate
+    timestamps or a coarser-than-hourly history.
+    """
+    findings: list[dict[str, Any]] = []
+    dup = np.flatnonzero(np.diff(ts_ns) == 0)
+    if dup.size:
+        first = format_ts(pd.Timestamp(int(ts_ns[dup[0]]), tz="UTC"))
+        raise InputError(
+            f"duplicate timestamp {first} in series {key} ({dup.size} duplicated row(s) in this series)",
+            where=f"series {key}, ts {first}",
+            fix="keep exactly one row per (region, model, traffic_class, ts); re-run `planner ingest` on the raw log",
+        )
+    off_hour = ts_ns % HOUR_NS != 0
+    if ts_ns.size > 2:
+        median_step = float(np.median(np.diff(ts_ns)))
+        if median_step > HOUR_NS:
+            raise InputError(
+                f"series {key} is coarser than hourly (median spacing {median_step / HOUR_NS:.1f} h)",
+                where=f"series {key}, column ts",
+                fix="provide hourly (or finer) history; finer data is summed into hours",
+            )
+    if off_hour.any():
+        buckets = ts_ns - ts_ns % HOUR_NS
+        frame = pd.DataFrame({"b": buckets, "v": values})
+        summed = frame.groupby("b", sort=True)["v"].sum(min_count=1)
+        findings.append(_finding(
+            "irregular_frequency", key,
+            action="resampled: values summed into their UTC hour",
+            rows=int(ts_ns.size), rows_off_the_hour=int(off_hour.sum()), hours_after=int(summed.size),
+        ))
+        ts_ns = summed.index.to_numpy(dtype=np.int64)
+        values = summed.to_numpy(dtype=float)
+    start = pd.Timestamp(int(ts_ns[0]), tz="UTC")
+    n = int((ts_ns[-1] - ts_ns[0]) // HOUR_NS) + 1
+    grid = np.full(n, np.nan)
+    grid[((ts_ns - ts_ns[0]) // HOUR_NS).astype(np.int64)] = values
+    return start, grid, findings
+
+
+def clean_series(key: str, ts_ns: np.ndarray, values: np.ndarray) -> CleanSeries:
+    """Run every rule of the module docstring on one series; see CleanSeries."""
+    start, grid, findings = regularise(key, ts_ns, values.astype(float))
+    nonzero = np.flatnonzero(np.nan_to_num(grid, nan=0.0) > 0)
+    if nonzero.size == 0:
+        findings.append(_finding("all_zero", key, action="no positive value; forecast is zero"))
+        zeros = np.zeros_like(grid)
+        return CleanSeries(start, zeros, zeros.copy(), np.ones(grid.size, dtype=bool), findings)
+    if nonzero[0] > 0:
+        cut = int(nonzero[0])
+        findings.append(_finding("leading_zeros_trimmed", key, action="series starts at its first positive hour",
+                                 start=start, runs=[(0, cut - 1)]))
+        grid = grid[cut:]
+        start = start + pd.Timedelta(hours=cut)
+    missing = np.isnan(grid)
+    if missing.any():
+        findings.append(_finding("missing_hours", key, start=start, runs=_runs(missing),
+                                 action="filled: treated as missing observations by the model, "
+                                        "imputed from the same hour a week earlier for baselines"))
+    outage, trailing = detect_outages(grid)
+    if outage.any():
+        findings.append(_finding("outage", key, start=start, runs=_runs(outage),
+                                 action=f"masked: hours at or below {OUTAGE_FRACTION:.0%} of the expected level "
+                                        f"(>= {BUSY_MIN_LEVEL:g}/h) are not learned as demand"))
+    if trailing.any():
+        findings.append(_finding("trailing_zero_run", key, start=start, runs=_runs(trailing),
+                                 action="kept as demand: the series may have stopped; check the source"))
+    values = np.where(outage, np.nan, grid)
+    observed = ~np.isnan(values)
+    filled = impute_seasonal(values)
+    return CleanSeries(start, values, filled, observed, findings)

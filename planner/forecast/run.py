@@ -1,0 +1,290 @@
+"""Forecast a whole demand history: split into series, clean, fan out fits, assemble.
+
+``forecast_history`` is the pure core of ``planner forecast``: a DataFrame in, a
+``ForecastResult`` out (long forecast frame + JSON-able metadata), no files, no
+terminal. The data-quality pass runs here in the calling process, so an input error
+(duplicate timestamps, bad values) is raised before any work is fanned out; the
+per-series fit, forecast and backtest run through ``planner.engine.run_tasks``.
+
+Horizon alignment: every series is forecast for the same hours, the ``horizon``
+hours after the last hour of the *whole* history. A series that ends earlier is
+forecast across its gap as well (reported as a finding), so the placement step
+always gets one row per series and hour.
+
+Determinism: series are processed in sorted (region, model, traffic_class) order,
+the forecast is analytic (quantiles are back-transformed Gaussian prediction
+intervals, so no random numbers are drawn; ``seed`` is recorded in the metadata
+for the run record), every fit runs single-threaded whatever the engine, and
+outputs are rounded to fixed decimals. Same input gives byte-identical files,
+whichever engine runs the fits.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from planner.engine import run_tasks
+from planner.errors import InputError
+from planner.forecast import backtest as bt
+from planner.forecast.fallback import forecast_series
+from planner.forecast.model import ModelSpec
+from planner.forecast.quality import HOUR_NS, CleanSeries, clean_series, format_ts
+
+MEASURES = ("requests", "prompt_tokens_sum", "output_tokens_sum")
+KEY_COLUMNS = ("region", "model", "traffic_class")
+MAX_HORIZON_HOURS = 92 * 24
+VALUE_DECIMALS = 3
+
+
+def parse_horizon(text: str) -> int:
+    """'14d' -> 336, '36h' -> 36, '2w' -> 336. Raises InputError on anything else."""
+    match = re.fullmatch(r"\s*(\d+)\s*([hdw])\s*", str(text).lower())
+    if not match:
+        raise InputError(f"cannot read horizon '{text}'", where="--horizon",
+                         fix="write a whole number with a unit: 36h, 14d or 2w")
+    hours = int(match.group(1)) * {"h": 1, "d": 24, "w": 168}[match.group(2)]
+    if not 1 <= hours <= MAX_HORIZON_HOURS:
+        raise InputError(f"horizon {hours} h is outside 1..{MAX_HORIZON_HOURS} h", where="--horizon",
+                         fix="an hourly model is useful up to about 3 months ahead; use 1h..92d")
+    return hours
+
+
+def parse_quantiles(text: str) -> list[float]:
+    """'0.5,0.9,0.95,0.99' -> [0.5, 0.9, 0.95, 0.99] (sorted, unique, each in (0, 1))."""
+    items = [item.strip() for item in str(text).split(",") if item.strip()]
+    if not items:
+        raise InputError("no quantiles given", where="--quantiles", fix="e.g. --quantiles 0.5,0.9,0.95,0.99")
+    levels = []
+    for item in items:
+        try:
+            level = float(item)
+        except ValueError:
+            raise InputError(f"quantile '{item}' is not a number", where="--quantiles",
+                             fix="give comma-separated numbers between 0 and 1, e.g. 0.5,0.9") from None
+        if not 0.0 < level < 1.0:
+            raise InputError(f"quantile {item} is outside (0, 1)", where="--quantiles",
+                             fix="give levels strictly between 0 and 1, e.g. 0.5,0.9,0.95,0.99")
+        levels.append(level)
+    names = [bt.quantile_key(lvl) for lvl in levels]
+    if len(set(names)) != len(names):
+        raise InputError(f"repeated quantile in '{text}'", where="--quantiles", fix="list each level once")
+    return sorted(levels)
+
+
+@dataclass(frozen=True)
+class SeriesTask:
+    """Everything one worker needs for one series (pickles cheaply: numpy arrays)."""
+
+    key: tuple[str, str, str]
+    t_start_abs: int
+    values: np.ndarray
+    filled: np.ndarray
+    observed: np.ndarray
+    horizon_total: int
+    horizon: int
+    levels: tuple[float, ...]
+    spec: ModelSpec
+    backtest: bool
+
+
+def run_series(task: SeriesTask) -> dict[str, Any]:
+    """Fit, forecast and (optionally) backtest one series. Top-level so it pickles."""
+    levels = sorted(set(task.levels) | set(bt.INTERVAL_LEVELS))
+    result = forecast_series(task.values, task.filled, task.observed, task.t_start_abs,
+                             task.horizon_total, levels, task.spec)
+    cut = task.horizon_total - task.horizon
+    out: dict[str, Any] = {
+        "mean": result.mean[cut:],
+        "quantiles": {lvl: result.quantiles[lvl][cut:] for lvl in task.levels},
+        "model_used": result.model_used,
+        "fallback_reason": result.fallback_reason,
+        "details": result.details,
+    }
+    if task.backtest:
+        out["backtest"] = bt.backtest_series(task.values, task.filled, task.observed, task.t_start_abs,
+                                             task.horizon, levels, task.spec)
+    return out
+
+
+@dataclass
+class ForecastResult:
+    forecast: pd.DataFrame
+    metadata: dict[str, Any]
+    series_rows: list[dict[str, Any]] = field(default_factory=list)
+
+    def summary_rows(self) -> list[dict[str, Any]]:
+        """One row per series for the CLI's summary table (or ``--json``)."""
+        return [dict(row) for row in self.series_rows]
+
+
+def _validate(history: pd.DataFrame, measure: str) -> pd.DataFrame:
+    if measure not in MEASURES:
+        raise InputError(f"unknown measure '{measure}'", where="--measure", fix=f"use one of {', '.join(MEASURES)}")
+    missing = [c for c in ("ts", *KEY_COLUMNS, measure) if c not in history.columns]
+    if missing:
+        raise InputError(f"demand history lacks column(s) {', '.join(missing)}", where="history columns",
+                         fix="produce the history with `planner ingest`, which writes ts, region, model, "
+                             "traffic_class, requests, prompt_tokens_sum, output_tokens_sum")
+    if history.empty:
+        raise InputError("demand history has no rows", where="history", fix="check the file is the right one")
+    frame = history[["ts", *KEY_COLUMNS, measure]].copy()
+    for col in KEY_COLUMNS:
+        bad = frame[col].isna()
+        if bad.any():
+            raise InputError(f"empty {col} in row {int(np.flatnonzero(bad.to_numpy())[0])}",
+                             where=f"history row {int(np.flatnonzero(bad.to_numpy())[0])}, column {col}",
+                             fix=f"every row needs a {col}")
+        frame[col] = frame[col].astype(str)
+    ts = frame["ts"]
+    if pd.api.types.is_datetime64_any_dtype(ts):
+        parsed = ts.dt.tz_localize("UTC") if ts.dt.tz is None else ts.dt.tz_convert("UTC")
+    else:
+        parsed = pd.to_datetime(ts.astype(str), utc=True, format="ISO8601", errors="coerce")
+    bad = parsed.isna().to_numpy()
+    if bad.any():
+        row = int(np.flatnonzero(bad)[0])
+        raise InputError(f"cannot parse timestamp '{ts.iloc[row]}'", where=f"history row {row}, column ts",
+                         fix="write ts as ISO-8601 UTC, e.g. 2025-10-01T00:00:00Z")
+    frame["ts_ns"] = parsed.dt.as_unit("ns").astype("int64").to_numpy()
+    values = pd.to_numeric(frame[measure], errors="coerce")
+    bad = (frame[measure].notna() & values.isna()) | (values < 0) | np.isinf(values)
+    if bad.any():
+        row = int(np.flatnonzero(bad.to_numpy())[0])
+        raise InputError(f"{measure} value '{frame[measure].iloc[row]}' is not a non-negative number",
+                         where=f"history row {row}, column {measure}",
+                         fix=f"{measure} counts per hour must be >= 0 (leave a missing hour out or empty)")
+    frame["value"] = values.astype(float)
+    return frame.sort_values([*KEY_COLUMNS, "ts_ns"], kind="stable")
+
+
+def _r(x: float | None, digits: int = 6) -> float | None:
+    if x is None or not np.isfinite(x):
+        return None
+    return float(f"{x:.{digits}g}")
+
+
+def _round_tree(obj: Any) -> Any:
+    if isinstance(obj, dict):
+        return {k: _round_tree(v) for k, v in obj.items()}
+    if isinstance(obj, list | tuple):
+        return [_round_tree(v) for v in obj]
+    if isinstance(obj, float | np.floating):
+        return _r(float(obj))
+    if isinstance(obj, np.integer):
+        return int(obj)
+    if isinstance(obj, np.bool_):
+        return bool(obj)
+    return obj
+
+
+def _start_hour(clean: CleanSeries) -> int:
+    """Hours since the Unix epoch of the series' first hour."""
+    return int(clean.start.value // HOUR_NS)
+
+
+def clean_history(history: pd.DataFrame, measure: str = "requests") -> list[tuple[tuple[str, str, str], CleanSeries]]:
+    """Validate ``history`` and run the data-quality pass on every series, in sorted key order.
+
+    Raises InputError for a missing column, an unparsable timestamp, a negative or
+    non-numeric value, a duplicate timestamp or a coarser-than-hourly series.
+    """
+    frame = _validate(history, measure)
+    return [((str(key[0]), str(key[1]), str(key[2])),
+             clean_series("/".join(key), group["ts_ns"].to_numpy(), group["value"].to_numpy()))
+            for key, group in frame.groupby(list(KEY_COLUMNS), sort=True)]
+
+
+def forecast_history(history: pd.DataFrame, *, horizon_hours: int, quantiles: list[float],
+                     measure: str = "requests", backtest: bool = True, seed: int = 0, engine: str = "local",
+                     workers: int | None = None, progress: Callable[[int, int], None] | None = None,
+                     spec: ModelSpec | None = None) -> ForecastResult:
+    """Forecast every (region, model, traffic_class) series of ``history``; see the module docstring.
+
+    ``horizon_hours``: hours after the history's last hour (``parse_horizon``).
+    ``quantiles``: levels in (0, 1), one output column each (``parse_quantiles``).
+    ``measure``: one of ``MEASURES``. ``backtest``: run the rolling-origin backtest
+    (about 4x the fitting work). ``seed``: recorded only (no random draws).
+    ``engine``/``workers``: ``planner.engine`` (``local``, ``processes`` or ``auto``);
+    they never change the output. ``progress(done, total)`` is called per series.
+    ``spec``: the model's search space (``ModelSpec()`` by default).
+    Raises InputError for invalid input; model failures become visible fallbacks.
+    """
+    if not 1 <= int(horizon_hours) <= MAX_HORIZON_HOURS:
+        raise InputError(f"horizon {horizon_hours} h is outside 1..{MAX_HORIZON_HOURS}", where="horizon_hours",
+                         fix="use a horizon between 1 hour and 92 days")
+    levels = parse_quantiles(",".join(repr(float(q)) for q in quantiles))
+    spec = spec or ModelSpec()
+    series = clean_history(history, measure)
+    global_end = max(_start_hour(clean) + clean.n_hours - 1 for _, clean in series)
+    tasks, cleans = [], []
+    for key, clean in series:
+        name = "/".join(key)
+        t_start_abs = _start_hour(clean)
+        gap = global_end - (t_start_abs + clean.n_hours - 1)
+        if gap > 0:
+            clean.findings.append({"kind": "ends_early", "series": name, "hours": int(gap),
+                                   "action": "forecast extended across the gap to the common horizon"})
+        cleans.append((key, name, clean))
+        tasks.append(SeriesTask(key, t_start_abs, clean.values, clean.filled, clean.observed,
+                                gap + horizon_hours, horizon_hours, tuple(levels), spec, backtest))
+    outcomes = run_tasks(run_series, tasks, engine=engine, workers=workers, progress=progress)
+
+    hour = pd.Timedelta(hours=1)
+    start = pd.Timestamp(global_end * HOUR_NS, tz="UTC") + hour
+    stamps = [format_ts(start + i * hour) for i in range(horizon_hours)]
+    qcols = [bt.quantile_key(lvl) for lvl in levels]
+    parts, series_meta, rows = [], [], []
+    for (key, name, clean), outcome in zip(cleans, outcomes, strict=True):
+        block = {"region": key[0], "model": key[1], "traffic_class": key[2], "ts": stamps,
+                 "mean": np.round(outcome["mean"], VALUE_DECIMALS) + 0.0}
+        for lvl, col in zip(levels, qcols, strict=True):
+            block[col] = np.round(outcome["quantiles"][lvl], VALUE_DECIMALS) + 0.0
+        block["model_used"] = outcome["model_used"]
+        parts.append(pd.DataFrame(block))
+        details = outcome["details"]
+        bt_block = outcome.get("backtest")
+        entry = {
+            "series": name, "region": key[0], "model": key[1], "traffic_class": key[2],
+            "model_used": outcome["model_used"],
+            "fallback": outcome["fallback_reason"] is not None,
+            "fallback_reason": outcome["fallback_reason"],
+            "order": details.get("arima_order"), "aic": details.get("aic"), "fit": details,
+            "history": {"start": format_ts(clean.start), "end": format_ts(clean.end), "hours": clean.n_hours,
+                        "observed_hours": int(clean.observed.sum())},
+            "data_quality": clean.findings,
+            "backtest": bt_block if backtest else None,
+        }
+        series_meta.append(entry)
+        ok = bt_block is not None and "skipped" not in bt_block
+        rows.append({
+            "series": name, "model_used": outcome["model_used"], "aic": _r(details.get("aic")),
+            "mase": _r(bt_block["model"]["mase"], 4) if ok else None,
+            "mase_naive24": _r(bt_block["naive24"]["mase"], 4) if ok else None,
+            "mase_naive168": _r(bt_block["naive168"]["mase"], 4) if ok else None,
+            "cov80": _r(bt_block["model"]["coverage80"], 4) if ok else None,
+            "cov90": _r(bt_block["model"]["coverage90"], 4) if ok else None,
+            "fallback": outcome["fallback_reason"] or "",
+        })
+    forecast = pd.concat(parts, ignore_index=True)[["region", "model", "traffic_class", "ts", "mean", *qcols,
+                                                    "model_used"]]
+    metadata = {
+        "parameters": {"measure": measure, "horizon_hours": int(horizon_hours), "quantiles": levels,
+                       "quantile_columns": qcols, "backtest": bool(backtest),
+                       "seed": int(seed), "random_draws": "none: quantiles are analytic",
+                       "model_spec": spec.as_dict(), "backtest_windows": bt.N_WINDOWS,
+                       "mase_scale": "in-sample mean absolute error of the 168 h seasonal naive, "
+                                     "trailing 8 weeks before each origin"},
+        "forecast_start": stamps[0], "forecast_end": stamps[-1],
+        "n_series": len(series_meta),
+        "n_fallbacks": sum(1 for s in series_meta if s["fallback"]),
+        "n_data_quality_findings": sum(len(s["data_quality"]) for s in series_meta),
+        "series": series_meta,
+        "backtest_overall": bt.overall([s["backtest"] for s in series_meta]) if backtest else None,
+    }
+    return ForecastResult(forecast=forecast, metadata=_round_tree(metadata), series_rows=rows)
