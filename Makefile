@@ -22,12 +22,14 @@ run: $(STAMP)
 	    --region eu-west --model llama3-8b --traffic-class interactive --freq 1min \
 	    --out out/demo/azure_conv_demand.csv
 	$(BIN)/planner catalog --region eu-west
+	$(BIN)/planner forecast data/history/demo_history.parquet --horizon 14d --backtest \
+	    --out out/demo/forecast.csv --plots out/demo/forecast_plots
 
 test: $(STAMP)
 	$(BIN)/python -m pytest -q
 
 bench: $(STAMP)
-	$(BIN)/python benchmarks/ingest_throughput.py
+	for b in benchmarks/*.py; do $(BIN)/python $$b || exit 1; done
 
 clean:
 	rm -rf $(VENV) out
