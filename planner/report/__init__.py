@@ -1,0 +1,9 @@
+"""The monthly capacity report: build (pure: inputs -> report model) and render (Markdown, HTML, JSON, charts)."""
+
+from planner.report.build import build_report
+from planner.report.inputs import ReportInputs
+from planner.report.model import ReportModel, Section, Table
+from planner.report.write import ReportLockedError, WrittenReport, write_report
+
+__all__ = ["ReportInputs", "ReportLockedError", "ReportModel", "Section", "Table", "WrittenReport", "build_report",
+           "write_report"]

@@ -1,0 +1,173 @@
+"""Report sections about service: SLO evidence from the simulator, the plan loop, and the policy comparison.
+
+A class meets its SLO when its simulated p99 TTFT and p99 end-to-end latency are at or
+below their targets (the simulator's ``slo_met`` when given, else this comparison).
+The report shows each p99 as a ratio to its target, so 1.0 is the line, and marks a
+class "marginal" when the point estimate meets the target but the upper end of its
+confidence interval over replications does not: another month of the same traffic
+could miss it. A confidence interval is read as a half-width (one number) or as
+[low, high] (two numbers).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from planner.report.inputs import SERIES_KEY, ReportInputs, label, money, number, pick, present, rounded
+from planner.report.model import Chart, Section, Table
+
+_NUMBERS = re.compile(r"-?\d+(?:\.\d+)?(?:[eE][-+]?\d+)?")
+METRICS = (("ttft", "ttft_p99_ms", "ttft_p99_ci_ms", "ttft_slo_ms"),
+           ("e2e", "e2e_p99_ms", "e2e_p99_ci_ms", "e2e_slo_ms"))
+SLO_EXTRA = (("utilisation", ("utilisation", "utilization", "rho")),
+             ("rejections", ("rejections", "rejected", "rejection_rate")))
+
+
+def ci_upper(point: float | None, ci: Any) -> float | None:
+    """Upper end of a confidence interval given as a half-width or as [low, high] (list or text)."""
+    if ci is None or (isinstance(ci, float) and np.isnan(ci)):
+        return None
+    if isinstance(ci, list | tuple | np.ndarray):
+        values = [number(v) for v in ci]
+    elif number(ci) is not None:
+        return point + float(ci) if point is not None else None
+    else:
+        values = [number(v) for v in _NUMBERS.findall(str(ci))]
+    values = [v for v in values if v is not None]
+    return max(values) if len(values) >= 2 else None
+
+
+def _ci_text(ci: Any) -> str | None:
+    if ci is None or (isinstance(ci, float) and np.isnan(ci)):
+        return None
+    if isinstance(ci, list | tuple | np.ndarray):
+        return "[" + ", ".join(f"{float(v):.1f}" for v in ci) + "]"
+    return f"±{float(ci):.1f}" if number(ci) is not None else str(ci)
+
+
+def slo_table(slo: pd.DataFrame) -> pd.DataFrame:
+    """One row per simulated (region, model, class[, window]) with ratios to target, met and marginal flags."""
+    key = [*SERIES_KEY, *(["window"] if "window" in slo.columns else [])]
+    rows = []
+    for record in slo.to_dict("records"):
+        row: dict[str, Any] = {k: str(record[k]) for k in key}
+        ratios, meets, marginal = [], [], False
+        for name, p99_col, ci_col, target_col in METRICS:
+            p99, target = number(record.get(p99_col)), number(record.get(target_col))
+            row[p99_col], row[ci_col], row[target_col] = p99, _ci_text(record.get(ci_col)), target
+            ratio = p99 / target if p99 is not None and target else None
+            row[f"{name}_p99_over_slo"] = ratio
+            if ratio is not None:
+                ratios.append(ratio)
+                meets.append(ratio <= 1.0)
+                upper = ci_upper(p99, record.get(ci_col))
+                marginal |= ratio <= 1.0 and upper is not None and upper > target
+        given = record.get("slo_met")
+        met = bool(given) if given is not None and not (isinstance(given, float) and np.isnan(given)) else (
+            all(meets) if meets else None)
+        row["worst_p99_over_slo"] = max(ratios) if ratios else None
+        row["slo_met"] = met
+        row["marginal"] = bool(marginal and met)
+        for name, synonyms in SLO_EXTRA:
+            row[name] = number(pick(record, *synonyms))
+        rows.append(row)
+    frame = pd.DataFrame(rows)
+    return rounded(frame.sort_values(key, kind="stable").reset_index(drop=True))
+
+
+def _cell(value: Any) -> Any:
+    if isinstance(value, dict | list | tuple):
+        return json.dumps(value, sort_keys=True, default=str)
+    return value
+
+
+def slo_section(inputs: ReportInputs) -> Section:
+    section = Section("slo", "SLO evidence per class")
+    if not present(inputs.slo, *SERIES_KEY):
+        section.no_data("no simulation results were given to this report run, so no class's SLO is confirmed; "
+                        "run `planner plan`, which simulates the plan's peak windows.")
+    else:
+        table = slo_table(inputs.slo)
+        keys = [c for c in (*SERIES_KEY, "window") if c in table.columns]
+        known = table[table["slo_met"].notna()]
+        failing = [label(r, tuple(keys)) for r in known[~known["slo_met"].astype(bool)].to_dict("records")]
+        marginal = [label(r, tuple(keys)) for r in table[table["marginal"]].to_dict("records")]
+        section.paragraphs.append(
+            f"{int(known['slo_met'].astype(bool).sum())} of {len(table)} simulated (region, model, class"
+            + (", window" if "window" in keys else "") + ") rows meet their p99 TTFT and end-to-end SLOs"
+            + (f"; failing: {', '.join(failing)}" if failing else "") + ".")
+        if len(known) < len(table):
+            section.paragraphs.append(f"{len(table) - len(known)} rows have no SLO verdict: not reported.")
+        if marginal:
+            section.paragraphs.append("Marginal (met, but the confidence interval crosses the target): "
+                                      + ", ".join(marginal) + ".")
+        display = (*keys, "ttft_p99_ms", "ttft_p99_ci_ms", "ttft_slo_ms", "e2e_p99_ms", "e2e_p99_ci_ms", "e2e_slo_ms",
+                   "worst_p99_over_slo", "slo_met", "marginal", "utilisation", "rejections")
+        section.tables.append(Table("slo_evidence", "Simulated p99 latency against SLO", table,
+                                    "worst_p99_over_slo = the larger of p99 / target for TTFT and end to end (at "
+                                    "most 1 meets both); CI over replications.", display=display))
+        section.charts.append(Chart("slo_evidence", "Worst p99 latency as a share of its SLO", "bars", "slo_evidence",
+                                    {"label": keys, "value": "worst_p99_over_slo", "reference": 1.0,
+                                     "color_by": "slo_met"}, "p99 / SLO per class; above 1.0 misses"))
+        section.facts = {"rows": len(table), "met": int(known["slo_met"].astype(bool).sum()), "failing": failing,
+                         "marginal": marginal, "verdict_missing": len(table) - len(known)}
+    if inputs.loop_rounds:
+        rounds = pd.DataFrame([{k: _cell(v) for k, v in r.items()} for r in inputs.loop_rounds])
+        first = [c for c in ("round", "failed", "shortfall", "change", "cost_usd") if c in rounds.columns]
+        rounds = rounded(rounds[first + sorted(c for c in rounds.columns if c not in first)])
+        costs = [number(r.get("cost_usd")) for r in inputs.loop_rounds]
+        text = f"The plan loop ran {len(rounds)} round(s)"
+        if costs and costs[0] is not None and costs[-1] is not None:
+            text += f"; cost went from {money(costs[0])} in the first to {money(costs[-1])} in the last"
+        section.paragraphs.append(text + ".")
+        section.tables.append(Table("plan_loop_rounds", "Plan loop: what failed and what changed, per round", rounds))
+        section.facts["loop_rounds"] = len(rounds)
+    else:
+        section.paragraphs.append("Plan loop rounds: not reported.")
+    return section
+
+
+def policy_section(inputs: ReportInputs) -> Section:
+    section = Section("policies", "Policy comparison")
+    frame = inputs.policy_comparison
+    if not present(frame, "policy", "usd"):
+        return section.no_data("no policy comparison was given; `planner plan --compare-policies fcfs,cmu,wspt,"
+                               "drr-wspt` measures the GPUs and USD each policy needs for the same SLOs.")
+    table = frame.copy()
+    table["policy"] = table["policy"].astype(str)
+    for column in ("gpus", "usd"):
+        table[column] = pd.to_numeric(table[column], errors="coerce").astype(float) if column in table else np.nan
+    if "slo_met" not in table.columns:
+        table["slo_met"] = None
+    meeting = table[table["slo_met"].fillna(False).astype(bool)] if table["slo_met"].notna().any() else table
+    reference = meeting if not meeting.empty else table
+    best = reference.sort_values(["usd", "policy"], kind="stable").iloc[0]
+    table["usd_vs_best_pct"] = 100.0 * (table["usd"] - best["usd"]) / best["usd"] if best["usd"] else np.nan
+    table = rounded(table[["policy", "gpus", "usd", "slo_met", "usd_vs_best_pct"]].sort_values(
+        ["usd", "policy"], kind="stable").reset_index(drop=True))
+    in_use = pick(inputs.plan_meta, "policy")
+    text = (f"Cheapest policy that meets every SLO on the same forecast: {best['policy']}, "
+            f"{best['gpus']:g} GPUs, {money(float(best['usd']))}.")
+    for other in ("fcfs", str(in_use) if in_use else None):
+        match = table[table["policy"] == other] if other else table.iloc[0:0]
+        if other and other != best["policy"] and not match.empty:
+            row = match.iloc[0]
+            text += (f" Against {other}{' (the policy in use)' if other == in_use else ''}: "
+                     f"{row['gpus'] - best['gpus']:+g} GPUs, {money(float(row['usd'] - best['usd']))} more "
+                     f"({float(row['usd_vs_best_pct']):.1f} %).")
+    section.paragraphs.append(text)
+    if meeting.empty or not table["slo_met"].notna().any():
+        section.paragraphs.append("Whether each policy met every SLO: not reported.")
+    section.tables.append(Table("policy_comparison", "GPUs and USD each policy needs", table,
+                                "usd_vs_best_pct = 100 (usd - cheapest) / cheapest."))
+    section.charts.append(Chart("policy_comparison", "USD per policy for the same SLOs", "bars", "policy_comparison",
+                                {"label": ["policy"], "value": "usd", "color_by": "slo_met", "annotate": "gpus"},
+                                "USD per scheduling policy, annotated with GPUs"))
+    section.facts = {"best_policy": best["policy"], "best_usd": round(float(best["usd"]), 2),
+                     "policies": table["policy"].tolist()}
+    return section

@@ -1,0 +1,224 @@
+"""Report sections about the fleet: the placement plan, its delta from last month, and its cost.
+
+A plan row is (period, region, sku, model, tier, replicas, gpus, usd): ``usd`` is that
+row's cost over its period, so the plan's cost is Σ usd. Per (region, sku, tier, model)
+the report shows the peak over periods of replicas and GPUs, the mean GPUs (weighted by
+the period's ``hours`` when the plan has that column) and Σ usd. The fleet's peak GPUs
+is max over periods of Σ gpus within the period, which is at most the sum of the
+per-row peaks. A plan without a ``period`` column is one period.
+
+Against the bounds: a lower bound L (the LP relaxation of the placement integer
+program, or the elastic fleet that rents exactly the capacity each hour needs) says
+no plan meeting the same demand with the same capacity coefficients costs less, so
+(plan − L) / plan is the most any better solver could save. A baseline B (a simpler
+plan, e.g. the best single-SKU fleet) shows what the optimisation saves: (B − plan) / B.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from planner.report.inputs import (NOT_REPORTED, PLAN_KEY, ReportInputs, money, number, pct, pick, present,
+                                   rounded, signed_money)
+from planner.report.model import Chart, Section, Table
+
+PLAN_COLUMNS = ("region", "sku", "model", "tier", "gpus", "usd")
+
+
+def _normalised(plan: pd.DataFrame) -> pd.DataFrame:
+    frame = plan.copy()
+    if "period" not in frame.columns:
+        frame["period"] = 0
+    if "replicas" not in frame.columns:
+        frame["replicas"] = np.nan
+    for column in PLAN_KEY:
+        frame[column] = frame[column].astype(str)
+    for column in ("replicas", "gpus", "usd"):
+        frame[column] = pd.to_numeric(frame[column], errors="coerce").astype(float)
+    frame["hours"] = pd.to_numeric(frame["hours"], errors="coerce").astype(float) if "hours" in frame else 1.0
+    return frame
+
+
+def plan_by_unit(plan: pd.DataFrame) -> pd.DataFrame:
+    """Per (region, sku, tier, model): replicas_peak, gpus_peak, gpus_mean, usd (see the module docstring)."""
+    frame = _normalised(plan)
+    period_hours = frame.groupby("period")["hours"].first()
+    rows = []
+    for key, part in frame.groupby(list(PLAN_KEY), sort=True):
+        per_period = part.groupby("period")[["replicas", "gpus"]].sum().reindex(period_hours.index, fill_value=0.0)
+        rows.append({**dict(zip(PLAN_KEY, key, strict=True)),
+                     "replicas_peak": float(per_period["replicas"].max()),
+                     "gpus_peak": float(per_period["gpus"].max()),
+                     "gpus_mean": float(np.average(per_period["gpus"], weights=period_hours.to_numpy())),
+                     "usd": float(part["usd"].sum())})
+    return pd.DataFrame(rows, columns=[*PLAN_KEY, "replicas_peak", "gpus_peak", "gpus_mean", "usd"])
+
+
+def fleet_peak_gpus(plan: pd.DataFrame, by: list[str] | None = None) -> pd.Series | float:
+    """max over periods of Σ gpus in the period, overall or per group ``by``."""
+    frame = _normalised(plan)
+    if not by:
+        return float(frame.groupby("period")["gpus"].sum().max())
+    return frame.groupby([*by, "period"])["gpus"].sum().groupby(level=list(range(len(by)))).max()
+
+
+def plan_delta(current: pd.DataFrame, previous: pd.DataFrame) -> pd.DataFrame:
+    """Current and previous plan side by side per (region, sku, tier, model), with the changes."""
+    now, before = plan_by_unit(current), plan_by_unit(previous)
+    merged = now.merge(before[[*PLAN_KEY, "gpus_peak", "usd"]], on=list(PLAN_KEY), how="outer",
+                       suffixes=("", "_previous")).fillna({"gpus_peak": 0.0, "usd": 0.0, "gpus_peak_previous": 0.0,
+                                                           "usd_previous": 0.0})
+    merged["gpus_peak_change"] = merged["gpus_peak"] - merged["gpus_peak_previous"]
+    merged["usd_change"] = merged["usd"] - merged["usd_previous"]
+    return merged.sort_values(list(PLAN_KEY), kind="stable").reset_index(drop=True)
+
+
+def biggest_changes(delta: pd.DataFrame, n: int = 3) -> list[str]:
+    """The ``n`` rows of a plan delta with the largest |usd change|, as sentences (ties broken by key)."""
+    moved = delta[(delta["usd_change"].abs() > 0.005) | (delta["gpus_peak_change"].abs() > 0)]
+    moved = moved.assign(size=moved["usd_change"].abs()).sort_values(
+        ["size", *PLAN_KEY], ascending=[False, *([True] * len(PLAN_KEY))], kind="stable")
+    out = []
+    for row in moved.head(n).itertuples(index=False):
+        what = f"{row.model} on {row.sku} ({row.tier}) in {row.region}"
+        if row.gpus_peak_previous == 0:
+            out.append(f"New: {what}, {gpu_count(row.gpus_peak)} at peak, {money(row.usd)}.")
+        elif row.gpus_peak == 0:
+            out.append(f"Dropped: {what}, was {gpu_count(row.gpus_peak_previous)} at peak, {money(row.usd_previous)}.")
+        else:
+            gpus = (f"{gpu_count(row.gpus_peak)} at peak (unchanged)" if row.gpus_peak == row.gpus_peak_previous
+                    else f"{row.gpus_peak_previous:g} to {gpu_count(row.gpus_peak)} at peak")
+            relative = f" ({100 * row.usd_change / row.usd_previous:+.1f} %)" if row.usd_previous else ""
+            out.append(f"{what}: {gpus}, {signed_money(row.usd_change)}{relative}.")
+    return out
+
+
+def gpu_count(n: float) -> str:
+    return f"{n:g} GPU" + ("" if n == 1 else "s")
+
+
+def _solver_line(meta: dict[str, Any]) -> str:
+    parts = [f"backend {pick(meta, 'backend', default=NOT_REPORTED)}",
+             f"status {pick(meta, 'status', default=NOT_REPORTED)}"]
+    for name, keys, fmt in (("objective", ("objective", "objective_usd"), money),
+                            ("bound", ("bound", "bound_usd", "best_bound"), money),
+                            ("gap", ("gap", "mip_gap"), lambda v: f"{100 * v:.3f} %"),
+                            ("solve time", ("solve_time_s",), lambda v: f"{v:.2f} s")):
+        value = number(pick(meta, *keys))
+        parts.append(f"{name} {fmt(value) if value is not None else NOT_REPORTED}")
+    return "Solver: " + ", ".join(parts) + "."
+
+
+def plan_section(inputs: ReportInputs) -> Section:
+    section = Section("plan", "The plan and its change from last month")
+    if not present(inputs.plan, *PLAN_COLUMNS):
+        return section.no_data("no placement plan was given to this report run; run `planner plan` or "
+                               "`planner place` first.")
+    units = rounded(plan_by_unit(inputs.plan))
+    peak = fleet_peak_gpus(inputs.plan)
+    total = float(units["usd"].sum())
+    section.paragraphs.append(f"{len(units)} (region, SKU, tier, model) placements, {peak:g} GPUs at the fleet's "
+                              f"peak, {money(total)} over the plan's horizon.")
+    section.paragraphs.append(_solver_line(inputs.plan_meta))
+    section.facts = {"placements": len(units), "gpus_peak": peak, "usd": round(total, 2)}
+    chart_table = "plan_gpus_by_region_sku"
+    by_rs = fleet_peak_gpus(inputs.plan, ["region", "sku"]).rename("gpus_peak").reset_index()
+    if present(inputs.previous_plan, *PLAN_COLUMNS):
+        delta = rounded(plan_delta(inputs.plan, inputs.previous_plan))
+        before = float(delta["usd_previous"].sum())
+        prev_peak = fleet_peak_gpus(inputs.previous_plan)
+        section.paragraphs.append(f"Last month's plan: {prev_peak:g} GPUs at peak, {money(before)}; change "
+                                  f"{peak - prev_peak:+g} GPUs, {signed_money(total - before)} "
+                                  f"({pct(100 * (total - before) / before, signed=True) if before else NOT_REPORTED})."
+                                  " Costs compare the two plans' horizons as planned.")
+        section.bullets = biggest_changes(delta)
+        section.tables.append(Table("plan", "Plan per placement, against last month", delta,
+                                    "gpus_peak: most GPUs in any period; usd: cost over the horizon."))
+        previous = fleet_peak_gpus(inputs.previous_plan, ["region", "sku"]).rename("gpus_peak_previous")
+        by_rs = by_rs.merge(previous.reset_index(), on=["region", "sku"], how="outer").fillna(0.0)
+        section.facts.update({"previous_gpus_peak": prev_peak, "previous_usd": round(before, 2),
+                              "changes": section.bullets})
+        series = ["gpus_peak", "gpus_peak_previous"]
+    else:
+        section.paragraphs.append("No data yet: the run history holds no plan from last month, so there is no "
+                                  "delta to show; next month's report will compare against this plan.")
+        section.tables.append(Table("plan", "Plan per placement", units,
+                                    "gpus_peak: most GPUs in any period; usd: cost over the horizon."))
+        series = ["gpus_peak"]
+    by_rs = rounded(by_rs.sort_values(["region", "sku"], kind="stable").reset_index(drop=True))
+    section.tables.append(Table(chart_table, "Peak GPUs per region and SKU", by_rs))
+    section.charts.append(Chart("plan_gpus", "Peak GPUs per region and SKU", "grouped_bars", chart_table,
+                                {"label": ["region", "sku"], "values": series}, "peak GPUs per region and SKU"))
+    return section
+
+
+def _reference_rows(meta: dict[str, Any], total: float) -> list[dict[str, Any]]:
+    rows = [{"reference": "this plan", "kind": "plan", "usd": total, "plan_vs_reference_pct": 0.0}]
+    groups = (("lower bound", pick(meta, "lower_bounds", "bounds", default={})),
+              ("baseline", pick(meta, "baselines", default={})))
+    for kind, mapping in groups:
+        for name in sorted(mapping or {}):
+            value = number(mapping[name])
+            if value is None:
+                continue
+            rows.append({"reference": name.removesuffix("_usd").replace("_", " "), "kind": kind, "usd": value,
+                         "plan_vs_reference_pct": 100.0 * (total - value) / value if value else None})
+    bound = number(pick(meta, "bound", "bound_usd", "best_bound"))
+    if bound is not None:
+        rows.append({"reference": "solver bound", "kind": "lower bound", "usd": bound,
+                     "plan_vs_reference_pct": 100.0 * (total - bound) / bound if bound else None})
+    order = {"plan": 0, "lower bound": 1, "baseline": 2}
+    return sorted(rows, key=lambda r: (order[r["kind"]], -r["usd"], r["reference"]))
+
+
+def cost_section(inputs: ReportInputs) -> Section:
+    section = Section("cost", "Cost by region, SKU and tier")
+    if not present(inputs.plan, *PLAN_COLUMNS):
+        return section.no_data("no placement plan was given, so there is no cost to break down.")
+    frame = _normalised(inputs.plan)
+    total = float(frame["usd"].sum())
+    by = frame.groupby(["region", "sku", "tier"], sort=True)["usd"].sum().rename("usd").reset_index()
+    by = by.merge(fleet_peak_gpus(inputs.plan, ["region", "sku", "tier"]).rename("gpus_peak").reset_index(),
+                  on=["region", "sku", "tier"])
+    by["share_pct"] = 100.0 * by["usd"] / total if total else np.nan
+    by = rounded(by[["region", "sku", "tier", "gpus_peak", "usd", "share_pct"]])
+    tiers = frame.groupby("tier", sort=True)["usd"].sum()
+    section.paragraphs.append(f"{money(total)} over the plan's horizon: " + ", ".join(
+        f"{tier} {money(float(v))} ({pct(100 * float(v) / total) if total else NOT_REPORTED})"
+        for tier, v in tiers.items()) + ".")
+    refs = pd.DataFrame(_reference_rows(inputs.plan_meta, total))
+    refs = rounded(refs)
+    bounds = refs[refs["kind"] == "lower bound"]
+    baselines = refs[refs["kind"] == "baseline"]
+    if bounds.empty:
+        section.paragraphs.append("Lower bounds: not reported by the placement step.")
+    else:
+        best = bounds.iloc[0]
+        others = "; ".join(f"{pct(float(r.plan_vs_reference_pct))} above {r.reference} ({money(float(r.usd))})"
+                           for r in bounds.iloc[1:].itertuples(index=False))
+        section.paragraphs.append(f"The plan costs {pct(float(best['plan_vs_reference_pct']))} above the tightest "
+                                  f"lower bound ({best['reference']}, {money(float(best['usd']))}): no plan for the "
+                                  "same demand and capacity coefficients can cost less than that bound"
+                                  + (f". Other bounds: {others}." if others else "."))
+    if baselines.empty:
+        section.paragraphs.append("Baselines: not reported by the placement step.")
+    else:
+        for row in baselines.itertuples(index=False):
+            saving = 100.0 * (row.usd - total) / row.usd if row.usd else None
+            section.bullets.append(f"Against {row.reference} ({money(row.usd)}): the plan saves {pct(saving)}.")
+    section.tables += [Table("cost_by_region_sku_tier", "Cost by region, SKU and tier", by,
+                             "usd over the plan's horizon; gpus_peak: most GPUs in any period."),
+                       Table("cost_vs_bounds", "Plan cost against lower bounds and baselines", refs,
+                             "plan_vs_reference_pct = 100 (plan - reference) / reference.")]
+    section.charts += [
+        Chart("cost_by_region_tier", "Cost by region and tier", "stacked_bars", "cost_by_region_sku_tier",
+              {"label": ["region"], "stack": "tier", "value": "usd"}, "USD per region stacked by tier"),
+        Chart("cost_vs_bounds", "Plan cost against bounds and baselines", "bars", "cost_vs_bounds",
+              {"label": ["reference"], "value": "usd", "color_by": "kind"}, "USD of the plan, bounds and baselines"),
+    ]
+    section.facts = {"usd": round(total, 2), "usd_by_tier": {str(k): round(float(v), 2) for k, v in tiers.items()},
+                     "references": {r["reference"]: r["usd"] for r in refs.to_dict("records")}}
+    return section

@@ -1,0 +1,173 @@
+"""The risks section: what could make this month's plan wrong, most severe first.
+
+Rules (each a row: kind, severity, where, detail):
+
+* quota: GPUs planned at peak / quota ≥ 0.80 is medium, ≥ 0.95 high (a launch or a
+  forecast miss has no headroom to grow into).
+* utilisation: simulated utilisation ρ ≥ 0.85 (the knee) is medium, ≥ 0.95 high. Queueing
+  delay grows like ρ/(1 − ρ) (M/M/1: 5.7 service times at 0.85, 19 at 0.95), so a few
+  per cent more demand than forecast moves p99 latency far more near the knee.
+* slo: a class that misses its SLO is high; a marginal one (met, but its confidence
+  interval crosses the target) is medium; no simulation at all is medium.
+* forecast fallback: a series forecast by a seasonal naive (medium).
+* data quality: findings of the forecast's data-quality pass (outages, missing hours,
+  ...), one row per series (info).
+* infeasibility: a solver status other than optimal/feasible is high; placements the
+  problem builder excluded or infeasibilities it diagnosed are medium.
+* pipeline: free-text risks passed in by the pipeline (medium).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pandas as pd
+
+from planner.report.evidence import slo_table
+from planner.report.inputs import SERIES_KEY, ReportInputs, label, number, pick, present
+from planner.report.model import Section, Table
+
+KNEE_UTILISATION = 0.85
+HIGH_UTILISATION = 0.95
+QUOTA_NEAR_SHARE = 0.80
+QUOTA_HIGH_SHARE = 0.95
+SEVERITY_RANK = {"high": 0, "medium": 1, "info": 2}
+GOOD_STATUSES = ("optimal", "feasible_within_gap", "feasible")
+
+
+def _risk(kind: str, severity: str, where: str, detail: str) -> dict[str, str]:
+    return {"kind": kind, "severity": severity, "where": where, "detail": detail}
+
+
+def _quota_rows(meta: dict[str, Any]) -> list[dict[str, Any]] | None:
+    usage = pick(meta, "quota_usage", "quotas")
+    if usage is None:
+        return None
+    if isinstance(usage, pd.DataFrame):
+        return usage.to_dict("records")
+    if isinstance(usage, dict):
+        return [{"where": k, **(v if isinstance(v, dict) else {"used_gpus": v})} for k, v in sorted(usage.items())]
+    return [u for u in usage if isinstance(u, dict)]
+
+
+def quota_risks(meta: dict[str, Any]) -> tuple[list[dict[str, str]], bool]:
+    rows = _quota_rows(meta)
+    if rows is None:
+        return [], False
+    out = []
+    for row in rows:
+        used = number(pick(row, "used_gpus", "gpus_peak", "gpus", "used"))
+        quota = number(pick(row, "quota_gpus", "quota", "limit"))
+        if used is None or not quota:
+            continue
+        share = used / quota
+        if share >= QUOTA_NEAR_SHARE:
+            default = f"{pick(row, 'region', default='?')} {pick(row, 'sku', default='')}"
+            where = str(pick(row, "where", default=default))
+            out.append(_risk("quota", "high" if share >= QUOTA_HIGH_SHARE else "medium", where.strip(),
+                             f"{used:g} of {quota:g} GPUs at peak ({100 * share:.0f} % of quota)"))
+    return out, True
+
+
+def infeasibility_risks(meta: dict[str, Any]) -> list[dict[str, str]]:
+    out = []
+    status = pick(meta, "status")
+    if status is not None and str(status) not in GOOD_STATUSES:
+        gap = number(pick(meta, "gap", "mip_gap"))
+        severity = "medium" if str(status) == "time_limit_with_incumbent" else "high"
+        detail = f"solver status {status}" + (f", gap {100 * gap:.2f} %" if gap is not None else "")
+        out.append(_risk("infeasibility", severity, "placement", detail))
+    for name in ("infeasibilities", "diagnosis", "excluded"):
+        items = pick(meta, name, default=[])
+        for item in items if isinstance(items, list | tuple) else [items]:
+            text = item if isinstance(item, str) else "; ".join(str(v) for v in (
+                item.values() if isinstance(item, dict) else item))
+            out.append(_risk("infeasibility", "medium", name, text))
+    return out
+
+
+def forecast_risks(meta: dict[str, Any]) -> list[dict[str, str]]:
+    out = []
+    for entry in pick(meta, "series", default=[]) or []:
+        if not isinstance(entry, dict):
+            continue
+        name = str(entry.get("series") or label(entry, SERIES_KEY))
+        if entry.get("fallback"):
+            out.append(_risk("forecast fallback", "medium", name,
+                             f"{entry.get('model_used', 'seasonal naive')}: {entry.get('fallback_reason') or ''}"
+                             .rstrip(": ")))
+        findings = entry.get("data_quality") or []
+        if findings:
+            parts = []
+            for finding in findings:
+                hours = finding.get("hours")
+                parts.append(f"{finding.get('kind')}" + (f" ({hours} h)" if hours is not None else "")
+                             + (f": {finding['action']}" if finding.get("action") else ""))
+            out.append(_risk("data quality", "info", name, "; ".join(parts)))
+    return out
+
+
+def slo_risks(inputs: ReportInputs) -> list[dict[str, str]]:
+    if not present(inputs.slo, *SERIES_KEY):
+        return [_risk("slo", "medium", "all classes", "no simulation evidence: the SLOs are not verified")] if (
+            present(inputs.plan, "gpus")) else []
+    table = slo_table(inputs.slo)
+    keys = tuple(c for c in (*SERIES_KEY, "window") if c in table.columns)
+    out = []
+    for row in table.to_dict("records"):
+        where = label(row, keys)
+        worst = number(row.get("worst_p99_over_slo"))
+        if row.get("slo_met") is False or row.get("slo_met") == 0:
+            out.append(_risk("slo", "high", where, "misses its SLO" + (f": p99 at {worst:.2f} x target"
+                                                                        if worst is not None else "")))
+        elif row.get("marginal"):
+            out.append(_risk("slo", "medium", where, "met, but the confidence interval crosses the target"))
+        rho = number(row.get("utilisation"))
+        if rho is not None and rho >= KNEE_UTILISATION:
+            out.append(_risk("utilisation", "high" if rho >= HIGH_UTILISATION else "medium", where,
+                             f"utilisation {rho:.2f}, at or past the knee {KNEE_UTILISATION}"))
+    return out
+
+
+def collect_risks(inputs: ReportInputs) -> tuple[pd.DataFrame, list[str]]:
+    """Every risk as a sorted table, plus notes on what could not be checked."""
+    notes = []
+    quota, quota_known = quota_risks(inputs.plan_meta)
+    if not present(inputs.plan, "gpus"):
+        notes.append("No plan was given: quota, solver-status and infeasibility checks did not run.")
+    elif not quota_known:
+        notes.append("Quota usage: not reported by the placement step, so quota headroom is not checked.")
+    if not present(inputs.slo, *SERIES_KEY):
+        notes.append("No simulation results were given: SLO and utilisation checks did not run.")
+    if not pick(inputs.forecast_meta, "series"):
+        notes.append("No forecast metadata was given: fallback and data-quality checks did not run.")
+    rows = [*quota, *slo_risks(inputs), *forecast_risks(inputs.forecast_meta), *infeasibility_risks(inputs.plan_meta),
+            *(_risk("pipeline", "medium", "", str(text)) for text in inputs.risks_extra)]
+    frame = pd.DataFrame(rows, columns=["kind", "severity", "where", "detail"])
+    frame = frame.assign(rank=frame["severity"].map(SEVERITY_RANK)).sort_values(
+        ["rank", "kind", "where", "detail"], kind="stable").drop(columns="rank").reset_index(drop=True)
+    return frame, notes
+
+
+def risks_section(inputs: ReportInputs) -> Section:
+    section = Section("risks", "Risks")
+    table, notes = collect_risks(inputs)
+    counts = table["severity"].value_counts().to_dict()
+    if table.empty:
+        section.paragraphs.append("No risk found by the checks that could run (below).")
+    else:
+        section.paragraphs.append(", ".join(f"{counts.get(s, 0)} {s}" for s in SEVERITY_RANK) + ".")
+    section.paragraphs += notes
+    shown = table[table["severity"] != "info"]
+    section.bullets = [f"[{r.severity}] {r.kind}: {r.where + ': ' if r.where else ''}{r.detail}"
+                       for r in shown.itertuples(index=False)]
+    info = int((table["severity"] == "info").sum())
+    if info:
+        section.bullets.append(f"[info] {info} series with data-quality findings (table below).")
+    section.paragraphs.append(f"Checks: quota at or above {100 * QUOTA_NEAR_SHARE:.0f} % of its limit, utilisation "
+                              f"at or above the knee {KNEE_UTILISATION}, SLO misses and marginal passes, forecast "
+                              "fallbacks, data-quality findings, solver status and infeasibilities.")
+    section.tables.append(Table("risks", "Risks, most severe first", table))
+    section.facts = {"high": int(counts.get("high", 0)), "medium": int(counts.get("medium", 0)),
+                     "info": int(counts.get("info", 0))}
+    return section

@@ -1,0 +1,156 @@
+"""Building the report model (pure): sections, honest gaps, accuracy maths, tolerant metadata, risks."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+import pandas as pd
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from report_fixtures import AS_OF, empty_inputs, small_inputs
+
+from planner.errors import InputError
+from planner.report import build_report
+from planner.report.accuracy import forecast_accuracy
+from planner.report.evidence import ci_upper, slo_table
+from planner.report.fleet import fleet_peak_gpus, plan_by_unit
+from planner.report.model import SECTION_KEYS
+
+
+@pytest.fixture(scope="module")
+def model():
+    return build_report(small_inputs())
+
+
+def test_every_section_in_order_with_content(model):
+    assert [s.key for s in model.sections] == list(SECTION_KEYS)
+    statuses = {s.key: s.status for s in model.sections}
+    assert statuses["accuracy"] == "partial"  # half of last month's forecast window is still ahead
+    assert all(statuses[k] == "ok" for k in SECTION_KEYS if k != "accuracy")
+    for section in model.sections:
+        assert section.paragraphs, section.key
+    for chart in model.charts():
+        assert model.find_table(chart.table).frame.shape[0] > 0
+
+
+def test_summary_states_spend_gpus_slo_and_three_changes(model):
+    summary = model.section("summary")
+    facts = model.facts
+    plan = small_inputs().plan
+    assert facts["spend_usd"] == pytest.approx(plan["usd"].sum(), abs=0.01)
+    assert facts["spend_per_30_days_usd"] == pytest.approx(plan["usd"].sum() * 720 / 48, abs=0.01)
+    assert facts["gpus_peak"] == 11 and facts["gpus_peak_by_sku"] == {"H100": 9.0, "L4": 2.0}
+    assert facts["slo_met"] == 3 and facts["slo_failing"] == ["gcp:europe-west4 / llama3-8b / interactive"]
+    assert len(summary.bullets) == 3 and summary.bullets[0].startswith("Dropped: llama3-8b on A100-80GB")
+
+
+def test_without_last_months_plan_the_changes_come_from_demand():
+    inputs = dataclasses.replace(small_inputs(), previous_plan=None)
+    model = build_report(inputs)
+    assert all(b.startswith("Demand for llama3-8b") for b in model.section("summary").bullets)
+    assert any(p.startswith("No data yet: the run history holds no plan") for p in model.section("plan").paragraphs)
+
+
+def test_empty_inputs_give_no_data_paragraphs_not_errors():
+    model = build_report(empty_inputs())
+    for section in model.sections:
+        if section.key in ("summary", "risks"):
+            continue
+        assert section.status == "no_data" and section.paragraphs[0].startswith("No data yet: "), section.key
+        assert not section.tables and not section.charts
+    risks = " ".join(model.section("risks").paragraphs)
+    assert "did not run" in risks
+
+
+@pytest.mark.parametrize(("field", "value", "match"), [
+    ("month", "2026-13", "YYYY-MM"), ("as_of", "yesterday", "ISO-8601"), ("as_of", "now", "ISO-8601"),
+    ("plan", pd.DataFrame({"region": ["x"], "gpus": [1]}), "lacks column"),
+])
+def test_bad_header_or_plan_is_an_input_error(field, value, match):
+    with pytest.raises(InputError, match=match):
+        build_report(dataclasses.replace(empty_inputs(), **{field: value}))
+
+
+def test_accuracy_matches_a_hand_computation():
+    # History: 14 days where each hour of the week repeats exactly, except the last day, then forecast errors.
+    ts = pd.date_range("2026-10-18", periods=15 * 24, freq="h", tz="UTC")
+    base = np.tile(np.arange(24, dtype=float) + 10.0, 15)
+    base[168:192] += 2.0  # the in-sample 168-h naive error is 2 on one day of the scale window, else 0
+    history = pd.DataFrame({"ts": ts.strftime("%Y-%m-%dT%H:%M:%SZ"), "region": "r", "model": "m",
+                            "traffic_class": "c", "requests": base})
+    window = ts[-24:]
+    actual = base[-24:]
+    forecast = pd.DataFrame({"region": "r", "model": "m", "traffic_class": "c",
+                             "ts": window.strftime("%Y-%m-%dT%H:%M:%SZ"), "mean": actual * 1.1,
+                             "q90": actual * 1.05, "q99": actual * 1.2})
+    as_of = pd.Timestamp("2026-11-03T00:00:00Z")
+    (row,) = forecast_accuracy(forecast, history, as_of).to_dict("records")
+    assert row["hours_compared"] == 24
+    assert row["bias_pct"] == pytest.approx(10.0) and row["mape_pct"] == pytest.approx(10.0)
+    before = base[:-24]
+    scale = np.mean(np.abs(before[168:] - before[:-168]))
+    assert row["mase_scale"] == "naive168"
+    assert row["mase"] == pytest.approx(np.mean(0.1 * actual) / scale)
+    assert row["below_q90_pct"] == 100.0 and row["below_q99_pct"] == 100.0
+    assert forecast_accuracy(forecast, history, pd.Timestamp("2026-11-01T00:00:00Z")).empty  # nothing observed yet
+
+
+def test_metadata_is_read_tolerantly_and_absent_figures_say_not_reported():
+    inputs = small_inputs()
+    meta = {"backend": "ortools", "objective_usd": 1000.0, "mip_gap": 0.002}
+    model = build_report(dataclasses.replace(inputs, plan_meta=meta))
+    solver = next(p for p in model.section("plan").paragraphs if p.startswith("Solver:"))
+    assert "backend ortools" in solver and "objective $1,000" in solver and "gap 0.200 %" in solver
+    assert "status not reported" in solver and "solve time not reported" in solver
+    cost = " ".join(model.section("cost").paragraphs)
+    assert "Lower bounds: not reported" in cost and "Baselines: not reported" in cost
+    assert any("Quota usage: not reported" in p for p in model.section("risks").paragraphs)
+
+
+def test_risks_cover_every_kind_most_severe_first(model):
+    table = model.section("risks").table("risks").frame
+    assert table["severity"].tolist() == sorted(table["severity"], key={"high": 0, "medium": 1, "info": 2}.get)
+    kinds = set(table["kind"])
+    assert {"quota", "slo", "utilisation", "forecast fallback", "data quality", "infeasibility", "pipeline"} <= kinds
+    quota = table[table["kind"] == "quota"].iloc[0]
+    assert quota["severity"] == "high" and "6 of 6 GPUs" in quota["detail"]
+    assert table[table["kind"] == "utilisation"]["where"].tolist() == ["aws:us-east-1 / llama3-8b / batch"]
+
+
+def test_slo_verdicts_ratios_and_marginal_passes():
+    table = slo_table(small_inputs().slo)
+    batch = table[(table["region"] == "aws:us-east-1") & (table["traffic_class"] == "batch")].iloc[0]
+    assert batch["slo_met"] and batch["marginal"]  # 2900 + 180 > 3000
+    failing = table[~table["slo_met"].astype(bool)].iloc[0]
+    assert failing["ttft_p99_over_slo"] == pytest.approx(560 / 500, abs=1e-3)
+    assert ci_upper(100.0, 5.0) == 105.0 and ci_upper(100.0, [90.0, 111.0]) == 111.0
+    assert ci_upper(100.0, "[95, 108]") == 108.0 and ci_upper(100.0, None) is None
+    no_verdict = small_inputs().slo.drop(columns="slo_met")
+    derived = slo_table(no_verdict)
+    assert derived["slo_met"].tolist() == table["slo_met"].tolist()
+
+
+plans = st.lists(st.tuples(st.integers(0, 3), st.sampled_from(["a", "b"]), st.sampled_from(["H100", "L4"]),
+                           st.sampled_from(["reserved", "spot"]), st.integers(0, 6)), min_size=1, max_size=25)
+
+
+@settings(max_examples=60, deadline=None)
+@given(plans)
+def test_fleet_peak_is_between_the_largest_and_the_sum_of_placement_peaks(rows):
+    plan = pd.DataFrame(rows, columns=["period", "region", "sku", "tier", "gpus"]).assign(
+        model="m", replicas=lambda f: f["gpus"], usd=lambda f: f["gpus"] * 2.5)
+    units = plan_by_unit(plan)
+    peak = fleet_peak_gpus(plan)
+    assert units["gpus_peak"].max() <= peak <= units["gpus_peak"].sum()
+    assert units["usd"].sum() == pytest.approx(plan["usd"].sum())
+    assert (units["gpus_mean"] <= units["gpus_peak"] + 1e-9).all()
+
+
+def test_same_inputs_give_equal_models():
+    first, second = build_report(small_inputs()), build_report(small_inputs())
+    for a, b in zip(first.tables(), second.tables(), strict=True):
+        pd.testing.assert_frame_equal(a.frame, b.frame)
+    assert [s.paragraphs for s in first.sections] == [s.paragraphs for s in second.sections]
+    assert first.as_of == AS_OF
