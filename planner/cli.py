@@ -322,6 +322,77 @@ def backtest_rows(overall: dict[str, Any]) -> list[dict[str, Any]]:
     return rows
 
 
+# --------------------------------------------------------------------------- simulate
+_DURATION = {"s": 1, "m": 60, "min": 60, "h": 3600}
+
+
+def _parse_duration_s(text: str) -> float:
+    import re
+
+    match = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*(s|m|min|h)\s*", text)
+    if not match or float(match.group(1)) <= 0:
+        raise InputError(f"--duration {text!r} is not a positive duration", fix="pass e.g. 30min, 1h or 900s")
+    return float(match.group(1)) * _DURATION[match.group(2)]
+
+
+@app.command()
+@guarded
+def simulate(
+    scenario: Annotated[Path, typer.Option(help="Scenario TOML file.")],
+    plan: Annotated[Path, typer.Option(help="Plan CSV from `planner place` (its flows file sits beside it).")],
+    out: Annotated[Path, typer.Option("--out", "-o", help="Per-class results to write (.csv or .parquet).")],
+    policy: Annotated[str | None, typer.Option(help="Scheduling policy (default: the scenario's).")] = None,
+    window: Annotated[
+        str, typer.Option(help="'peak' (the period with the most demand) or an ISO time inside a plan period.")
+    ] = "peak",
+    duration: Annotated[str, typer.Option(help="Simulated time per replication, e.g. 30min, 1h.")] = "1h",
+    replications: Annotated[int, typer.Option(min=1, help="Independent replications for confidence intervals.")] = 3,
+    seed: Annotated[int | None, typer.Option(help="Base seed (default: the scenario's).")] = None,
+    flows: Annotated[
+        Path | None, typer.Option(help="Routed demand per period (default: <plan>.flows.csv beside the plan).")
+    ] = None,
+    histogram: Annotated[
+        Path | None, typer.Option(help="Token-length histogram from `planner ingest` (default: per-class lognormals).")
+    ] = None,
+    as_json: JsonFlag = False,
+) -> None:
+    """Simulate a plan's replicas at the demand of one window and check every class's latency SLO."""
+    from planner.catalog import load_catalog
+    from planner.profiles import load_profiles
+    from planner.scenario import load_scenario
+    from planner.sim.simulate import select_window, simulate_plan, write_simulation_outputs
+    from planner.storage import check_table_suffix, read_table
+
+    check_table_suffix(out)
+    duration_s = _parse_duration_s(duration)
+    loaded = load_scenario(scenario)
+    plan_frame = read_table(plan)
+    flows_path = flows or plan.with_name(plan.name.removesuffix(plan.suffix) + ".flows.csv")
+    if not flows_path.exists():
+        raise InputError(
+            "the routed demand (flows) for this plan was not found",
+            where=flows_path,
+            fix="pass --flows FILE, or use a plan written by `planner place`, which writes <plan>.flows.csv",
+        )
+    period, demand = select_window(plan_frame, read_table(flows_path), window)
+    with stderr.status(f"Simulating period {period}: {replications} replication(s) of {duration}..."):
+        result = simulate_plan(
+            loaded, plan_frame, demand, load_profiles(), load_catalog(),
+            policy=policy, duration_s=duration_s, replications=replications, seed=seed,
+            histogram=read_table(histogram) if histogram else None, period=period,
+        )
+    written = write_simulation_outputs(result, out)
+    print_table(
+        result.summary_rows(),
+        title=f"SLO check, period {period} ({'all met' if result.all_met else 'SOME MISSED'})",
+        as_json=as_json,
+        json_extra={"period": period, "all_met": result.all_met, "written": [str(p) for p in written]},
+    )
+    if not as_json:
+        for path in written:
+            stderr.print(f"wrote {path}")
+
+
 # --------------------------------------------------------------------------- experiment
 @app.command()
 @guarded

@@ -1,0 +1,15 @@
+"""The LLM replica model: continuous batching with chunked prefill, a KV-cache budget,
+admission control, the registry's scheduling policies, and routing across replicas.
+
+Modules: ``pool`` (a pool as Python values, μ_k for c-mu, one replication), ``state``
+(array layout of the compiled engine), ``engine`` (event loop, expiry, routing calls),
+``batching`` (one replica's step), ``requests`` (queue/batch moves, keys, preemption),
+``trail`` (Trail-limited SRPT preemption), ``heap`` (waiting queues), ``routing``,
+``borrow`` (reference-count-free array views), ``metrics`` and ``run`` (per-class metrics
+with confidence intervals over replications), ``static_batch`` (check against measured
+end-to-end times).
+"""
+
+from planner.sim.replica.cache import register as _register_cache
+
+_register_cache()  # before any module of the package defines a cached function

@@ -1,0 +1,308 @@
+"""One replica's iteration: continuous batching with chunked prefill, KV budget, admission.
+
+A step is formed at time t (:func:`start_step`), runs for
+
+    t_step = a + b · (KV tokens read) + c · (prefill tokens)          [ms, profile]
+
+and is completed at t + t_step (:func:`finish_step`). Forming a step, in order:
+
+1. **Decodes** (running requests whose prefill is done), oldest admission first: one token
+   each, one KV slot each. The budget of ``token_budget`` tokens per step is charged 1.
+2. **Ongoing prefills**, oldest first: a chunk of min(tokens left, budget left).
+3. Whenever a request needs KV the cache does not have, the **most recently admitted**
+   running request is preempted by recompute (vLLM's default): its KV is freed, its
+   reservation released, and it goes back to the waiting queue with prompt + generated
+   tokens to prefill again; generated tokens are kept.
+4. **Admission** from the waiting queues in the policy's order (DRR picks the class first)
+   while budget is left, the batch is below ``max_batch``, the admission reservation fits,
+   reserved + prompt + max(reserve_k, generated + 1) ≤ kv_fraction · KV capacity, and the
+   first chunk fits the free KV. The first request that does not fit stops admission
+   (head-of-line blocking keeps the policy's order honest). Under ``srpt`` a candidate that
+   does not fit may preempt running requests with a larger predicted remaining output
+   p̂ − generated, but only those that have generated fewer than trail_c · p̂ tokens
+   (Trail: Shahout et al., arXiv:2410.01035): the worst first, and only if that makes it fit.
+
+KV tokens read: a decode reads its whole context (prompt + generated); a prefill chunk
+reads the tokens already prefilled for that request. At the end of a step every decode
+yields one token, and a prefill that reaches its target yields one (the first token, or the
+next one after a recompute). A request leaves when it has generated its output length.
+
+Implementation note: every function reads the :class:`~planner.sim.replica.state.State`
+fields it needs into locals on entry, and the per-step ones are inlined into the event
+loop (``inline="always"``); the rare paths (preemption, Trail's victim search) are plain
+calls. The arrays are borrowed views (:mod:`.borrow`), so neither costs reference counting.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from numba import njit
+
+from planner.sim.policies.drr import drr_cost, drr_note_dequeue, drr_select_class
+from planner.sim.policies.keys import precedes
+from planner.sim.replica.heap import heap_clean_top, heap_pop
+from planner.sim.replica.requests import outstanding, preempt
+from planner.sim.replica.state import (
+    B_NSYS, C_QUANTUM, DONE, F_ADMIT, F_EXIT, F_FIRST, G_DRR, G_SRPT, H_W0, H_W1, I_CLS, I_GEN, I_HELD,
+    I_OUT, I_PREFILLED, I_PROMPT, I_RESERVED, I_STATUS, I_TARGET, P_BUDGET, P_CAP, P_DRRPTR, P_KV, P_KVLIM,
+    P_MAXB, P_MAXKV, P_NRUN, P_NWAIT, P_RES, Q_A, Q_B, Q_C, Q_WORK, RUNNING, SLOT_DECODE, SLOT_IDLE,
+    SLOT_PREFILL, WAITING,
+)
+from planner.sim.replica.trail import make_room
+
+INLINE = "always"
+
+
+@njit(cache=True, inline=INLINE)
+def _schedule_running(st, hkey: np.ndarray, hid: np.ndarray, r: int) -> int:
+    """Give running requests their tokens, decodes first, then ongoing prefills, oldest first;
+    evict the newest when KV runs out. Returns the budget left for admissions."""
+    req_i = st.req_i
+    rep_i = st.rep_i
+    run_ids = st.run_ids
+    run_kind = st.run_kind
+    run_tok = st.run_tok
+    cap = rep_i[r, P_CAP]
+    budget = rep_i[r, P_BUDGET]
+    for phase in range(2):
+        want_prefill = phase == 1
+        i = 0
+        while i < rep_i[r, P_NRUN]:
+            j = run_ids[r, i]
+            prefilling = req_i[j, I_PREFILLED] < req_i[j, I_TARGET]
+            if prefilling != want_prefill:
+                i += 1
+                continue
+            need = 1
+            if prefilling:
+                need = req_i[j, I_TARGET] - req_i[j, I_PREFILLED]
+                if need > budget:
+                    need = budget
+            if need <= 0:
+                i += 1
+                continue
+            evicted_self = False
+            while rep_i[r, P_KV] + need > cap:
+                last = rep_i[r, P_NRUN] - 1
+                budget += preempt(st, hkey, hid, r, last, False)
+                if last == i:
+                    evicted_self = True
+                    break
+            if evicted_self:
+                break
+            req_i[j, I_HELD] += need
+            rep_i[r, P_KV] += need
+            budget -= need
+            run_kind[r, i] = SLOT_PREFILL if prefilling else SLOT_DECODE
+            run_tok[r, i] = need
+            i += 1
+    return budget
+
+
+@njit(cache=True, inline=INLINE)
+def _candidate(st, hkey, hid, r: int) -> tuple[int, int]:
+    """(request, class) next in the policy's order at replica r, or (−1, −1); DRR charges deficits."""
+    req_i = st.req_i
+    arrival = st.arrival
+    heap_n = st.heap_n
+    status = req_i[:, I_STATUS]
+    n_cls = st.cls_f.shape[0]
+    if st.pol_i[G_DRR] != 0:
+        tmp_mask = st.tmp_mask
+        tmp_cost = st.tmp_cost
+        tmp_def = st.tmp_def
+        deficits = st.drr_def[r]
+        for k in range(n_cls):
+            top = heap_clean_top(hkey, hid, heap_n, arrival, status, WAITING, r * n_cls + k)
+            tmp_mask[k] = top >= 0
+            tmp_cost[k] = drr_cost(float(req_i[top, I_TARGET])) if top >= 0 else 1.0
+            tmp_def[k] = deficits[k]
+        k, ptr = drr_select_class(deficits, st.cls_f[:, C_QUANTUM], tmp_cost, tmp_mask, st.rep_i[r, P_DRRPTR])
+        if k < 0:
+            return -1, -1
+        st.rep_i[r, P_DRRPTR] = ptr
+        return hid[r * n_cls + k, 0], k
+    best = -1
+    best_k = -1
+    for k in range(n_cls):
+        h = r * n_cls + k
+        if heap_n[h] == 0:
+            continue
+        top = heap_clean_top(hkey, hid, heap_n, arrival, status, WAITING, h)
+        if top < 0:
+            continue
+        if best < 0 or precedes(hkey[h, 0], arrival[top], top, hkey[r * n_cls + best_k, 0], arrival[best], best):
+            best = top
+            best_k = k
+    return best, best_k
+
+
+@njit(cache=True, inline=INLINE)
+def _reservation(req_i: np.ndarray, reserve: np.ndarray, j: int) -> int:
+    """KV reserved at admission: prompt + max(class reserve, generated + 1)."""
+    out = reserve[req_i[j, I_CLS]]
+    if req_i[j, I_GEN] + 1 > out:
+        out = req_i[j, I_GEN] + 1
+    return req_i[j, I_PROMPT] + out
+
+
+@njit(cache=True, inline=INLINE)
+def _admit(st, hkey, hid, r: int, k: int, cand: int, need_res: int, chunk: int, now: float) -> None:
+    """Move ``cand`` (the head of class k's queue) into the batch with a first chunk."""
+    req_i = st.req_i
+    rep_i = st.rep_i
+    h = r * st.cls_f.shape[0] + k
+    heap_pop(hkey, hid, st.heap_n, st.arrival, h)
+    if st.pol_i[G_DRR] != 0:
+        empty = heap_clean_top(hkey, hid, st.heap_n, st.arrival, req_i[:, I_STATUS], WAITING, h) < 0
+        drr_note_dequeue(st.drr_def[r], k, empty)
+    rep_i[r, P_NWAIT] -= 1
+    req_i[cand, I_STATUS] = RUNNING
+    req_i[cand, I_RESERVED] = need_res
+    rep_i[r, P_RES] += need_res
+    if math.isnan(st.req_f[cand, F_ADMIT]):
+        st.req_f[cand, F_ADMIT] = now
+    slot = rep_i[r, P_NRUN]
+    st.run_ids[r, slot] = cand
+    st.run_kind[r, slot] = SLOT_PREFILL
+    st.run_tok[r, slot] = chunk
+    rep_i[r, P_NRUN] = slot + 1
+    req_i[cand, I_HELD] += chunk
+    rep_i[r, P_KV] += chunk
+
+
+@njit(cache=True, inline=INLINE)
+def _step_cost(st, r: int) -> tuple[int, int, int]:
+    """(requests scheduled, KV tokens read, prefill tokens) of the step just formed."""
+    req_i = st.req_i
+    run_ids = st.run_ids
+    run_kind = st.run_kind
+    run_tok = st.run_tok
+    kv_read = 0
+    prefill = 0
+    scheduled = 0
+    for i in range(st.rep_i[r, P_NRUN]):
+        kind = run_kind[r, i]
+        if kind == SLOT_IDLE:
+            continue
+        scheduled += 1
+        j = run_ids[r, i]
+        if kind == SLOT_DECODE:
+            kv_read += req_i[j, I_HELD]
+        else:
+            kv_read += req_i[j, I_HELD] - run_tok[r, i]
+            prefill += run_tok[r, i]
+    return scheduled, kv_read, prefill
+
+
+@njit(cache=True, inline=INLINE)
+def start_step(st, hkey: np.ndarray, hid: np.ndarray, r: int, now: float) -> float:
+    """Form replica r's next step at ``now``; return its duration in seconds (−1 when idle)."""
+    req_i = st.req_i
+    rep_i = st.rep_i
+    rep_f = st.rep_f
+    drr_def = st.drr_def
+    tmp_def = st.tmp_def
+    reserve = st.reserve
+    n_cls = st.cls_f.shape[0]
+    is_drr = st.pol_i[G_DRR] != 0
+    is_srpt = st.pol_i[G_SRPT] != 0
+    budget = _schedule_running(st, hkey, hid, r)
+    while budget > 0:
+        old_ptr = rep_i[r, P_DRRPTR]
+        cand, k = _candidate(st, hkey, hid, r)
+        if cand < 0:
+            break
+        need_res = _reservation(req_i, reserve, cand)
+        chunk = req_i[cand, I_TARGET]
+        if chunk > budget:
+            chunk = budget
+        fits_batch = rep_i[r, P_NRUN] < rep_i[r, P_MAXB]
+        fits_res = rep_i[r, P_RES] + need_res <= rep_i[r, P_KVLIM]
+        if fits_batch and fits_res and rep_i[r, P_KV] + chunk <= rep_i[r, P_CAP]:
+            _admit(st, hkey, hid, r, k, cand, need_res, chunk, now)
+            budget -= chunk
+            continue
+        if is_drr:  # not dispatched: undo the arbiter's charge
+            for kk in range(n_cls):
+                drr_def[r, kk] = tmp_def[kk]
+            rep_i[r, P_DRRPTR] = old_ptr
+        if is_srpt and not (fits_batch and fits_res):
+            if make_room(st, hkey, hid, r, cand, hkey[r * n_cls + k, 0], need_res):
+                scheduled, kv_read, prefill = _step_cost(st, r)
+                budget = rep_i[r, P_BUDGET] - prefill - (scheduled - _prefilling(st, r))
+                continue
+        break
+    scheduled, kv_read, prefill = _step_cost(st, r)
+    if scheduled == 0:
+        return -1.0
+    if rep_i[r, P_KV] > rep_i[r, P_MAXKV]:
+        rep_i[r, P_MAXKV] = rep_i[r, P_KV]
+    dt_ms = rep_f[r, Q_A] + rep_f[r, Q_B] * float(kv_read) + rep_f[r, Q_C] * float(prefill)
+    return dt_ms / 1000.0
+
+
+@njit(cache=True, inline=INLINE)
+def _prefilling(st, r: int) -> int:
+    """Slots of replica r scheduled for a prefill chunk in the step being formed."""
+    run_kind = st.run_kind
+    count = 0
+    for i in range(st.rep_i[r, P_NRUN]):
+        if run_kind[r, i] == SLOT_PREFILL:
+            count += 1
+    return count
+
+
+@njit(cache=True, inline=INLINE)
+def finish_step(st, r: int, now: float) -> None:
+    """Apply the step that ends at ``now``: tokens produced, requests completed, KV freed."""
+    req_i = st.req_i
+    req_f = st.req_f
+    rep_i = st.rep_i
+    rep_f = st.rep_f
+    run_ids = st.run_ids
+    run_kind = st.run_kind
+    run_tok = st.run_tok
+    tokens_win = st.tokens_win
+    acc_i = st.acc_i
+    w0 = st.pol_f[H_W0]
+    w1 = st.pol_f[H_W1]
+    write = 0
+    for i in range(rep_i[r, P_NRUN]):
+        j = run_ids[r, i]
+        kind = run_kind[r, i]
+        keep = True
+        if kind != SLOT_IDLE:
+            before = outstanding(req_i, req_f, j)
+            produced = False
+            if kind == SLOT_DECODE:
+                req_i[j, I_GEN] += 1
+                produced = True
+            else:
+                req_i[j, I_PREFILLED] += run_tok[r, i]
+                if req_i[j, I_PREFILLED] == req_i[j, I_TARGET]:
+                    req_i[j, I_GEN] += 1
+                    produced = True
+                    if math.isnan(req_f[j, F_FIRST]):
+                        req_f[j, F_FIRST] = now
+            rep_f[r, Q_WORK] += outstanding(req_i, req_f, j) - before
+            if produced and w0 <= now < w1:
+                tokens_win[req_i[j, I_CLS]] += 1
+            if req_i[j, I_GEN] == req_i[j, I_OUT]:
+                keep = False
+                req_i[j, I_STATUS] = DONE
+                req_f[j, F_EXIT] = now
+                rep_i[r, P_KV] -= req_i[j, I_HELD]
+                req_i[j, I_HELD] = 0
+                rep_i[r, P_RES] -= req_i[j, I_RESERVED]
+                req_i[j, I_RESERVED] = 0
+                rep_f[r, Q_WORK] -= outstanding(req_i, req_f, j)
+                acc_i[B_NSYS] -= 1
+        if keep:
+            run_ids[r, write] = j
+            run_kind[r, write] = SLOT_IDLE
+            run_tok[r, write] = 0
+            write += 1
+    rep_i[r, P_NRUN] = write

@@ -1,0 +1,154 @@
+"""Per-class metrics of one replication, and their means with 95 % confidence intervals.
+
+Latency metrics count the requests that **arrived** in the measurement window
+[warm-up, duration); the run continues past the duration until every request has left,
+so none is censored. For a served request j (times in seconds, reported in ms):
+
+* queue wait = first admission − arrival;  TTFT = first token − arrival;
+* e2e = last token − arrival;  TPOT = (e2e − TTFT) / (output tokens − 1) for outputs > 1.
+
+Rejected requests (wait past ``max_queue_wait_ms``, or too large for the KV budget) have
+no latency; they are counted, and the SLO check treats them as infinitely late:
+``slo_ttft_p99_ms`` is the 99th percentile of TTFT over all arrivals with rejections at
++∞ (so more than 1 % rejected misses any SLO). The SLO is met when that p99 is at most
+``ttft_p99_ms`` (likewise e2e); with replications, ``*_verdict`` is ``met`` when the
+upper end of the 95 % interval is within the SLO, ``missed`` when the lower end is above
+it, and ``uncertain`` otherwise.
+
+Goodput is the rate of window arrivals that got both their first token within
+``ttft_p99_ms`` and their last within ``e2e_p99_ms``. Throughput is output tokens generated
+during the window per second. Pool-level figures (same on every class row of a pool):
+replica utilisation = busy time / window (a replica is busy while a step runs, which under
+continuous batching is whenever it holds a request), mean batch = time-average requests in
+a replica's running batch, KV utilisation = time-average KV tokens held / capacity, KV peak =
+the largest KV occupancy of any step / capacity, and cost per million output tokens =
+pool USD per hour × window hours / (window output tokens / 10⁶).
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from planner.sim.replica.pool import Replication
+from planner.sim.replica.state import (
+    A_AREA, A_LAST, DONE, F_ADMIT, F_EXIT, F_FIRST, I_CLS, I_OUT, I_PRE_KV, I_PRE_POL, I_REASON, I_STATUS,
+    P_CAP, P_MAXKV, P_STEPS, Q_BATCHAREA, Q_BUSY, Q_KVAREA, REASON_TOO_LARGE, REASON_WAIT,
+)
+from planner.sim.stats import littles_law, replication_ci
+
+LATENCIES = ("ttft", "tpot", "e2e", "queue_wait")
+STATS = ("mean", "p50", "p95", "p99", "max")
+
+
+def _summary(values_s: np.ndarray) -> dict[str, float]:
+    if values_s.size == 0:
+        return {s: math.nan for s in STATS}
+    ms = values_s * 1000.0
+    p50, p95, p99 = np.percentile(ms, [50.0, 95.0, 99.0])
+    return {"mean": float(ms.mean()), "p50": float(p50), "p95": float(p95), "p99": float(p99), "max": float(ms.max())}
+
+
+def _p99_with_rejections(values_s: np.ndarray, rejected: int) -> float:
+    """p99 in ms over served + rejected requests, rejections at +inf."""
+    n = values_s.size + rejected
+    if n == 0:
+        return math.nan
+    full = np.concatenate([values_s * 1000.0, np.full(rejected, np.inf)])
+    return float(np.percentile(full, 99.0, method="inverted_cdf"))
+
+
+def replication_metrics(rep: Replication) -> tuple[list[dict[str, float]], dict[str, float]]:
+    """(one dict per class, pool-level dict) for one replication."""
+    cfg, st = rep.config, rep.state
+    w0, w1 = cfg.warmup_s, cfg.duration_s
+    window = w1 - w0
+    arrival = st.arrival
+    in_window = (arrival >= w0) & (arrival < w1)
+    status = st.req_i[:, I_STATUS]
+    done = status == DONE
+    first, exit_, admit = st.req_f[:, F_FIRST], st.req_f[:, F_EXIT], st.req_f[:, F_ADMIT]
+    out = st.req_i[:, I_OUT]
+    tokens_total = int(st.tokens_win.sum())
+    usd_per_hour = sum(s.count * s.usd_per_replica_hour for s in cfg.replicas)
+    cap = st.rep_i[:, P_CAP].astype(np.float64)
+    pool = {
+        "replica_utilisation": float((st.rep_f[:, Q_BUSY] / window).mean()),
+        "kv_utilisation": float((st.rep_f[:, Q_KVAREA] / (window * cap)).mean()),
+        "kv_peak_fraction": float((st.rep_i[:, P_MAXKV] / cap).max()),
+        "mean_batch": float((st.rep_f[:, Q_BATCHAREA] / window).mean()),
+        "steps": float(st.rep_i[:, P_STEPS].sum()),
+        "throughput_tokens_per_s": tokens_total / window,
+        "cost_usd_per_m_output_tokens": (usd_per_hour * window / 3600.0) / (tokens_total / 1e6)
+        if tokens_total > 0 else math.nan,
+    }
+    # Little's law: the engine's own integral of N(t) against the per-request records
+    t_end = float(st.acc_f[A_LAST])
+    sojourn_sum = float(np.sum(exit_ - arrival))
+    lam_w = sojourn_sum / t_end if t_end > 0 else math.nan
+    pool["littles_residual_run"] = (st.acc_f[A_AREA] / t_end - lam_w) / lam_w if lam_w > 0 else math.nan
+    pool["littles_residual_window"] = littles_law(arrival, exit_, w0, w1).relative_residual
+    rows = []
+    for k, klass in enumerate(cfg.classes):
+        mine = in_window & (st.req_i[:, I_CLS] == k)
+        served = mine & done
+        rej_wait = int((mine & (st.req_i[:, I_REASON] == REASON_WAIT)).sum())
+        rej_large = int((mine & (st.req_i[:, I_REASON] == REASON_TOO_LARGE)).sum())
+        ttft = first[served] - arrival[served]
+        e2e = exit_[served] - arrival[served]
+        multi = served & (out > 1)
+        tpot = (exit_[multi] - first[multi]) / (out[multi] - 1)
+        wait = admit[served] - arrival[served]
+        arrived = int(mine.sum())
+        good = int(((ttft * 1000.0 <= klass.ttft_p99_ms) & (e2e * 1000.0 <= klass.e2e_p99_ms)).sum())
+        row: dict[str, float] = {
+            "arrived": arrived,
+            "arrival_rate_rps": arrived / window,
+            "completed": int(served.sum()),
+            "rejected": rej_wait + rej_large,
+            "rejected_wait": rej_wait,
+            "rejected_too_large": rej_large,
+            "rejected_fraction": (rej_wait + rej_large) / arrived if arrived else math.nan,
+            "preemptions_kv": int(st.req_i[mine, I_PRE_KV].sum()),
+            "preemptions_policy": int(st.req_i[mine, I_PRE_POL].sum()),
+            "throughput_tokens_per_s": float(st.tokens_win[k]) / window,
+            "goodput_rps": good / window,
+            "goodput_fraction": good / arrived if arrived else math.nan,
+            "slo_ttft_p99_ms": _p99_with_rejections(ttft, rej_wait + rej_large),
+            "slo_e2e_p99_ms": _p99_with_rejections(e2e, rej_wait + rej_large),
+        }
+        for name, values in (("ttft", ttft), ("tpot", tpot), ("e2e", e2e), ("queue_wait", wait)):
+            for stat, value in _summary(values).items():
+                row[f"{name}_{stat}_ms"] = value
+        rows.append(row)
+    return rows, pool
+
+
+def combine(values: list[float]) -> tuple[float, float]:
+    """(mean, 95 % half-width) over replications; +inf if any replication is +inf."""
+    x = np.asarray(values, dtype=np.float64)
+    if np.isposinf(x).any():
+        return math.inf, math.inf
+    finite = x[np.isfinite(x)]
+    if finite.size == 0:
+        return math.nan, math.nan
+    ci = replication_ci(finite)
+    return ci.mean, ci.half_width
+
+
+def verdict(values: list[float], slo_ms: float) -> str:
+    """``met``/``missed``/``uncertain`` for a per-replication p99 against its SLO (module docstring)."""
+    x = np.asarray(values, dtype=np.float64)
+    if x.size == 0 or np.isnan(x).all():
+        return "uncertain"
+    if np.isposinf(x).all():
+        return "missed"
+    if np.isposinf(x).any():
+        return "uncertain"
+    mean, half = combine(values)
+    if mean + half <= slo_ms:
+        return "met"
+    if mean - half > slo_ms:
+        return "missed"
+    return "uncertain"

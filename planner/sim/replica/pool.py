@@ -1,0 +1,183 @@
+"""A pool of replicas (one serving region and model) as Python values, and one replication of it.
+
+:class:`PoolConfig` says everything one simulation needs: the replicas (possibly several
+SKUs, each a sub-pool with its own profile), the traffic classes with their rates, length
+laws and SLOs, the policy and admission control, the router, the per-step token budget
+and the time window. :func:`run_replication` draws one sample of requests and runs the
+compiled engine on it.
+
+**c-mu's μ_k at the replica level.** Following the fluid model of Li, Wang & Si (2026),
+μ_k is the rate at which one replica completes class-k requests when it runs only class k
+at the largest batch its KV budget allows, with class means P_k (prompt) and O_k (output):
+
+    B_k   = min(max_batch, ⌊kv_fraction · KV capacity / (P_k + O_k)⌋)     (KV occupancy)
+    t_k   = a + b · B_k · (P_k + O_k/2)                                   (one decode step, ms)
+    μ_k   = 1000 · B_k / (O_k · t_k + B_k · c · P_k)                      (requests per second)
+
+Each class-k request holds P_k + O_k tokens of KV at its peak (the admission reservation),
+reads P_k + O_k/2 on an average decode step, costs c·P_k ms of prefill and shares each of its
+O_k decode steps with B_k − 1 others. Compute (a, c), bandwidth (b) and KV capacity all
+enter, as the theory asks; the index is w_k · μ_k on each replica's own profile.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass
+
+import numpy as np
+
+from planner.errors import InputError
+from planner.sim.policies import SRPT, PolicySpec
+from planner.sim.replica.engine import run_pool
+from planner.sim.replica.routing import POWER_OF_D, router_code
+from planner.sim.replica.state import State, build_state
+from planner.sim.workload import ClassWorkload, RequestSample, sample_requests
+
+DEFAULT_TOKEN_BUDGET = 8192
+"""Tokens per step (prefill chunk + decodes): vLLM's ``--max-num-batched-tokens`` default for
+its API server on H100-class GPUs, and the production config in the practitioners' guide."""
+
+
+@dataclass(frozen=True)
+class ReplicaSpec:
+    """One sub-pool: ``count`` identical replicas of one SKU's profile."""
+
+    sku: str
+    count: int
+    a_ms: float
+    b_ms_per_kv_token: float
+    c_ms_per_prefill_token: float
+    kv_capacity_tokens: int
+    max_batch: int
+    usd_per_replica_hour: float = 0.0
+
+
+@dataclass(frozen=True)
+class ClassSpec:
+    name: str
+    rate_rps: float
+    weight: float
+    priority_jump: float
+    drr_quantum_tokens: float
+    max_queue_wait_ms: float
+    ttft_p99_ms: float
+    e2e_p99_ms: float
+    workload: ClassWorkload
+
+
+@dataclass(frozen=True)
+class PoolConfig:
+    replicas: tuple[ReplicaSpec, ...]
+    classes: tuple[ClassSpec, ...]
+    policy: PolicySpec
+    duration_s: float
+    warmup_s: float
+    kv_fraction: float = 0.85
+    output_quantile_reserve: float = 0.95
+    aging_rate: float = 0.1
+    trail_c: float = 0.5
+    prediction_sigma: float = 0.0
+    router: str = "jsq"
+    router_d: int = 2
+    token_budget: int = DEFAULT_TOKEN_BUDGET
+    arrival_kind: str = "poisson"
+    arrival_cv: float = 1.0
+    arrival_trace_s: tuple[float, ...] | None = None
+
+    @property
+    def n_replicas(self) -> int:
+        return sum(spec.count for spec in self.replicas)
+
+    def expanded(self) -> list[ReplicaSpec]:
+        """One entry per replica, sub-pools in the order given."""
+        return [spec for spec in self.replicas for _ in range(spec.count)]
+
+    def reserve_tokens(self) -> np.ndarray:
+        """Per class: the output-length quantile reserved in KV at admission (at least 1)."""
+        q = self.output_quantile_reserve
+        return np.array([max(1, c.workload.output.quantile(q)) for c in self.classes], dtype=np.int64)
+
+
+def effective_service_rate(spec: ReplicaSpec, prompt: float, output: float, kv_fraction: float) -> float:
+    """μ_k in requests per second of one replica (module docstring); 0 if no request fits."""
+    batch = min(spec.max_batch, math.floor(kv_fraction * spec.kv_capacity_tokens / (prompt + output)))
+    if batch < 1:
+        return 0.0
+    step_ms = spec.a_ms + spec.b_ms_per_kv_token * batch * (prompt + output / 2.0)
+    return 1000.0 * batch / (output * step_ms + batch * spec.c_ms_per_prefill_token * prompt)
+
+
+def service_rates(config: PoolConfig) -> np.ndarray:
+    """μ[r, k] for every replica and class."""
+    means = [(c.workload.prompt.mean(), c.workload.output.mean()) for c in config.classes]
+    return np.array([[effective_service_rate(spec, p, o, config.kv_fraction) for p, o in means]
+                     for spec in config.expanded()], dtype=np.float64).reshape(config.n_replicas, len(means))
+
+
+def check_config(config: PoolConfig) -> None:
+    if config.n_replicas < 1:
+        raise InputError("a pool needs at least one replica", where="plan", fix="give the pool replicas > 0")
+    for spec in config.replicas:
+        if config.token_budget < spec.max_batch:
+            raise InputError(
+                f"token budget {config.token_budget} is below max_batch {spec.max_batch} of {spec.sku}",
+                where="token_budget", fix=f"use a token budget of at least {spec.max_batch}")
+    if not config.duration_s > config.warmup_s >= 0:
+        raise InputError(f"warm-up {config.warmup_s:g} s must be shorter than the duration {config.duration_s:g} s",
+                         where="duration", fix="lengthen the run or shorten the warm-up")
+
+
+def engine_state(config: PoolConfig, sample: RequestSample) -> tuple[State, np.ndarray, np.ndarray]:
+    """The engine's arrays for one sample (shared with the pure-Python reference in the tests)."""
+    check_config(config)
+    reps = config.expanded()
+    kv_limit = [min(s.kv_capacity_tokens, math.floor(config.kv_fraction * s.kv_capacity_tokens)) for s in reps]
+    policy_i = np.array([config.policy.code, int(config.policy.drr), int(config.policy.code == SRPT),
+                         router_code(config.router), max(1, config.router_d)], dtype=np.int64)
+    policy_f = np.array([config.aging_rate, config.trail_c, config.warmup_s, config.duration_s])
+    class_f = np.array([[c.weight, c.priority_jump, c.drr_quantum_tokens, c.max_queue_wait_ms / 1000.0]
+                        for c in config.classes], dtype=np.float64)
+    return build_state(
+        arrival=sample.arrival_s, cls=sample.cls, prompt=sample.prompt_tokens, output=sample.output_tokens,
+        predicted=sample.predicted_output_tokens, route_u=sample.route_u,
+        replica_coeffs=np.array([[s.a_ms, s.b_ms_per_kv_token, s.c_ms_per_prefill_token] for s in reps]),
+        replica_ints=np.array([[s.kv_capacity_tokens, lim, s.max_batch, config.token_budget]
+                               for s, lim in zip(reps, kv_limit, strict=True)], dtype=np.int64),
+        mu=service_rates(config), class_f=class_f, reserve=config.reserve_tokens(),
+        policy_i=policy_i, policy_f=policy_f,
+    )
+
+
+def draw_sample(config: PoolConfig, seed: np.random.SeedSequence) -> RequestSample:
+    d = config.router_d if router_code(config.router) == POWER_OF_D else 1
+    return sample_requests(
+        np.array([c.rate_rps for c in config.classes]), [c.workload for c in config.classes], config.duration_s,
+        seed, arrival_kind=config.arrival_kind, cv=config.arrival_cv,
+        trace_s=np.asarray(config.arrival_trace_s) if config.arrival_trace_s is not None else None,
+        prediction_sigma=config.prediction_sigma, route_draws=max(1, min(d, config.n_replicas)),
+    )
+
+
+@dataclass(frozen=True)
+class Replication:
+    """The engine's final state for one sample; :mod:`.metrics` reads it."""
+
+    config: PoolConfig
+    sample: RequestSample
+    state: State
+    wall_s: float
+
+
+def run_sample(config: PoolConfig, sample: RequestSample) -> Replication:
+    """Run the compiled engine on ``sample``; ``wall_s`` is for benchmarks, never written out."""
+    state, hkey, hid = engine_state(config, sample)
+    start = time.perf_counter()
+    run_pool(state, hkey, hid)
+    return Replication(config, sample, state, time.perf_counter() - start)
+
+
+def run_replication(config: PoolConfig, seed: np.random.SeedSequence) -> Replication:
+    """Draw one sample from ``seed`` and run it."""
+    return run_sample(config, draw_sample(config, seed))

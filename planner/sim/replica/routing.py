@@ -1,0 +1,94 @@
+"""Routing an arriving request to one replica of a pool (one serving region and model).
+
+Rules (``ROUTERS``; the argument names the stable integer code the compiled loop uses):
+
+* ``random`` (0): replica ⌊u·R⌋ for a uniform u; every replica gets an equal share, which a
+  slow replica in a mixed pool may not be able to serve (theory.md, "Routing").
+* ``round-robin`` (1): replicas in turn, 0, 1, …, R−1, 0, …
+* ``jsq`` (2): join the shortest queue, the replica with the fewest requests present
+  (waiting + running); ties go to the lowest index.
+* ``power-of-d`` (3): sample d distinct replicas uniformly, join the one with the fewest
+  requests present (Mitzenmacher 2001); ties go to the first sampled. The default d = 2.
+* ``least-tokens`` (4): the replica with the fewest outstanding tokens: prompt tokens still
+  to prefill plus predicted output tokens still to generate, max(0, p̂ − generated), over
+  every request present; ties go to the lowest index.
+
+The state the rules read is the replica state at the arrival instant, so routing is exact
+JSQ, not a stale snapshot.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import njit
+
+from planner.errors import InputError
+
+RANDOM = 0
+ROUND_ROBIN = 1
+JSQ = 2
+POWER_OF_D = 3
+LEAST_TOKENS = 4
+ROUTERS: dict[str, int] = {
+    "random": RANDOM,
+    "round-robin": ROUND_ROBIN,
+    "jsq": JSQ,
+    "power-of-d": POWER_OF_D,
+    "least-tokens": LEAST_TOKENS,
+}
+
+
+def router_code(name: str) -> int:
+    key = name.strip().lower()
+    if key not in ROUTERS:
+        raise InputError(f"unknown routing rule {name!r}", where="routing", fix=f"use one of: {', '.join(ROUTERS)}")
+    return ROUTERS[key]
+
+
+@njit(cache=True)
+def choose_replica(code: int, d: int, u: np.ndarray, counter: np.ndarray,
+                   present: np.ndarray, work_tokens: np.ndarray) -> int:
+    """The replica for one arrival. ``u`` holds this request's uniforms (at least d of them),
+    ``counter[0]`` is the round-robin position, ``present[r]`` the requests at replica r and
+    ``work_tokens[r]`` its outstanding tokens."""
+    n = present.shape[0]
+    if n == 1:
+        return 0
+    if code == RANDOM:
+        r = int(u[0] * n)
+        return r if r < n else n - 1
+    if code == ROUND_ROBIN:
+        r = counter[0] % n
+        counter[0] += 1
+        return r
+    if code == JSQ:
+        best = 0
+        for r in range(1, n):
+            if present[r] < present[best]:
+                best = r
+        return best
+    if code == LEAST_TOKENS:
+        best = 0
+        for r in range(1, n):
+            if work_tokens[r] < work_tokens[best]:
+                best = r
+        return best
+    # power of d: the x-th replica not yet sampled, x uniform on the n - i left
+    dd = d if d < n else n
+    taken = np.zeros(n, dtype=np.bool_)
+    best = -1
+    for i in range(dd):
+        x = int(u[i] * (n - i))
+        if x >= n - i:
+            x = n - i - 1
+        r = -1
+        for cand in range(n):
+            if not taken[cand]:
+                if x == 0:
+                    r = cand
+                    break
+                x -= 1
+        taken[r] = True
+        if best < 0 or present[r] < present[best]:
+            best = r
+    return best

@@ -1,0 +1,84 @@
+"""The outcome of ``planner simulate``: per-class table, metadata, SLO summary, and its writer.
+
+``per_class`` has one row per (region, model, traffic_class) with counts, latency
+quantiles and their 95 % half-widths (``*_ci95``), utilisation, rejections, preemptions,
+goodput, cost and the SLO verdicts (columns: ``data/README.md``, simulation section).
+``meta`` is JSON-able and holds everything needed to reproduce the run. Nothing in
+either depends on the wall clock, so the same inputs give byte-identical files.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from planner.storage import atomic_path, check_table_suffix
+
+SUMMARY_COLUMNS = (
+    "region", "model", "traffic_class", "replicas", "offered_rps", "slo_ttft_p99_ms", "slo_ttft_target_ms",
+    "slo_ttft_verdict", "slo_e2e_p99_ms", "slo_e2e_target_ms", "slo_e2e_verdict", "rejected_fraction", "slo_met",
+)
+
+
+def _jsonable(value: Any) -> Any:
+    """Plain Python values; NaN and ±inf become null (JSON has neither)."""
+    if isinstance(value, dict):
+        return {str(k): _jsonable(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_jsonable(v) for v in value]
+    if isinstance(value, (np.bool_, bool)):
+        return bool(value)
+    if isinstance(value, (np.integer, int)):
+        return int(value)
+    if isinstance(value, (np.floating, float)):
+        x = float(value)
+        return x if math.isfinite(x) else None
+    return value
+
+
+@dataclass(frozen=True, eq=False)
+class SimulationResult:
+    per_class: pd.DataFrame
+    meta: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def all_met(self) -> bool:
+        """Whether every class with traffic meets both its TTFT and e2e p99 SLO (point estimate)."""
+        return bool(self.per_class["slo_met"].all()) if len(self.per_class) else True
+
+    def summary_rows(self) -> list[dict[str, Any]]:
+        """One row per (region, model, class): the SLO met/missed table."""
+        cols = [c for c in SUMMARY_COLUMNS if c in self.per_class.columns]
+        return [_jsonable(row) for row in self.per_class[cols].to_dict("records")]
+
+    def to_json(self) -> dict[str, Any]:
+        return _jsonable({"meta": self.meta, "all_met": self.all_met, "summary": self.summary_rows(),
+                          "per_class": self.per_class.to_dict("records")})
+
+
+def write_simulation_outputs(result: SimulationResult, out: str | Path) -> list[Path]:
+    """Write the per-class table to ``out`` (CSV or Parquet by extension) and the JSON beside it.
+
+    Both go to temporary files first and are renamed into place together, so a failure
+    leaves earlier outputs untouched. Returns [table path, JSON path].
+    """
+    out = Path(out)
+    suffix = check_table_suffix(out)
+    json_path = out.with_suffix(".json")
+    text = json.dumps(result.to_json(), indent=2, sort_keys=True) + "\n"
+    with contextlib.ExitStack() as stack:
+        table_tmp = stack.enter_context(atomic_path(out))
+        json_tmp = stack.enter_context(atomic_path(json_path))
+        if suffix == ".csv":
+            result.per_class.to_csv(table_tmp, index=False, lineterminator="\n")
+        else:
+            result.per_class.to_parquet(table_tmp, index=False)
+        json_tmp.write_text(text, encoding="utf-8")
+    return [out, json_path]

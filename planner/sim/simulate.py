@@ -1,0 +1,298 @@
+"""``planner simulate``: check a plan's replicas against each class's SLO by simulation.
+
+For one planning period, every serving (region, model) of the plan becomes a pool of
+replicas: each SKU's replicas (all tiers together) are a sub-pool with that SKU's profile,
+and the router spreads requests over all replicas of the pool. The pool receives, per
+traffic class, the arrival rate that placement routed to that serving region in the chosen
+window (``demand``: region = serving key, model, traffic_class, rps). It is simulated with
+the scenario's policy, admission control and class SLOs (:mod:`planner.sim.replica`),
+``replications`` times, and each class is reported as meeting or missing its SLO.
+
+Demand that reaches a (region, model) without replicas is reported as fully rejected
+(``no_replicas``), never dropped. Spot replicas are simulated as available for the whole
+run (placement already counts only a fraction of them); a class with no traffic is
+``no_traffic`` and counts as met. Randomness: the pool (region, model) draws from
+``SeedSequence(seed, spawn_key=(crc32(region), crc32(model)))``, so a pool's results do
+not depend on which other pools the plan has.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import zlib
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from planner import __version__
+from planner.catalog import Catalog
+from planner.errors import InputError
+from planner.profiles import profile_for
+from planner.scenario import Scenario
+from planner.sim.policies import get_policy
+from planner.sim.replica.pool import DEFAULT_TOKEN_BUDGET, ClassSpec, PoolConfig, ReplicaSpec
+from planner.sim.replica.routing import router_code
+from planner.sim.replica.run import simulate_pool
+from planner.sim.result import SimulationResult, write_simulation_outputs
+from planner.sim.workload import workloads_for
+
+__all__ = ["SimulationResult", "pool_seed", "select_window", "simulate_plan", "write_simulation_outputs"]
+
+PLAN_COLUMNS = ("period", "region", "sku", "model", "tier", "replicas", "gpus", "usd")
+DEMAND_COLUMNS = ("region", "model", "traffic_class", "rps")
+RATE_COLUMNS = ("rps", "flow_rps")
+WARMUP_FRACTION = 0.1
+_BLOCK = re.compile(r"^(Mon|Tue|Wed|Thu|Fri|Sat|Sun)(\d{2})(?:\+(\d+)h)?$")
+_DAYS = ("Mon", "Tue", "Wed", "Thu", "Fri", "Sat", "Sun")
+
+
+def _require(frame: pd.DataFrame, columns: tuple[str, ...], what: str, fix: str) -> None:
+    missing = [c for c in columns if c not in frame.columns]
+    if missing:
+        raise InputError(f"the {what} lacks column(s) {', '.join(missing)}", where=what, fix=fix)
+
+
+def _plan_rows(plan: pd.DataFrame, period: str | None) -> tuple[str, pd.DataFrame]:
+    _require(plan, PLAN_COLUMNS, "plan", f"pass a plan from `planner plan` (columns {', '.join(PLAN_COLUMNS)})")
+    periods = list(dict.fromkeys(plan["period"].astype(str)))
+    if period is None:
+        if len(periods) > 1:
+            raise InputError(f"the plan has {len(periods)} periods", where="plan",
+                             fix="pass the rows of one period (select_window returns which one)")
+        period = periods[0] if periods else ""
+    rows = plan[plan["period"].astype(str) == str(period)].reset_index(drop=True)
+    replicas = pd.to_numeric(rows["replicas"], errors="coerce")
+    bad = np.flatnonzero(~(np.isfinite(replicas) & (replicas >= 0) & (replicas == np.floor(replicas))))
+    if bad.size:
+        raise InputError(f"replicas must be a whole number >= 0, got {rows['replicas'].iloc[bad[0]]!r}",
+                         where=f"plan, period {period}, row {bad[0] + 1}, column 'replicas'", fix="fix the plan")
+    return str(period), rows.assign(replicas=replicas.astype(np.int64))
+
+
+def _price(catalog: Catalog, region: str, sku: str, tier: str) -> float:
+    offers = catalog.offers
+    match = offers[(offers["region_key"] == region) & (offers["sku"] == sku) & (offers["tier"] == tier)]
+    if match.empty:
+        raise InputError(f"no catalog offer for {sku} ({tier}) in {region}", where="plan",
+                         fix="plan only offers the catalog has (`planner catalog --region ...`)")
+    return float(match["usd_per_gpu_hour"].iloc[0])
+
+
+def _pools(rows: pd.DataFrame, profiles: pd.DataFrame, catalog: Catalog) -> dict[tuple[str, str], list[ReplicaSpec]]:
+    pools: dict[tuple[str, str], list[ReplicaSpec]] = {}
+    for (region, model), group in rows[rows["replicas"] > 0].groupby(["region", "model"], sort=True):
+        specs = []
+        for sku, sub in group.groupby("sku", sort=True):
+            profile = profile_for(profiles, str(model), str(sku))
+            count = int(sub["replicas"].sum())
+            usd = sum(int(r.replicas) * int(profile["tp_degree"]) * _price(catalog, str(region), str(sku), str(r.tier))
+                      for r in sub.itertuples(index=False))
+            specs.append(ReplicaSpec(
+                str(sku), count, float(profile["a_ms"]), float(profile["b_ms_per_kv_token"]),
+                float(profile["c_ms_per_prefill_token"]), int(profile["kv_capacity_tokens"]),
+                int(profile["max_batch"]), usd / count))
+        pools[(str(region), str(model))] = specs
+    return pools
+
+
+def _demand_rates(demand: pd.DataFrame, scenario: Scenario) -> dict[tuple[str, str], dict[str, float]]:
+    _require(demand, DEMAND_COLUMNS, "demand", "pass region (serving key), model, traffic_class, rps; "
+                                               "select_window builds it from the placement flows")
+    rps = pd.to_numeric(demand["rps"], errors="coerce").to_numpy(dtype=float)
+    bad = np.flatnonzero(~(np.isfinite(rps) & (rps >= 0)))
+    if bad.size:
+        raise InputError(f"rps must be a number >= 0, got {demand['rps'].iloc[bad[0]]!r}",
+                         where=f"demand, row {bad[0] + 1}, column 'rps'", fix="give requests per second")
+    unknown = sorted(set(demand["traffic_class"].astype(str)) - set(scenario.class_names))
+    if unknown:
+        raise InputError(f"demand has class(es) {', '.join(unknown)} the scenario does not declare",
+                         where="demand", fix=f"use the scenario's classes: {', '.join(scenario.class_names)}")
+    frame = demand.assign(rps=rps).groupby(["region", "model", "traffic_class"], sort=True)["rps"].sum()
+    rates: dict[tuple[str, str], dict[str, float]] = {}
+    for (region, model, klass), value in frame.items():
+        rates.setdefault((str(region), str(model)), {})[str(klass)] = float(value)
+    return rates
+
+
+def _unserved_rows(region: str, model: str, rates: dict[str, float], scenario: Scenario,
+                   window_s: float) -> list[dict[str, Any]]:
+    rows = []
+    for klass in scenario.classes:
+        rate = rates.get(klass.name, 0.0)
+        rows.append({"region": region, "model": model, "traffic_class": klass.name, "replicas": 0,
+                     "offered_rps": rate, "arrived": rate * window_s, "rejected": rate * window_s,
+                     "rejected_fraction": 1.0 if rate > 0 else math.nan, "completed": 0.0,
+                     "slo_ttft_p99_ms": math.inf if rate > 0 else math.nan,
+                     "slo_e2e_p99_ms": math.inf if rate > 0 else math.nan,
+                     "slo_ttft_target_ms": klass.ttft_p99_ms, "slo_e2e_target_ms": klass.e2e_p99_ms,
+                     "slo_ttft_met": rate == 0, "slo_e2e_met": rate == 0,
+                     "slo_ttft_verdict": "no_replicas" if rate > 0 else "no_traffic",
+                     "slo_e2e_verdict": "no_replicas" if rate > 0 else "no_traffic", "slo_met": rate == 0})
+    return rows
+
+
+def pool_seed(seed: int, region: str, model: str) -> np.random.SeedSequence:
+    return np.random.SeedSequence(seed, spawn_key=(zlib.crc32(region.encode()), zlib.crc32(model.encode())))
+
+
+def simulate_plan(
+    scenario: Scenario,
+    plan: pd.DataFrame,
+    demand: pd.DataFrame,
+    profiles: pd.DataFrame,
+    catalog: Catalog,
+    *,
+    policy: str | None = None,
+    duration_s: float = 3600.0,
+    replications: int = 5,
+    seed: int | None = None,
+    histogram: pd.DataFrame | None = None,
+    engine: str = "local",
+    period: str | None = None,
+    routing: str = "jsq",
+    router_d: int = 2,
+    token_budget: int = DEFAULT_TOKEN_BUDGET,
+    warmup_s: float | None = None,
+    arrival: str = "poisson",
+    arrival_cv: float = 1.0,
+    arrival_trace_s: np.ndarray | None = None,
+) -> SimulationResult:
+    """Simulate every serving (region, model) of one plan period at ``demand``; see module doc.
+
+    ``arrival`` is ``poisson``, ``gamma`` (with ``arrival_cv``) or ``trace``: replay
+    ``arrival_trace_s`` (e.g. :func:`planner.sim.workload.trace_times_s` of an Azure log),
+    time-scaled to each pool's total rate. ``routing`` is a rule of
+    :data:`planner.sim.replica.routing.ROUTERS`; ``token_budget`` is the tokens per step;
+    the warm-up defaults to 10 % of the duration and is excluded from every metric.
+    """
+    if engine != "local":
+        raise InputError(f"unknown simulation engine {engine!r}", where="--engine", fix="use 'local'")
+    if not duration_s > 0 or replications < 1:
+        raise InputError("duration must be > 0 and replications >= 1", where="--duration/--replications",
+                         fix="e.g. --duration 1h --replications 5")
+    router_code(routing)
+    spec = get_policy(policy if policy is not None else scenario.policy.name)
+    seed = scenario.seeds.base if seed is None else int(seed)
+    warmup = WARMUP_FRACTION * duration_s if warmup_s is None else float(warmup_s)
+    period_label, rows = _plan_rows(plan, period)
+    pools = _pools(rows, profiles, catalog)
+    rates = _demand_rates(demand, scenario)
+    params, admission = scenario.policy.params, scenario.policy.admission
+    frames: list[pd.DataFrame] = []
+    pool_meta: list[dict[str, Any]] = []
+    for key in sorted(set(pools) | set(rates)):
+        region, model = key
+        pool_rates = rates.get(key, {})
+        if key not in pools:
+            frames.append(pd.DataFrame(_unserved_rows(region, model, pool_rates, scenario, duration_s - warmup)))
+            pool_meta.append({"region": region, "model": model, "replicas": {}, "note": "demand but no replicas"})
+            continue
+        laws = workloads_for(model, scenario.class_names, histogram)
+        classes = tuple(ClassSpec(k.name, pool_rates.get(k.name, 0.0), k.weight, k.priority_jump,
+                                  float(k.drr_quantum_tokens), k.max_queue_wait_ms, k.ttft_p99_ms, k.e2e_p99_ms,
+                                  laws[k.name]) for k in scenario.classes)
+        config = PoolConfig(
+            tuple(pools[key]), classes, spec, duration_s=duration_s, warmup_s=warmup,
+            kv_fraction=admission.kv_fraction, output_quantile_reserve=admission.output_quantile_reserve,
+            aging_rate=params.aging_rate, trail_c=params.trail_c, prediction_sigma=params.prediction_noise_sigma,
+            router=routing, router_d=router_d, token_budget=token_budget, arrival_kind=arrival, arrival_cv=arrival_cv,
+            arrival_trace_s=tuple(np.asarray(arrival_trace_s, dtype=float)) if arrival_trace_s is not None else None)
+        result = simulate_pool(config, replications=replications, seed=pool_seed(seed, region, model),
+                               labels={"region": region, "model": model})
+        frames.append(result.per_class)
+        pool_meta.append({
+            "region": region, "model": model,
+            "replicas": {s.sku: s.count for s in config.replicas},
+            "usd_per_hour": sum(s.count * s.usd_per_replica_hour for s in config.replicas),
+            "reserved_output_tokens": dict(zip(scenario.class_names, config.reserve_tokens().tolist(), strict=True)),
+            "length_laws": {k: {"source": w.source, "prompt": w.prompt.describe(), "output": w.output.describe()}
+                            for k, w in laws.items()},
+            **result.pool,
+        })
+    per_class = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
+    if not per_class.empty:
+        per_class.loc[per_class["arrived"] == 0, ["slo_ttft_verdict", "slo_e2e_verdict"]] = "no_traffic"
+        per_class.loc[per_class["arrived"] == 0, ["slo_ttft_met", "slo_e2e_met", "slo_met"]] = True
+    meta = {
+        "scenario": scenario.name, "period": period_label, "policy": spec.name, "routing": routing,
+        "router_d": router_d, "duration_s": duration_s, "warmup_s": warmup, "replications": replications,
+        "seed": seed, "token_budget": token_budget, "arrival": arrival, "arrival_cv": arrival_cv,
+        "kv_fraction": admission.kv_fraction, "output_quantile_reserve": admission.output_quantile_reserve,
+        "prediction_noise_sigma": params.prediction_noise_sigma, "aging_rate": params.aging_rate,
+        "trail_c": params.trail_c, "engine": engine, "version": __version__,
+        "length_source": "ingest histogram" if histogram is not None else "trace defaults",
+        "pools": pool_meta,
+    }
+    return SimulationResult(per_class, meta)
+
+
+def _rate_column(frame: pd.DataFrame) -> pd.Series:
+    for column in RATE_COLUMNS:
+        if column in frame.columns:
+            return pd.to_numeric(frame[column], errors="coerce")
+    if "mean" in frame.columns:  # a forecast: requests per hour
+        return pd.to_numeric(frame["mean"], errors="coerce") / 3600.0
+    raise InputError("no arrival-rate column", where="flows",
+                     fix=f"give one of {', '.join(RATE_COLUMNS)} (req/s) or a forecast's 'mean' (req/h)")
+
+
+def _hour_of_week(ts: pd.Timestamp) -> int:
+    return int(ts.day_of_week) * 24 + int(ts.hour)
+
+
+def _period_for(window: str, labels: list[str]) -> str:
+    stamp = pd.to_datetime(window, utc=True, errors="coerce")
+    if pd.isna(stamp):
+        raise InputError(f"cannot read the window {window!r}", where="--window",
+                         fix="use 'peak' or an ISO-8601 hour such as 2026-11-02T18:00:00Z")
+    iso = f"{stamp.floor('h'):%Y-%m-%dT%H:%M:%SZ}"
+    if iso in labels:
+        return iso
+    how = _hour_of_week(stamp)
+    for label in labels:
+        match = _BLOCK.match(label)
+        if match:
+            start = _DAYS.index(match.group(1)) * 24 + int(match.group(2))
+            if start <= how < start + int(match.group(3) or 1):
+                return label
+    raise InputError(f"no plan period contains {iso}", where="--window",
+                     fix=f"use 'peak' or a time inside one of the periods: {', '.join(labels[:6])}")
+
+
+def select_window(plan: pd.DataFrame, flows_or_forecast: pd.DataFrame,
+                  window: str = "peak") -> tuple[str, pd.DataFrame]:
+    """(period, demand) for the chosen window.
+
+    ``flows_or_forecast`` has region (serving key), model, traffic_class, a rate (``rps`` or
+    ``flow_rps`` in req/s, or a forecast's ``mean`` in req/h) and ``period`` (or ``ts``,
+    taken as the period label); any other column (e.g. origin) is summed over.
+    ``window="peak"`` takes the plan period with the largest total rate (the first on a
+    tie); an ISO time takes the period labelled with that hour, or the hour-of-week block
+    ("Mon08+4h") containing it. Returns demand with columns region, model, traffic_class, rps.
+    """
+    frame = flows_or_forecast.copy()
+    if "period" not in frame.columns and "ts" in frame.columns:
+        stamps = pd.to_datetime(frame["ts"], utc=True, errors="coerce")
+        frame["period"] = stamps.dt.strftime("%Y-%m-%dT%H:%M:%SZ")
+    _require(frame, ("period", "region", "model", "traffic_class"), "flows",
+             "pass the placement flows (period, region, model, traffic_class, rps)")
+    frame["rps"] = _rate_column(frame)
+    not_serving = sorted({r for r in frame["region"].astype(str) if ":" not in r})
+    if not_serving:
+        raise InputError(f"regions {', '.join(not_serving[:4])} are not serving keys", where="flows",
+                         fix="pass flows at serving regions ('<cloud>:<region>'), not origin demand")
+    frame["period"] = frame["period"].astype(str)
+    labels = list(dict.fromkeys(plan["period"].astype(str))) if "period" in plan.columns else []
+    labels = labels or list(dict.fromkeys(frame["period"]))
+    if window == "peak":
+        totals = frame[frame["period"].isin(labels)].groupby("period", sort=False)["rps"].sum()
+        if totals.empty:
+            raise InputError("no flows in any plan period", where="flows", fix="pass the flows of this plan")
+        period = max(labels, key=lambda p: (totals.get(p, -1.0), -labels.index(p)))
+    else:
+        period = _period_for(window, labels)
+    chosen = frame[frame["period"] == period]
+    demand = chosen.groupby(["region", "model", "traffic_class"], sort=True)["rps"].sum().reset_index()
+    return period, demand

@@ -1,0 +1,370 @@
+"""Workload for the simulators: arrival times and per-request token lengths.
+
+**Arrivals** (seconds from 0, sorted, all below the duration):
+
+* Poisson at rate λ: exponential gaps of mean 1/λ.
+* Gamma renewal with coefficient of variation CV: gaps ~ Gamma(shape 1/CV², scale
+  CV²/λ), so the mean gap is 1/λ and its CV is CV (CV = 1 is Poisson, > 1 bursty).
+* Trace replay: recorded timestamps shifted to start at 0, optionally time-scaled so the
+  mean rate is λ, and repeated end to end when the trace is shorter than the duration.
+
+Multiclass traffic is one arrival process at the total rate Σ_k λ_k whose arrivals are
+marked with class k with probability λ_k / Σ_j λ_j (for Poisson this is exactly the
+superposition of independent per-class Poisson processes).
+
+**Token lengths.** A :class:`LengthLaw` draws integers with one uniform per draw (inverse
+CDF), so two runs that share a stream share their lengths draw for draw:
+
+* :class:`LognormalLength`: lognormal(μ, σ) conditioned on [1, hi] (hi = what fits the
+  model's context), Q(p) = exp(μ + σ Φ⁻¹(Φ(α) + p (Φ(β) − Φ(α)))), α = (ln 1 − μ)/σ,
+  β = (ln hi − μ)/σ, rounded to whole tokens. :meth:`LognormalLength.through` builds it
+  through a measured (p50, p99) as the demo history does: μ = ln p50,
+  σ = ln(p99/p50) / z₀.₉₉.
+* :class:`EmpiricalLength`: the ``planner ingest`` histogram (power-of-two bins): pick a
+  bin with probability count/total, then an integer uniformly in [bin_lo, bin_hi).
+
+Default laws per class (no histogram given) are the project's class mapping of the real
+traces, as in ``data/README.md`` (demo history):
+
+=========== ================================ ===================================
+class       prompt tokens (mean / p50 / p99) output tokens (mean / p50 / p99)
+=========== ================================ ===================================
+interactive Azure conv 2023: 1155 / 1020 / 4142 Azure conv 2023: 211 / 129 / 601
+standard    Azure code 2023: 2048 / 1469 / 7436 Azure code 2023: 28 / 13 / 251.5
+batch       Azure code 2023: 2048 / 1469 / 7436 Mooncake sample: 357 / 368 / 904
+=========== ================================ ===================================
+
+Batch is "summarisation": the long prompts of the code trace and the long outputs of the
+Mooncake conversation sample (the longest outputs among the bundled real traces); the
+Mooncake prompts (p99 87k) do not fit these models' context windows. Outputs are cut at
+1,024 tokens and prompts at the model's context minus 1,024 (the demo history's rule).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Protocol
+
+import numpy as np
+import pandas as pd
+from scipy.special import ndtr, ndtri
+
+from planner.errors import InputError
+from planner.storage import read_table
+
+Z99 = 2.3263478740408408
+OUTPUT_CAP_TOKENS = 1024
+CONTEXT_TOKENS: dict[str, int] = {"llama3-8b": 8192, "llama2-70b": 4096, "mixtral-8x22b": 65536}
+"""max_position_embeddings of each model's Hugging Face config.json."""
+DEFAULT_CONTEXT_TOKENS = 8192
+HISTOGRAM_COLUMNS = ("model", "traffic_class", "measure", "bin_lo_tokens", "bin_hi_tokens", "count")
+ARRIVAL_KINDS = ("poisson", "gamma", "trace")
+
+# (p50, p99, mean) measured on the real traces (data/README.md, demo history section).
+TRACE_FIGURES: dict[str, dict[str, tuple[float, float, float]]] = {
+    "interactive": {"prompt": (1020.0, 4142.0, 1155.0), "output": (129.0, 601.0, 211.1)},
+    "standard": {"prompt": (1469.0, 7436.0, 2048.0), "output": (13.0, 251.5, 27.88)},
+    "batch": {"prompt": (1469.0, 7436.0, 2048.0), "output": (368.0, 904.0, 356.9)},
+}
+TRACE_SOURCES: dict[str, str] = {
+    "interactive": "Azure LLM inference trace 2023, conversation (prompt and output)",
+    "standard": "Azure LLM inference trace 2023, code (prompt and output)",
+    "batch": "Azure 2023 code trace prompts; Mooncake conversation sample outputs",
+}
+FALLBACK_CLASS = "standard"
+
+
+class LengthLaw(Protocol):
+    def sample_from_uniform(self, u: np.ndarray) -> np.ndarray: ...
+    def quantile(self, p: float) -> int: ...
+    def mean(self) -> float: ...
+    def describe(self) -> dict[str, float | str]: ...
+
+
+@dataclass(frozen=True)
+class LognormalLength:
+    """Whole-token lengths: lognormal(mu, sigma) conditioned on [1, hi], rounded, clipped to [1, hi]."""
+
+    mu: float
+    sigma: float
+    hi: int
+
+    @classmethod
+    def through(cls, p50: float, p99: float, hi: int) -> LognormalLength:
+        """The lognormal through a measured median and 99th percentile."""
+        if not (p50 > 0 and p99 >= p50):
+            raise InputError(
+                f"cannot fit a lognormal through p50={p50!r}, p99={p99!r}",
+                where="token-length law",
+                fix="give 0 < p50 <= p99",
+            )
+        return cls(math.log(p50), max(math.log(p99 / p50) / Z99, 1e-9), int(hi))
+
+    def _cdf_bounds(self) -> tuple[float, float]:
+        lo = float(ndtr((0.0 - self.mu) / self.sigma))
+        hi = float(ndtr((math.log(self.hi) - self.mu) / self.sigma))
+        return lo, hi
+
+    def _continuous(self, u: np.ndarray | float) -> np.ndarray:
+        lo, hi = self._cdf_bounds()
+        return np.exp(self.mu + self.sigma * ndtri(lo + np.asarray(u, dtype=np.float64) * (hi - lo)))
+
+    def sample_from_uniform(self, u: np.ndarray) -> np.ndarray:
+        return np.clip(np.rint(self._continuous(u)), 1, self.hi).astype(np.int64)
+
+    def quantile(self, p: float) -> int:
+        return int(np.clip(np.ceil(self._continuous(p)), 1, self.hi))
+
+    def mean(self) -> float:
+        lo, hi = self._cdf_bounds()
+        s = self.sigma
+        upper = float(ndtr((math.log(self.hi) - self.mu) / s - s))
+        lower = float(ndtr(-self.mu / s - s))
+        return math.exp(self.mu + s * s / 2.0) * (upper - lower) / (hi - lo)
+
+    def describe(self) -> dict[str, float | str]:
+        return {"law": "lognormal", "mu": self.mu, "sigma": self.sigma, "cap_tokens": self.hi,
+                "mean_tokens": self.mean(), "p50_tokens": self.quantile(0.5), "p99_tokens": self.quantile(0.99)}
+
+
+@dataclass(frozen=True)
+class EmpiricalLength:
+    """The histogram law of ``planner ingest``: bin by count, then uniform within the bin."""
+
+    lo: np.ndarray
+    hi: np.ndarray
+    counts: np.ndarray
+    _cum: np.ndarray = field(init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "_cum", np.cumsum(self.counts, dtype=np.float64))
+
+    def _position(self, u: np.ndarray | float) -> tuple[np.ndarray, np.ndarray]:
+        total = self._cum[-1]
+        target = np.asarray(u, dtype=np.float64) * total
+        idx = np.minimum(np.searchsorted(self._cum, target, side="right"), self.counts.size - 1)
+        before = np.where(idx > 0, self._cum[np.maximum(idx - 1, 0)], 0.0)
+        frac = np.clip((target - before) / np.maximum(self.counts[idx], 1), 0.0, np.nextafter(1.0, 0.0))
+        return idx, frac
+
+    def sample_from_uniform(self, u: np.ndarray) -> np.ndarray:
+        idx, frac = self._position(u)
+        width = self.hi[idx] - self.lo[idx]
+        return np.maximum(self.lo[idx] + np.floor(frac * width).astype(np.int64), 1)
+
+    def quantile(self, p: float) -> int:
+        return int(self.sample_from_uniform(np.array([p]))[0])
+
+    def mean(self) -> float:
+        mids = np.maximum((self.lo + self.hi - 1) / 2.0, 1.0)
+        return float((mids * self.counts).sum() / self._cum[-1])
+
+    def describe(self) -> dict[str, float | str]:
+        return {"law": "empirical histogram", "bins": int(self.counts.size), "requests": float(self._cum[-1]),
+                "mean_tokens": self.mean(), "p50_tokens": self.quantile(0.5), "p99_tokens": self.quantile(0.99)}
+
+
+@dataclass(frozen=True)
+class ClassWorkload:
+    """Prompt and output length laws of one traffic class, and where they came from."""
+
+    prompt: LengthLaw
+    output: LengthLaw
+    source: str
+
+
+def default_workload(traffic_class: str, model: str) -> ClassWorkload:
+    """The trace-derived default laws; a class without one takes ``standard``'s, visibly."""
+    name = traffic_class if traffic_class in TRACE_FIGURES else FALLBACK_CLASS
+    context = CONTEXT_TOKENS.get(model, DEFAULT_CONTEXT_TOKENS)
+    (pp50, pp99, _), (op50, op99, _) = TRACE_FIGURES[name]["prompt"], TRACE_FIGURES[name]["output"]
+    source = TRACE_SOURCES[name]
+    if name != traffic_class:
+        source = f"no default for class {traffic_class!r}: using {FALLBACK_CLASS!r} ({source})"
+    if model not in CONTEXT_TOKENS:
+        source += f"; context of {model!r} unknown, prompts cut at {DEFAULT_CONTEXT_TOKENS - OUTPUT_CAP_TOKENS}"
+    return ClassWorkload(
+        LognormalLength.through(pp50, pp99, context - OUTPUT_CAP_TOKENS),
+        LognormalLength.through(op50, op99, OUTPUT_CAP_TOKENS),
+        source,
+    )
+
+
+def _histogram_law(rows: pd.DataFrame, where: str) -> EmpiricalLength:
+    rows = rows.sort_values("bin_lo_tokens", kind="stable")
+    lo = rows["bin_lo_tokens"].to_numpy(dtype=np.int64)
+    hi = rows["bin_hi_tokens"].to_numpy(dtype=np.int64)
+    counts = rows["count"].to_numpy(dtype=np.float64)
+    if np.any(hi <= lo) or np.any(counts < 0) or not np.isfinite(counts).all():
+        raise InputError("bins need bin_hi_tokens > bin_lo_tokens and count >= 0", where=where,
+                         fix="pass the .histogram.csv that `planner ingest` wrote, unmodified")
+    if counts.sum() <= 0:
+        raise InputError("every bin has count 0", where=where, fix="ingest a log with requests of this class")
+    return EmpiricalLength(lo, hi, counts)
+
+
+def workloads_for(
+    model: str, class_names: tuple[str, ...], histogram: pd.DataFrame | None = None
+) -> dict[str, ClassWorkload]:
+    """Per-class laws for ``model``: from the histogram where it has the class, else the defaults."""
+    result = {k: default_workload(k, model) for k in class_names}
+    if histogram is None:
+        return result
+    missing = [c for c in HISTOGRAM_COLUMNS if c not in histogram.columns]
+    if missing:
+        raise InputError(f"the token histogram lacks column(s) {', '.join(missing)}", where="histogram",
+                         fix=f"pass the .histogram.csv of `planner ingest` (columns {', '.join(HISTOGRAM_COLUMNS)})")
+    for klass in class_names:
+        rows = histogram[(histogram["model"] == model) & (histogram["traffic_class"] == klass)]
+        prompt = rows[rows["measure"] == "prompt_tokens"]
+        output = rows[rows["measure"] == "output_tokens"]
+        if prompt.empty or output.empty:
+            continue
+        where = f"histogram, model {model!r}, class {klass!r}"
+        result[klass] = ClassWorkload(_histogram_law(prompt, where + ", prompt_tokens"),
+                                      _histogram_law(output, where + ", output_tokens"),
+                                      "ingest histogram")
+    return result
+
+
+# ---------------------------------------------------------------------------- arrivals
+def poisson_arrivals(rate_rps: float, duration_s: float, rng: np.random.Generator) -> np.ndarray:
+    return gamma_arrivals(rate_rps, 1.0, duration_s, rng)
+
+
+def gamma_arrivals(rate_rps: float, cv: float, duration_s: float, rng: np.random.Generator) -> np.ndarray:
+    """Renewal arrivals with Gamma gaps of mean 1/rate and coefficient of variation ``cv`` (1 = Poisson)."""
+    if rate_rps <= 0 or duration_s <= 0:
+        return np.empty(0, dtype=np.float64)
+    if not cv > 0:
+        raise InputError(f"arrival CV must be > 0, got {cv!r}", where="arrivals", fix="use e.g. cv = 1 (Poisson)")
+    expected = rate_rps * duration_s
+    chunk = int(expected + 6.0 * math.sqrt(expected) * max(cv, 1.0) + 16)
+    times: list[np.ndarray] = []
+    last = 0.0
+    while True:
+        if cv == 1.0:
+            gaps = rng.exponential(1.0 / rate_rps, size=chunk)
+        else:
+            shape = 1.0 / (cv * cv)
+            gaps = rng.gamma(shape, 1.0 / (rate_rps * shape), size=chunk)
+        block = last + np.cumsum(gaps)
+        times.append(block)
+        last = float(block[-1])
+        if last >= duration_s:
+            break
+    out = np.concatenate(times)
+    return out[out < duration_s]
+
+
+def trace_arrivals(timestamps_s: np.ndarray, duration_s: float, rate_rps: float | None = None) -> np.ndarray:
+    """Replay recorded arrival times (any origin), rescaled to ``rate_rps`` if given, looped to fill the duration."""
+    t = np.sort(np.asarray(timestamps_s, dtype=np.float64))
+    if t.size < 2:
+        raise InputError("a trace needs at least two arrivals", where="trace", fix="replay a longer trace")
+    t = t - t[0]
+    span = float(t[-1]) * t.size / (t.size - 1)  # one mean gap after the last arrival before the loop restarts
+    if rate_rps is not None:
+        scale = (t.size / span) / rate_rps
+        t, span = t * scale, span * scale
+    repeats = int(math.ceil(duration_s / span)) if span > 0 else 1
+    out = (t[None, :] + span * np.arange(repeats)[:, None]).ravel()
+    return out[out < duration_s]
+
+
+def trace_times_s(path: str | Path, column: str = "TIMESTAMP") -> np.ndarray:
+    """Arrival times in seconds (from the first) of a request log with a timestamp column,
+    e.g. the Azure LLM inference traces (``TIMESTAMP`` like ``2023-11-16 18:17:03.9799600``)."""
+    frame = read_table(path)
+    if column not in frame.columns:
+        raise InputError(f"no column {column!r}", where=path, fix=f"columns are: {', '.join(map(str, frame.columns))}")
+    stamps = pd.to_datetime(frame[column], utc=True, errors="coerce", format="mixed")
+    bad = np.flatnonzero(stamps.isna().to_numpy())
+    if bad.size:
+        raise InputError(f"cannot read timestamp {frame[column].iloc[bad[0]]!r}",
+                         where=f"{path}, row {bad[0] + 1}, column {column!r}", fix="use ISO-8601 times")
+    ns = stamps.astype("int64").to_numpy()
+    return np.sort((ns - ns.min()) / 1e9)
+
+
+def arrival_times(kind: str, rate_rps: float, duration_s: float, rng: np.random.Generator, *,
+                  cv: float = 1.0, trace_s: np.ndarray | None = None) -> np.ndarray:
+    """Dispatch on ``kind`` in :data:`ARRIVAL_KINDS`."""
+    if kind == "poisson":
+        return poisson_arrivals(rate_rps, duration_s, rng)
+    if kind == "gamma":
+        return gamma_arrivals(rate_rps, cv, duration_s, rng)
+    if kind == "trace":
+        if trace_s is None:
+            raise InputError("trace replay needs timestamps", where="arrivals", fix="pass trace_s")
+        return trace_arrivals(trace_s, duration_s, rate_rps if rate_rps > 0 else None)
+    raise InputError(f"unknown arrival process {kind!r}", where="arrivals", fix=f"use one of {', '.join(ARRIVAL_KINDS)}")
+
+
+# ---------------------------------------------------------------------------- requests
+@dataclass(frozen=True)
+class RequestSample:
+    """One replication's requests, in arrival order (ids 0..n-1)."""
+
+    arrival_s: np.ndarray
+    cls: np.ndarray
+    prompt_tokens: np.ndarray
+    output_tokens: np.ndarray
+    predicted_output_tokens: np.ndarray
+    route_u: np.ndarray
+
+    @property
+    def n(self) -> int:
+        return int(self.arrival_s.size)
+
+
+STREAMS = ("arrivals", "classes", "prompt", "output", "prediction", "routing")
+
+
+def sample_requests(
+    rates_rps: np.ndarray,
+    workloads: list[ClassWorkload],
+    duration_s: float,
+    seed: np.random.SeedSequence,
+    *,
+    arrival_kind: str = "poisson",
+    cv: float = 1.0,
+    trace_s: np.ndarray | None = None,
+    prediction_sigma: float = 0.0,
+    route_draws: int = 2,
+) -> RequestSample:
+    """Draw arrivals, classes, lengths and noisy predictions, one stream per distribution.
+
+    ``seed`` spawns the streams of :data:`STREAMS`; the prompt, output and prediction
+    streams spawn one child per class, so a class's lengths do not depend on how many
+    requests the other classes drew. Predictions are p̂ = p·exp(N(0, σ²)).
+    ``route_u`` holds ``route_draws`` uniforms per request for the random routers.
+    """
+    rates = np.asarray(rates_rps, dtype=np.float64)
+    streams = dict(zip(STREAMS, seed.spawn(len(STREAMS)), strict=True))
+    total = float(rates.sum())
+    times = arrival_times(arrival_kind, total, duration_s, np.random.default_rng(streams["arrivals"]),
+                          cv=cv, trace_s=trace_s) if total > 0 else np.empty(0)
+    n = times.size
+    probs = rates / total if total > 0 else np.full(rates.size, 1.0 / max(rates.size, 1))
+    cls = np.random.default_rng(streams["classes"]).choice(rates.size, size=n, p=probs).astype(np.int64)
+    prompt = np.empty(n, dtype=np.int64)
+    output = np.empty(n, dtype=np.int64)
+    predicted = np.empty(n, dtype=np.float64)
+    children = {name: streams[name].spawn(rates.size) for name in ("prompt", "output", "prediction")}
+    for k, law in enumerate(workloads):
+        idx = np.flatnonzero(cls == k)
+        prompt[idx] = law.prompt.sample_from_uniform(np.random.default_rng(children["prompt"][k]).random(idx.size))
+        output[idx] = law.output.sample_from_uniform(np.random.default_rng(children["output"][k]).random(idx.size))
+        noise = np.random.default_rng(children["prediction"][k]).standard_normal(idx.size)
+        predicted[idx] = output[idx] * np.exp(prediction_sigma * noise)
+    route_u = np.random.default_rng(streams["routing"]).random((n, max(route_draws, 1)))
+    return RequestSample(times, cls, prompt, output, predicted, route_u)
+
+
+def class_means(workloads: Mapping[str, ClassWorkload]) -> dict[str, tuple[float, float]]:
+    """(mean prompt, mean output) tokens per class."""
+    return {k: (w.prompt.mean(), w.output.mean()) for k, w in workloads.items()}
