@@ -24,6 +24,8 @@ run: $(STAMP)
 	$(BIN)/planner catalog --region eu-west
 	$(BIN)/planner forecast data/history/demo_history.parquet --horizon 14d --backtest \
 	    --out out/demo/forecast.csv --plots out/demo/forecast_plots
+	$(BIN)/planner simulate --scenario scenarios/demo.toml --plan scenarios/fleets/demo_current.csv \
+	    --forecast out/demo/forecast.csv --duration 10min --replications 3 --out out/demo/current_fleet_slo.csv
 
 test: $(STAMP)
 	$(BIN)/python -m pytest -q

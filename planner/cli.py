@@ -335,6 +335,26 @@ def _parse_duration_s(text: str) -> float:
     return float(match.group(1)) * _DURATION[match.group(2)]
 
 
+def _forecast_window(scenario: Any, plan: Any, forecast: Any, window: str) -> tuple[str, Any]:
+    """(plan period, serving demand) from a forecast hour, for plans without flows."""
+    from planner.sim.forecast_demand import forecast_hour, quantile_column, route_forecast
+
+    column = quantile_column(scenario, forecast)
+    hour = forecast_hour(forecast, column, window, scenario)
+    periods = list(dict.fromkeys(plan["period"].astype(str))) if "period" in plan.columns else []
+    if len(periods) == 1:
+        period = periods[0]
+    elif hour in periods:
+        period = hour
+    else:
+        raise InputError(
+            f"the plan has {len(periods)} periods and none is the forecast hour {hour}",
+            where="--plan", fix="pass a one-period plan, or --window with an hour that is one of the plan's periods",
+        )
+    rows = plan[plan["period"].astype(str) == period]
+    return period, route_forecast(scenario, rows, forecast, column, hour)
+
+
 @app.command()
 @guarded
 def simulate(
@@ -350,6 +370,10 @@ def simulate(
     seed: Annotated[int | None, typer.Option(help="Base seed (default: the scenario's).")] = None,
     flows: Annotated[
         Path | None, typer.Option(help="Routed demand per period (default: <plan>.flows.csv beside the plan).")
+    ] = None,
+    forecast: Annotated[
+        Path | None,
+        typer.Option(help="Route this forecast's demand instead of flows (for plans written by hand)."),
     ] = None,
     histogram: Annotated[
         Path | None, typer.Option(help="Token-length histogram from `planner ingest` (default: per-class lognormals).")
@@ -367,14 +391,18 @@ def simulate(
     duration_s = _parse_duration_s(duration)
     loaded = load_scenario(scenario)
     plan_frame = read_table(plan)
-    flows_path = flows or plan.with_name(plan.name.removesuffix(plan.suffix) + ".flows.csv")
-    if not flows_path.exists():
-        raise InputError(
-            "the routed demand (flows) for this plan was not found",
-            where=flows_path,
-            fix="pass --flows FILE, or use a plan written by `planner place`, which writes <plan>.flows.csv",
-        )
-    period, demand = select_window(plan_frame, read_table(flows_path), window)
+    if forecast is not None:
+        period, demand = _forecast_window(loaded, plan_frame, read_table(forecast), window)
+    else:
+        flows_path = flows or plan.with_name(plan.name.removesuffix(plan.suffix) + ".flows.csv")
+        if not flows_path.exists():
+            raise InputError(
+                "the routed demand (flows) for this plan was not found",
+                where=flows_path,
+                fix="pass --flows FILE or --forecast FILE, or use a plan from `planner place` (it writes "
+                "<plan>.flows.csv)",
+            )
+        period, demand = select_window(plan_frame, read_table(flows_path), window)
     with stderr.status(f"Simulating period {period}: {replications} replication(s) of {duration}..."):
         result = simulate_plan(
             loaded, plan_frame, demand, load_profiles(), load_catalog(),

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import sys
 import math
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Any
@@ -24,7 +25,9 @@ from rich.progress import (
 )
 from rich.table import Table
 
-stdout = Console(soft_wrap=False)
+# Piped or captured output (cron mail, CI logs) gets room for wide tables instead of rich's 80 columns.
+_PIPE_WIDTH = None if sys.stdout.isatty() else 160
+stdout = Console(soft_wrap=False, width=_PIPE_WIDTH)
 stderr = Console(stderr=True, soft_wrap=True)
 
 

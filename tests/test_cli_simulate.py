@@ -62,3 +62,57 @@ def test_bad_duration_exits_3(repo_root, plan_files, tmp_path):
                                      "--plan", str(plan_files), "--out", str(tmp_path / "s.csv"),
                                      "--duration", "forever"])
     assert result.exit_code == ExitCode.INVALID_INPUT
+
+
+def test_hand_written_plan_with_forecast_routes_demand_by_residency(repo_root, tmp_path):
+    """Today's fleet, written by hand, checked against a forecast hour: EU demand must stay in the EU."""
+    plan = pd.DataFrame([
+        {"period": "now", "region": "aws:us-east-1", "sku": "H100", "model": "llama3-8b", "tier": "reserved",
+         "replicas": 2, "gpus": 2, "usd": 0.0},
+        {"period": "now", "region": "gcp:europe-west4", "sku": "H100", "model": "llama3-8b", "tier": "on_demand",
+         "replicas": 1, "gpus": 1, "usd": 0.0},
+    ])
+    plan_path = tmp_path / "fleet.csv"
+    plan.to_csv(plan_path, index=False)
+    rows = []
+    for origin in ("us-east", "eu-west"):
+        for cls, per_hour in (("interactive", 3600.0), ("standard", 1800.0), ("batch", 720.0)):
+            for ts, scale in (("2026-11-02T17:00:00Z", 1.0), ("2026-11-02T18:00:00Z", 2.0)):
+                q = per_hour * scale
+                rows.append({"region": origin, "model": "llama3-8b", "traffic_class": cls, "ts": ts,
+                             "mean": q, "q50": q, "q90": q, "q95": q, "q99": q, "model_used": "test"})
+    forecast = tmp_path / "forecast.csv"
+    pd.DataFrame(rows).to_csv(forecast, index=False)
+    out = tmp_path / "sim.csv"
+    result = runner.invoke(cli.app, ["simulate", "--scenario", str(repo_root / "scenarios/demo.toml"),
+                                     "--plan", str(plan_path), "--forecast", str(forecast), "--out", str(out),
+                                     "--duration", "5min", "--replications", "2", "--json"])
+    assert result.exit_code == 0, result.output
+    per_class = pd.read_csv(out)
+    assert set(per_class["region"]) <= {"aws:us-east-1", "gcp:europe-west4"}
+    eu = per_class[per_class["region"] == "gcp:europe-west4"]
+    assert not eu.empty  # eu-west's traffic (residency eu) is simulated in the EU region
+
+
+def test_route_forecast_splits_by_gpus_and_respects_residency(repo_root):
+    from planner.scenario import load_scenario
+    from planner.sim.forecast_demand import route_forecast
+
+    scenario = load_scenario(repo_root / "scenarios/demo.toml")
+    plan = pd.DataFrame([
+        {"region": "aws:us-east-1", "model": "llama3-8b", "gpus": 3},
+        {"region": "gcp:us-central1", "model": "llama3-8b", "gpus": 1},
+        {"region": "gcp:europe-west4", "model": "llama3-8b", "gpus": 4},
+    ])
+    forecast = pd.DataFrame([
+        {"region": "us-east", "model": "llama3-8b", "traffic_class": "standard", "ts": "T", "q95": 3600.0},
+        {"region": "eu-west", "model": "llama3-8b", "traffic_class": "standard", "ts": "T", "q95": 7200.0},
+    ])
+    demand = route_forecast(scenario, plan, forecast, "q95", "T").set_index("region")["rps"]
+    allowed_us = scenario.eligible_serving("us-east", "standard")
+    us_gpus = sum(g for r, g in zip(plan["region"], plan["gpus"], strict=True) if r in allowed_us)
+    assert demand["aws:us-east-1"] == pytest.approx(3 / us_gpus)
+    # eu-west may only be served in the EU: all of its 2 req/s land in europe-west4.
+    eu_from_us = 4 / us_gpus if "gcp:europe-west4" in allowed_us else 0.0
+    assert demand["gcp:europe-west4"] == pytest.approx(2.0 + eu_from_us)
+    assert demand.sum() == pytest.approx(3.0)
