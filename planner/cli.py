@@ -100,6 +100,14 @@ def _root(
 JsonFlag = Annotated[bool, typer.Option("--json", help="Print the table as JSON instead.")]
 
 
+def print_outputs(rows: list[dict[str, Any]], *, title: str, as_json: bool, written: list[Path], **extra: Any) -> None:
+    """The common ending of a command that writes files: its table (or JSON with ``extra``), then what it wrote."""
+    print_table(rows, title=title, as_json=as_json, json_extra={**extra, "written": [str(p) for p in written]})
+    if not as_json:
+        for path in written:
+            stderr.print(f"wrote {path}")
+
+
 # --------------------------------------------------------------------------- validate
 @app.command()
 @guarded
@@ -238,15 +246,11 @@ def ingest(
             freq=freq,
         )
     written = write_ingest_outputs(result, out, histogram_out)
-    print_table(
+    print_outputs(
         result.summary_rows(),
         title=f"Ingested {result.rows_read:,} requests from {len(result.files)} file(s)",
-        as_json=as_json,
-        json_extra={"rows_read": result.rows_read, "files": result.files, "written": [str(p) for p in written]},
+        as_json=as_json, written=written, rows_read=result.rows_read, files=result.files,
     )
-    if not as_json:
-        for path in written:
-            stderr.print(f"wrote {path}")
 
 
 # --------------------------------------------------------------------------- forecast
@@ -410,15 +414,11 @@ def simulate(
             histogram=read_table(histogram) if histogram else None, period=period,
         )
     written = write_simulation_outputs(result, out)
-    print_table(
+    print_outputs(
         result.summary_rows(),
         title=f"SLO check, period {period} ({'all met' if result.all_met else 'SOME MISSED'})",
-        as_json=as_json,
-        json_extra={"period": period, "all_met": result.all_met, "written": [str(p) for p in written]},
+        as_json=as_json, written=written, period=period, all_met=result.all_met,
     )
-    if not as_json:
-        for path in written:
-            stderr.print(f"wrote {path}")
 
 
 # --------------------------------------------------------------------------- experiment
