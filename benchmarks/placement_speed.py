@@ -1,0 +1,181 @@
+"""Placement speed: time and gap on ``scenarios/global.toml`` with hourly periods.
+
+Sections (``--sections``, default all):
+
+* ``target``: the default backend on 168 hourly periods with gap targets 1 % and 0.5 %
+  under the time limit: time to reach each target, or the gap left when the clock ran out;
+* ``backends``: HiGHS, CBC (PuLP) and OR-Tools (SCIP) side by side on the same instance,
+  same time limit, gap target 1 %;
+* ``periods``: the default backend on 24, 168 and 720 hourly periods;
+* ``regions``: the default backend with the first 4, 7 and 10 serving regions of the
+  scenario (origins whose traffic has no region left are dropped);
+* ``direct``: the undecomposed joint model handed to HiGHS as it is, for comparison.
+
+The forecast. It is a deterministic stand-in, not ``planner forecast`` output: the last N
+hours of ``data/history/demo_history.parquet`` (requests per hour, per origin, model and
+class) moved N hours ahead, with mean = q50 = the count, q90 = 1.15×, q95 = 1.25× and
+q99 = 1.45× it. The history has no mixtral-8x22b, so its series are llama2-70b's at half
+the rate. ``--scale`` multiplies every rate. The capacity coefficients are the analytic
+estimate (no calibration yet).
+
+Every figure comes from this machine and this run; the script prints a table and writes
+nothing unless ``--json PATH`` is given. Usage::
+
+    python benchmarks/placement_speed.py [--time-limit 120] [--sections target,backends]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from planner.catalog import load_catalog
+from planner.engine import available_cores
+from planner.paths import PROJECT_ROOT, data_dir
+from planner.placement.capacity import analytic_capacity
+from planner.placement.instance import build_instance
+from planner.placement.periods import demand_from_forecast, parse_periods
+from planner.placement.problem import formulate
+from planner.placement.solve import solve_instance
+from planner.placement import highs_backend
+from planner.profiles import load_profiles
+from planner.scenario import load_scenario
+
+QUANTILE_FACTORS = {"q50": 1.0, "q90": 1.15, "q95": 1.25, "q99": 1.45}
+MIXTRAL_SHARE = 0.5
+SECTIONS = ("target", "backends", "periods", "regions", "direct")
+
+
+def stand_in_forecast(hours: int, scale: float = 1.0) -> pd.DataFrame:
+    """The deterministic stand-in forecast described in the module docstring."""
+    history = pd.read_parquet(data_dir() / "history" / "demo_history.parquet")
+    stamps = pd.to_datetime(history["ts"], utc=True)
+    last = stamps.max()
+    window = history[stamps > last - pd.Timedelta(hours=hours)].copy()
+    window["ts"] = (pd.to_datetime(window["ts"], utc=True) + pd.Timedelta(hours=hours)).dt.strftime(
+        "%Y-%m-%dT%H:%M:%SZ")
+    wide = window.pivot_table(index=["region", "model", "traffic_class"], columns="ts", values="requests",
+                              fill_value=0, aggfunc="sum")
+    frame = wide.stack().rename("mean").reset_index()
+    mixtral = frame[frame["model"] == "llama2-70b"].assign(model="mixtral-8x22b")
+    mixtral["mean"] = mixtral["mean"] * MIXTRAL_SHARE
+    frame = pd.concat([frame, mixtral], ignore_index=True)
+    frame["mean"] = frame["mean"].astype(float) * scale
+    for column, factor in QUANTILE_FACTORS.items():
+        frame[column] = frame["mean"] * factor
+    frame["model_used"] = "stand-in: demo history"
+    return frame
+
+
+def build(hours: int, scale: float, n_regions: int | None = None):
+    scenario = load_scenario(PROJECT_ROOT / "scenarios" / "global.toml")
+    if hours > scenario.horizon_hours:
+        scenario = scenario.model_copy(update={"horizon": f"{hours}h"})
+    forecast = stand_in_forecast(hours, scale)
+    if n_regions is not None:
+        scenario, forecast = _fewer_regions(scenario, forecast, n_regions)
+    profiles = load_profiles()
+    table, _ = analytic_capacity(profiles, scenario.class_names, kv_fraction=scenario.policy.admission.kv_fraction)
+    demand = demand_from_forecast(forecast, scenario, scenario.capacity.forecast_quantile, parse_periods("hourly"))
+    return build_instance(scenario, demand, load_catalog(), profiles, table)
+
+
+def _fewer_regions(scenario, forecast: pd.DataFrame, n_regions: int):
+    """The scenario with its first ``n_regions`` serving regions; origins left with no region go."""
+    from planner.scenario import parse_scenario
+
+    data = scenario.model_dump(mode="python")
+    kept = [r for r in data["regions"]["serving"]][:n_regions]
+    keys = {r["key"] for r in kept}
+    zones = {r["zone"] for r in kept}
+    origins = [o for o in data["regions"]["origins"] if zones & set(o["residency"])]
+    data["regions"] = {"serving": kept, "origins": origins,
+                       "latency_ms": {o["name"]: {k: v for k, v in data["regions"]["latency_ms"][o["name"]].items()
+                                                  if k in keys} for o in origins}}
+    for klass in data["classes"]:  # keep every (origin, class) reachable within its budget
+        for origin in origins:
+            allowed = [k for k in keys if next(r for r in kept if r["key"] == k)["zone"] in origin["residency"]]
+            nearest = min(data["regions"]["latency_ms"][origin["name"]][k] for k in allowed)
+            klass["latency_budget_ms"] = max(klass["latency_budget_ms"], nearest)
+    reduced = parse_scenario(data, source=f"global.toml (first {n_regions} regions)")
+    return reduced, forecast[forecast["region"].isin(reduced.origin_names)]
+
+
+def run(inst, backend: str, time_limit: float, gap: float, strategy: str = "auto") -> dict[str, Any]:
+    began = time.perf_counter()
+    summary = solve_instance(inst, backend=backend, time_limit_s=time_limit, gap=gap, strategy=strategy)
+    wall = time.perf_counter() - began
+    return {"backend": backend, "strategy": summary.strategy, "status": summary.status.value,
+            "objective_usd": round(summary.objective, 2) if summary.status.has_solution else None,
+            "bound_usd": round(summary.bound, 2), "gap_pct": round(100 * summary.gap, 3)
+            if summary.status.has_solution else None, "wall_s": round(wall, 1),
+            "reached_target": summary.status.value in ("optimal", "feasible_within_gap")}
+
+
+def _size(inst) -> dict[str, int]:
+    milp = formulate(inst, budget=False, cuts=False)
+    return {"periods": inst.n_periods, "regions": len(inst.regions), "units": inst.n_units,
+            "columns": milp.n_cols, "rows": milp.n_rows, "integers": milp.n_integer}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--time-limit", type=float, default=120.0)
+    parser.add_argument("--scale", type=float, default=1.0)
+    parser.add_argument("--sections", default=",".join(SECTIONS))
+    parser.add_argument("--json", type=Path, default=None)
+    args = parser.parse_args()
+    sections = [s.strip() for s in args.sections.split(",") if s.strip()]
+    highs_backend.new_highs()  # mute HiGHS's banner before any solve
+    print(f"placement speed on {available_cores()} cores, time limit {args.time_limit:g} s, demand scale "
+          f"{args.scale:g}; forecast: deterministic stand-in from the demo history (not planner forecast output)")
+    results: dict[str, Any] = {"time_limit_s": args.time_limit, "scale": args.scale, "cores": available_cores(),
+                               "forecast": "stand-in: last N hours of the demo history, mixtral = 0.5 x llama2-70b"}
+    base = build(168, args.scale)
+    results["size_168h"] = _size(base)
+    print(f"global, 168 hourly periods: {results['size_168h']}")
+    if "target" in sections:
+        rows = [{"target_gap_pct": 100 * g, **run(base, "highs", args.time_limit, g)} for g in (0.01, 0.005)]
+        results["target"] = rows
+        _table("default backend (highs), 168 hourly periods", rows)
+    if "backends" in sections:
+        rows = [run(base, backend, args.time_limit, 0.01) for backend in ("highs", "cbc", "ortools")]
+        results["backends"] = rows
+        _table("backends side by side, 168 hourly periods, gap target 1 %", rows)
+    if "direct" in sections:
+        rows = [run(base, "highs", args.time_limit, 0.01, strategy="direct")]
+        results["direct"] = rows
+        _table("undecomposed joint model, HiGHS, 168 hourly periods", rows)
+    if "periods" in sections:
+        rows = []
+        for hours in (24, 168, 720):
+            inst = base if hours == 168 else build(hours, args.scale)
+            rows.append({**_size(inst), **run(inst, "highs", args.time_limit, 0.01)})
+        results["periods"] = rows
+        _table("growth with periods (highs, gap target 1 %)", rows)
+    if "regions" in sections:
+        rows = []
+        for n in (4, 7, 10):
+            inst = build(168, args.scale, n)
+            rows.append({**_size(inst), **run(inst, "highs", args.time_limit, 0.01)})
+        results["regions"] = rows
+        _table("growth with serving regions (highs, 168 periods, gap target 1 %)", rows)
+    if args.json is not None:
+        args.json.write_text(json.dumps(results, indent=2) + "\n")
+
+
+def _table(title: str, rows: list[dict[str, Any]]) -> None:
+    print(f"\n{title}")
+    columns = list(rows[0])
+    print(" | ".join(columns))
+    for row in rows:
+        print(" | ".join(str(row[c]) for c in columns))
+
+
+if __name__ == "__main__":
+    main()

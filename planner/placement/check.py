@@ -1,0 +1,245 @@
+"""Independent re-scoring of a placement plan: is it feasible, and what does it really cost?
+
+``check_plan`` never looks at the solver's arrays. It rebuilds every fact it needs from
+the inputs themselves (scenario, catalog, profiles, capacity table, demand) and the
+three plan tables, so a bug in the problem builder or a backend's decoding shows up as
+a violation instead of a wrong plan written to disk. It checks:
+
+* shape: replicas are positive whole numbers, ``gpus = replicas × GPUs per replica``,
+  every (region, SKU, tier) is an available offer on an enabled tier, every SKU is allowed
+  for its model; reserved replicas are the same in every period;
+* demand: every (origin, model, class, period) gets its demand routed (req/s);
+* residency and latency: every flow goes to a region in the origin's residency zones and
+  within the class's RTT budget;
+* capacity (Mélange form): per (region, SKU, model, period),
+  Σ_k steady load_k / cap_k ≤ reserved + on-demand replicas and
+  Σ_k spot load_k / (φ·cap_k) ≤ spot replicas, spot load only for spot-tolerant classes,
+  and the loads add up to the flows arriving in the region;
+* quotas: GPUs per (region, SKU, period) ≤ quota;
+* redundancy: every (region, model) that carries traffic keeps ≥ N reserved + on-demand
+  replicas in every period;
+* cost: USD recomputed from the catalog price, per row and in total (rental + switching),
+  and the budget.
+
+Tolerances: rates in req/s (written to 6 decimals) are compared with an absolute 1e-5 plus
+a relative 1e-6; capacity may be exceeded by at most 1e-4 of a replica, the order of a
+solver's feasibility tolerance (1e-6) times the largest 1/capacity coefficient. Neither
+could hide a missing replica.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from planner.catalog import Catalog
+from planner.placement.periods import Demand
+from planner.scenario import Scenario
+
+PLAN_COLUMNS = ("period", "region", "sku", "model", "tier", "replicas", "gpus", "usd")
+FLOW_COLUMNS = ("period", "origin", "region", "model", "traffic_class", "rps")
+LOAD_COLUMNS = ("period", "region", "sku", "model", "pool", "traffic_class", "rps")
+TOL_ABS = 1e-5
+TOL_REL = 1e-6
+TOL_REPLICA = 1e-4
+MAX_LISTED = 20
+
+
+@dataclass
+class CheckReport:
+    """Outcome of ``check_plan``: violations (empty when the plan is valid) and recomputed costs."""
+
+    violations: list[str] = field(default_factory=list)
+    rental_usd: float = 0.0
+    switching_usd: float = 0.0
+    checks: tuple[str, ...] = ()
+
+    @property
+    def ok(self) -> bool:
+        return not self.violations
+
+    @property
+    def total_usd(self) -> float:
+        return self.rental_usd + self.switching_usd
+
+    def add(self, text: str) -> None:
+        self.violations.append(text)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "ok": self.ok,
+            "violations": self.violations[:MAX_LISTED],
+            "violation_count": len(self.violations),
+            "recomputed_rental_usd": round(self.rental_usd, 2),
+            "recomputed_switching_usd": round(self.switching_usd, 2),
+            "recomputed_total_usd": round(self.total_usd, 2),
+            "checks": list(self.checks),
+        }
+
+
+def _close(a: np.ndarray | float, b: np.ndarray | float) -> np.ndarray:
+    return np.abs(np.asarray(a) - np.asarray(b)) <= TOL_ABS + TOL_REL * np.maximum(np.abs(a), np.abs(b))
+
+
+def _quota(scenario: Scenario, catalog: Catalog, region: str, sku: str) -> int:
+    override = scenario.quota_gpus(region, sku)
+    if override is not None:
+        return int(override)
+    offers = catalog.offers
+    rows = offers[(offers["region_key"] == region) & (offers["sku"] == sku) & offers["available"]
+                  & offers["tier"].isin(scenario.capacity.tiers)]
+    return int(rows["quota_gpus"].max()) if len(rows) else 0
+
+
+def check_plan(
+    plan: pd.DataFrame,
+    flows: pd.DataFrame,
+    loads: pd.DataFrame,
+    *,
+    scenario: Scenario,
+    catalog: Catalog,
+    profiles: pd.DataFrame,
+    capacity: pd.DataFrame,
+    demand: Demand,
+) -> CheckReport:
+    """Re-score a plan from the inputs alone; see the module docstring for every rule."""
+    report = CheckReport(checks=("shape", "offers", "reserved_constant", "demand", "residency", "latency",
+                                 "capacity", "spot_classes", "quota", "redundancy", "cost", "budget"))
+    for name, frame, columns in (("plan", plan, PLAN_COLUMNS), ("flows", flows, FLOW_COLUMNS),
+                                 ("loads", loads, LOAD_COLUMNS)):
+        missing = [c for c in columns if c not in frame.columns]
+        if missing:
+            report.add(f"{name} table lacks column(s) {', '.join(missing)}")
+    if report.violations:
+        return report
+    periods = demand.periods
+    hours = dict(zip(periods.labels, periods.hours.tolist(), strict=True))
+    cap_cfg = scenario.capacity
+    tp = {(m, s): int(g) for m, s, g in profiles[["model", "sku", "tp_degree"]].itertuples(index=False)}
+    price = {(r, s, t): float(p) for r, s, t, p, ok in
+             catalog.offers[["region_key", "sku", "tier", "usd_per_gpu_hour", "available"]].itertuples(index=False)
+             if ok}
+    cap = {(m, s, k): cap_cfg.utilisation_cap * float(v) for m, s, k, v in
+           capacity[["model", "sku", "traffic_class", "max_rps_per_replica"]].itertuples(index=False)}
+
+    # ---- shape, offers, cost per row
+    for row in plan.itertuples(index=False):
+        where = f"plan row ({row.period}, {row.region}, {row.sku}, {row.model}, {row.tier})"
+        if row.period not in hours:
+            report.add(f"{where}: unknown period")
+            continue
+        if not (float(row.replicas).is_integer() and row.replicas > 0):
+            report.add(f"{where}: replicas {row.replicas} is not a positive whole number")
+        if row.tier not in cap_cfg.tiers:
+            report.add(f"{where}: tier {row.tier} is not enabled in the scenario")
+        if row.sku not in scenario.allowed_skus(row.model):
+            report.add(f"{where}: {row.sku} is not an allowed SKU for {row.model}")
+        gpus = tp.get((row.model, row.sku))
+        if gpus is None:
+            report.add(f"{where}: no profile of {row.model} on {row.sku}")
+            continue
+        if row.gpus != row.replicas * gpus:
+            report.add(f"{where}: gpus {row.gpus} != {row.replicas} replicas × {gpus} GPUs")
+        unit_price = price.get((row.region, row.sku, row.tier))
+        if unit_price is None:
+            report.add(f"{where}: no available catalog offer")
+            continue
+        usd = row.replicas * gpus * unit_price * hours[row.period]
+        report.rental_usd += usd
+        if abs(usd - row.usd) > 0.01 + 1e-6 * usd:
+            report.add(f"{where}: usd {row.usd} but the catalog price gives {usd:.4f}")
+
+    reserved = plan[plan["tier"] == "reserved"]
+    for (r, s, m), group in reserved.groupby(["region", "sku", "model"]):
+        counts = group.set_index("period")["replicas"].reindex(list(periods.labels)).fillna(0)
+        if counts.nunique() > 1:
+            report.add(f"reserved replicas of {m} on {s} in {r} change between periods ({counts.min()}..{counts.max()})")
+
+    # ---- switching cost of on-demand replicas between consecutive periods
+    if cap_cfg.switching_cost_usd > 0 and len(periods) > 1:
+        on_demand = plan[plan["tier"] == "on_demand"].pivot_table(
+            index=["region", "sku", "model"], columns="period", values="replicas", aggfunc="sum", fill_value=0)
+        matrix = on_demand.reindex(columns=list(periods.labels), fill_value=0).to_numpy(dtype=float)
+        steps = np.abs(np.diff(matrix, axis=1)).sum()
+        if periods.cyclic:
+            steps += np.abs(matrix[:, 0] - matrix[:, -1]).sum()
+        report.switching_usd = float(cap_cfg.switching_cost_usd * steps)
+
+    # ---- demand, residency, latency
+    origins, models, classes = scenario.origin_names, scenario.model_names, scenario.class_names
+    served = np.zeros_like(demand.rps)
+    index = {label: i for i, label in enumerate(periods.labels)}
+    for row in flows.itertuples(index=False):
+        where = f"flow {row.origin}→{row.region} ({row.model}, {row.traffic_class}, {row.period})"
+        if row.rps < -TOL_ABS:
+            report.add(f"{where}: negative rate {row.rps}")
+        origin = scenario.origin(row.origin)
+        zone = scenario.serving_region(row.region).zone
+        if zone not in origin.residency:
+            report.add(f"{where}: region zone {zone!r} is outside the residency {list(origin.residency)}")
+        rtt, budget = scenario.rtt_ms(row.origin, row.region), scenario.traffic_class(row.traffic_class).latency_budget_ms
+        if rtt > budget:
+            report.add(f"{where}: RTT {rtt:g} ms exceeds the class budget {budget:g} ms")
+        served[origins.index(row.origin), models.index(row.model), classes.index(row.traffic_class),
+               index[row.period]] += row.rps
+    short = np.argwhere(served < demand.rps - (TOL_ABS + TOL_REL * demand.rps))
+    for o, m, k, t in short[:MAX_LISTED]:
+        report.add(f"demand of ({origins[o]}, {models[m]}, {classes[k]}) in {periods.labels[t]} is "
+                   f"{demand.rps[o, m, k, t]:.6g} req/s but only {served[o, m, k, t]:.6g} is routed")
+
+    # ---- capacity and spot classes
+    replicas = plan.pivot_table(index=["period", "region", "sku", "model"], columns="tier", values="replicas",
+                                aggfunc="sum", fill_value=0)
+    load_sum: dict[tuple, float] = {}
+    for row in loads.itertuples(index=False):
+        key = (row.period, row.region, row.sku, row.model, row.pool)
+        c = cap.get((row.model, row.sku, row.traffic_class), 0.0)
+        if row.rps <= TOL_ABS:
+            continue
+        if c <= 0:
+            report.add(f"load of {row.traffic_class} on {row.model}/{row.sku} in {row.region}: no capacity coefficient")
+            continue
+        if row.pool == "spot":
+            if not scenario.traffic_class(row.traffic_class).spot_tolerant:
+                report.add(f"class {row.traffic_class} is on spot replicas of {row.model}/{row.sku} in {row.region} "
+                           f"({row.period}) but is not spot-tolerant")
+            c *= cap_cfg.spot_reliable_fraction
+        load_sum[key] = load_sum.get(key, 0.0) + row.rps / c
+    for (period, region, sku, model, pool), used in load_sum.items():
+        have = 0.0
+        if (period, region, sku, model) in replicas.index:
+            line = replicas.loc[(period, region, sku, model)]
+            tiers = ("spot",) if pool == "spot" else ("reserved", "on_demand")
+            have = float(sum(line.get(t, 0) for t in tiers))
+        if used > have + TOL_REPLICA:
+            report.add(f"{model}/{sku} in {region} ({period}): {pool} load needs {used:.6f} replicas, plan has {have:g}")
+    arriving = flows.groupby(["period", "region", "model", "traffic_class"])["rps"].sum()
+    carried = loads.groupby(["period", "region", "model", "traffic_class"])["rps"].sum()
+    both = pd.concat([arriving.rename("in"), carried.rename("out")], axis=1).fillna(0.0)
+    bad = both[~_close(both["in"].to_numpy(), both["out"].to_numpy())]
+    for key, row in bad.head(MAX_LISTED).iterrows():
+        report.add(f"flows into {key} total {row['in']:.6g} req/s but loads carry {row['out']:.6g}")
+
+    # ---- quotas and redundancy
+    gpus = plan.groupby(["period", "region", "sku"])["gpus"].sum()
+    for (period, region, sku), used in gpus.items():
+        quota = _quota(scenario, catalog, region, sku)
+        if used > quota:
+            report.add(f"{used} {sku} GPUs in {region} ({period}) exceed the quota of {quota}")
+    if cap_cfg.redundancy > 0:
+        steady = plan[plan["tier"].isin(["reserved", "on_demand"])].groupby(["region", "model", "period"])[
+            "replicas"].sum()
+        serving = flows[flows["rps"] > TOL_ABS][["region", "model"]].drop_duplicates()
+        for region, model in serving.itertuples(index=False):
+            for label in periods.labels:
+                count = int(steady.get((region, model, label), 0))
+                if count < cap_cfg.redundancy:
+                    report.add(f"{region} serves {model} but has {count} reserved/on-demand replicas in {label} "
+                               f"(redundancy {cap_cfg.redundancy})")
+                    break
+    if cap_cfg.budget_usd is not None and report.total_usd > cap_cfg.budget_usd * (1 + 1e-9):
+        report.add(f"cost {report.total_usd:.2f} USD exceeds the budget of {cap_cfg.budget_usd:.2f} USD")
+    return report

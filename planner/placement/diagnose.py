@@ -1,0 +1,150 @@
+"""Why a placement is infeasible: the demand that cannot be served and the constraint at fault.
+
+Two passes, cheapest first.
+
+1. **Pre-checks** per demanded (origin, model, class), from the instance alone:
+   * *no SKU in an allowed region can run the model*: no unit of the model anywhere that can
+     carry the class (no offer, no profile, no capacity coefficient, or a quota below one
+     replica; the excluded candidates say which);
+   * *residency*: units exist, but none in a zone the origin's traffic may be served in;
+   * *latency*: units exist within residency, but all beyond the class's RTT budget.
+2. **Elastic LP**: the LP relaxation with a slack e_omkt on every demand row, priced far above
+   any rental. Slack left at the optimum means the demand cannot be served even
+   fractionally, and the only remaining reason is capacity: the *quota* of the SKUs in the
+   regions it may use (the quota rows of those regions are named). If no slack is left but
+   the budget is exceeded by the cheapest fractional plan, the fault is the *budget*.
+
+If the LP is feasible and within budget but the MILP is not, integer replicas are at fault
+(quota rows that cannot hold whole replicas, or the redundancy minimum): the elastic MILP
+is solved for a few seconds to find the demand it drops.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from planner.errors import InfeasibleError
+from planner.placement import highs_backend
+from planner.placement.instance import PlacementInstance
+from planner.placement.problem import formulate
+
+CAUSES = ("no_sku", "residency", "latency", "quota", "budget", "integer")
+CAUSE_TEXT = {
+    "no_sku": "no SKU in an allowed region can run the model",
+    "residency": "residency",
+    "latency": "latency",
+    "quota": "quota",
+    "budget": "budget",
+    "integer": "quota or redundancy with whole replicas",
+}
+MAX_NAMED = 5
+
+
+@dataclass(frozen=True)
+class Finding:
+    cause: str
+    origin: str
+    model: str
+    traffic_class: str
+    period: str
+    rps: float
+    detail: str
+
+    def sentence(self) -> str:
+        return (f"demand of origin {self.origin}, model {self.model}, class {self.traffic_class} in period "
+                f"{self.period} ({self.rps:.4g} req/s) cannot be served: {CAUSE_TEXT[self.cause]}: {self.detail}")
+
+
+def _peak(inst: PlacementInstance, o: int, m: int, k: int) -> tuple[str, float]:
+    t = int(np.argmax(inst.demand_rps[o, m, k]))
+    return inst.periods.labels[t], float(inst.demand_rps[o, m, k, t])
+
+
+def precheck(inst: PlacementInstance) -> list[Finding]:
+    """Structural causes, one finding per (origin, model, class) that has demand."""
+    findings: list[Finding] = []
+    steady = np.isfinite(inst.unit_price[:, 0]) | np.isfinite(inst.unit_price[:, 1])
+    spot = inst.spot_usable() if "spot" in inst.tiers and inst.spot_fraction > 0 else np.zeros(inst.n_units, bool)
+    for o, origin in enumerate(inst.origins):
+        for m, model in enumerate(inst.models):
+            for k, klass in enumerate(inst.classes):
+                if inst.demand_rps[o, m, k].max() <= 0:
+                    continue
+                can = (inst.unit_model == m) & (inst.unit_cap_rps[:, k] > 0) & (steady | (spot & inst.spot_tolerant[k]))
+                period, rps = _peak(inst, o, m, k)
+                regions = set(inst.unit_region[can].tolist())
+                if not regions:
+                    reasons = sorted({reason for r, s, mm, reason in inst.excluded if mm == model})
+                    detail = "; ".join(reasons[:3]) or f"the scenario allows no SKU with a profile for {model}"
+                    findings.append(Finding("no_sku", origin, model, klass, period, rps, detail))
+                    continue
+                allowed = [r for r in regions if inst.eligible[o, k, r]]
+                if allowed:
+                    continue
+                residency_ok = [r for r in regions if inst.residency[o, r]]
+                if not residency_ok:
+                    where = ", ".join(sorted(inst.regions[r] for r in regions))
+                    findings.append(Finding("residency", origin, model, klass, period, rps,
+                                            f"{model} can run only in {where}, outside the zones {origin}'s "
+                                            "traffic may be served in"))
+                else:
+                    nearest = min(residency_ok, key=lambda r: inst.rtt_ms[o, r])
+                    findings.append(Finding("latency", origin, model, klass, period, rps,
+                                            f"the nearest region that can run {model} within residency is "
+                                            f"{inst.regions[nearest]} at {inst.rtt_ms[o, nearest]:g} ms, beyond the "
+                                            f"{klass} latency budget of {inst.latency_budget_ms[k]:g} ms"))
+    return findings
+
+
+def elastic(inst: PlacementInstance, time_limit_s: float = 30.0, integer: bool = False) -> list[Finding]:
+    """Demand the (elastic) LP or MILP leaves unserved, attributed to quota (or integer effects)."""
+    milp = formulate(inst, budget=False, elastic=True, cuts=False)
+    problem = milp if integer else milp.relaxed()
+    outcome = highs_backend.solve(problem, time_limit_s=time_limit_s, gap=0.01)
+    if outcome.x is None:
+        return []
+    e = milp.cols["e"]
+    slack = outcome.x[e.start:e.stop]
+    findings: list[Finding] = []
+    for i in np.argsort(-slack, kind="stable"):
+        if slack[i] <= 1e-6 * max(1.0, float(milp.row_hi[milp.rows["demand"].start + i])):
+            break
+        o, m, k, t = (int(e.index[key][i]) for key in ("o", "m", "k", "t"))
+        regions = np.flatnonzero(inst.eligible[o, k])
+        units = np.flatnonzero((inst.unit_model == m) & np.isin(inst.unit_region, regions))
+        quotas = sorted({f"{inst.skus[inst.unit_sku[u]]} in {inst.regions[inst.unit_region[u]]} "
+                         f"({int(inst.quota_gpus[inst.unit_region[u], inst.unit_sku[u]])} GPUs)" for u in units})
+        detail = (f"{slack[i]:.4g} req/s is left over when every allowed region is at its GPU quota; quotas: "
+                  + "; ".join(quotas[:6]))
+        findings.append(Finding("integer" if integer else "quota", inst.origins[o], inst.models[m], inst.classes[k],
+                                inst.periods.labels[t], float(inst.demand_rps[o, m, k, t]), detail))
+    return findings
+
+
+def budget_finding(inst: PlacementInstance, lower_bound_usd: float) -> Finding:
+    o, m, k = np.unravel_index(int(np.argmax(inst.demand_rps.max(axis=3))), inst.demand_rps.shape[:3])
+    period, rps = _peak(inst, int(o), int(m), int(k))
+    return Finding("budget", inst.origins[o], inst.models[m], inst.classes[k], period, rps,
+                   f"the cheapest plan costs at least {lower_bound_usd:,.2f} USD, above the budget of "
+                   f"{inst.budget_usd:,.2f} USD")
+
+
+def raise_infeasible(findings: list[Finding]) -> None:
+    """Raise InfeasibleError naming the first findings (and how many more there are)."""
+    first = findings[0]
+    lines = [f.sentence() for f in findings[:MAX_NAMED]]
+    more = len(findings) - MAX_NAMED
+    if more > 0:
+        lines.append(f"... and {more} more")
+    fixes = {
+        "no_sku": "allow another SKU for the model in the scenario, or add a serving region that offers one",
+        "residency": "widen the origin's residency or add a serving region in one of its zones",
+        "latency": "raise the class's latency_budget_ms or add a serving region nearer to the origin",
+        "quota": "raise the GPU quota (regions.serving.quotas or capacity.quotas) or allow more SKUs or regions",
+        "budget": "raise capacity.budget_usd or remove it",
+        "integer": "raise the quota of the SKUs named, or lower capacity.redundancy",
+    }
+    raise InfeasibleError(f"placement is infeasible ({CAUSE_TEXT[first.cause]}):\n  - " + "\n  - ".join(lines),
+                          where="placement", fix=fixes[first.cause])

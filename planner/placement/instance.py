@@ -1,0 +1,211 @@
+"""The numbers of one placement problem, gathered from scenario, catalog, profiles and capacity.
+
+A *unit* u = (r, s, m) is a way to run model m on SKU s in serving region r. It exists
+when the scenario allows s for m, the profiles size a replica of m on s (tp GPUs), the
+catalog offers s in r on at least one enabled tier, some class can run on it (a
+capacity coefficient), and the quota admits at least one replica. Every candidate that
+fails one of these is kept in ``excluded`` with the reason, for the infeasibility
+diagnosis.
+
+Quotas. The program has one quota row per (region, SKU) in GPUs, counting every tier
+and every model. The value is the scenario's override (the region's own ``quotas``, else
+``capacity.quotas``), else the catalog's ``quota_gpus``. The catalog states a quota per
+(region, SKU, tier), but as a planning default that is the same on every tier; summing
+the tiers would triple it, so the **largest** catalog quota of the enabled, available
+tiers is used (on the bundled catalog this is the same as any one tier's figure).
+
+Prices are USD per GPU-hour; a replica costs tp × price per hour. Renting happens in
+instances of ``gpus_per_instance`` GPUs: packing replicas into whole instances is not
+modelled (at most ``gpus_per_instance − 1`` idle GPUs per region, SKU and tier).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+import pandas as pd
+
+from planner.catalog import Catalog
+from planner.placement.periods import Demand, Periods
+from planner.scenario import Scenario
+
+TIERS = ("reserved", "on_demand", "spot")
+LATENCY_PENALTY_USD_PER_REQUEST_MS = 1e-8
+"""Tie-breaking latency penalty: USD per request per ms of RTT (0.01 USD per million requests per ms).
+On the global scenario it is about 1e-5 of the cost, far below any solver gap, so it only
+breaks near-ties toward the users."""
+
+
+@dataclass(frozen=True, eq=False)
+class PlacementInstance:
+    """Everything the MILP needs, as names and numpy arrays (no pandas, no files)."""
+
+    origins: tuple[str, ...]
+    regions: tuple[str, ...]
+    skus: tuple[str, ...]
+    models: tuple[str, ...]
+    classes: tuple[str, ...]
+    tiers: tuple[str, ...]
+    periods: Periods
+    demand_rps: np.ndarray  # [o, m, k, t]
+    unit_region: np.ndarray  # [u] -> r
+    unit_sku: np.ndarray  # [u] -> s
+    unit_model: np.ndarray  # [u] -> m
+    unit_gpus: np.ndarray  # [u] GPUs per replica (tensor-parallel degree)
+    unit_price: np.ndarray  # [u, tier] USD per GPU-hour, NaN where not offered
+    unit_cap_rps: np.ndarray  # [u, k] planned req/s per replica (utilisation cap applied), 0 = cannot run
+    unit_max_replicas: np.ndarray  # [u] floor(quota / GPUs per replica)
+    quota_gpus: np.ndarray  # [r, s]
+    eligible: np.ndarray  # [o, k, r] bool: residency and latency allow
+    residency: np.ndarray  # [o, r] bool: residency alone allows
+    rtt_ms: np.ndarray  # [o, r]
+    region_zone: tuple[str, ...]
+    spot_tolerant: np.ndarray  # [k] bool
+    latency_budget_ms: np.ndarray  # [k]
+    spot_fraction: float
+    redundancy: int
+    budget_usd: float | None
+    switching_cost_usd: float
+    latency_penalty: float = LATENCY_PENALTY_USD_PER_REQUEST_MS
+    excluded: tuple[tuple[str, str, str, str], ...] = ()  # (region, sku, model, reason)
+    quota_source: dict[str, str] = field(default_factory=dict)
+    quota_by_period: np.ndarray | None = None  # [r, s, t]: a residual quota that varies by period
+
+    def quota_per_period(self) -> np.ndarray:
+        """Quota in GPUs per (region, SKU, period)."""
+        if self.quota_by_period is not None:
+            return self.quota_by_period
+        return np.repeat(self.quota_gpus[:, :, None], self.n_periods, axis=2)
+
+    @property
+    def n_units(self) -> int:
+        return len(self.unit_region)
+
+    @property
+    def n_periods(self) -> int:
+        return len(self.periods)
+
+    @property
+    def total_hours(self) -> float:
+        return float(self.periods.hours.sum())
+
+    def unit_name(self, u: int) -> tuple[str, str, str]:
+        return self.regions[self.unit_region[u]], self.skus[self.unit_sku[u]], self.models[self.unit_model[u]]
+
+    def tier_index(self, tier: str) -> int:
+        return TIERS.index(tier)
+
+    def offered(self, tier: str) -> np.ndarray:
+        """[u] bool: the unit can be bought on this tier."""
+        return np.isfinite(self.unit_price[:, TIERS.index(tier)])
+
+    def spot_usable(self) -> np.ndarray:
+        """[u] bool: spot is offered and some spot-tolerant class can run on the unit."""
+        return self.offered("spot") & (self.unit_cap_rps[:, self.spot_tolerant] > 0).any(axis=1)
+
+    def restricted(self, keep: np.ndarray) -> PlacementInstance:
+        """The same instance with only the units where ``keep`` is true (e.g. one SKU)."""
+        fields = {name: getattr(self, name) for name in self.__dataclass_fields__}
+        for name in ("unit_region", "unit_sku", "unit_model", "unit_gpus", "unit_price", "unit_cap_rps",
+                     "unit_max_replicas"):
+            fields[name] = fields[name][keep]
+        return PlacementInstance(**fields)
+
+
+def _catalog_quota(offers: pd.DataFrame, tiers: tuple[str, ...]) -> dict[tuple[str, str], int]:
+    usable = offers[offers["available"] & offers["tier"].isin(tiers)]
+    return {(str(r), str(s)): int(q) for (r, s), q in usable.groupby(["region_key", "sku"])["quota_gpus"].max().items()}
+
+
+def build_instance(
+    scenario: Scenario,
+    demand: Demand,
+    catalog: Catalog,
+    profiles: pd.DataFrame,
+    capacity: pd.DataFrame,
+) -> PlacementInstance:
+    """Assemble the placement instance; ``capacity`` holds raw max req/s per replica."""
+    origins, regions = scenario.origin_names, scenario.serving_keys
+    models, classes = scenario.model_names, scenario.class_names
+    tiers = tuple(t for t in TIERS if t in scenario.capacity.tiers)
+    offers = catalog.offers[catalog.offers["region_key"].isin(regions) & catalog.offers["available"]]
+    offers = offers[offers["tier"].isin(tiers)]
+    price = {(r, s, t): float(p) for r, s, t, p in offers[["region_key", "sku", "tier", "usd_per_gpu_hour"]].itertuples(index=False)}
+    skus = tuple(sorted({sku for m in models for sku in scenario.allowed_skus(m)}))
+    catalog_quota = _catalog_quota(catalog.offers[catalog.offers["region_key"].isin(regions)], tiers)
+    quota = np.zeros((len(regions), len(skus)), dtype=np.int64)
+    quota_source: dict[str, str] = {}
+    for ri, r in enumerate(regions):
+        for si, s in enumerate(skus):
+            override = scenario.quota_gpus(r, s)
+            quota[ri, si] = override if override is not None else catalog_quota.get((r, s), 0)
+            quota_source[f"{r}|{s}"] = "scenario" if override is not None else "catalog"
+    tp = {(str(m), str(s)): int(g) for m, s, g in profiles[["model", "sku", "tp_degree"]].itertuples(index=False)}
+    cap = {
+        (str(m), str(s), str(k)): float(v)
+        for m, s, k, v in capacity[["model", "sku", "traffic_class", "max_rps_per_replica"]].itertuples(index=False)
+    }
+    util = scenario.capacity.utilisation_cap
+    rows: dict[str, list] = {k: [] for k in ("r", "s", "m", "g", "price", "cap", "max")}
+    excluded: list[tuple[str, str, str, str]] = []
+    for mi, m in enumerate(models):
+        for s in scenario.allowed_skus(m):
+            si = skus.index(s)
+            for ri, r in enumerate(regions):
+                unit_prices = [price.get((r, s, t), np.nan) for t in TIERS]
+                if not np.isfinite(unit_prices).any():
+                    excluded.append((r, s, m, f"no available offer of {s} in {r} on the enabled tiers"))
+                    continue
+                if (m, s) not in tp:
+                    excluded.append((r, s, m, f"no profile of {m} on {s}"))
+                    continue
+                caps = [util * cap.get((m, s, k), 0.0) for k in classes]
+                if max(caps) <= 0:
+                    excluded.append((r, s, m, f"no capacity coefficient for {m} on {s} for any class"))
+                    continue
+                gpus = tp[(m, s)]
+                most = int(quota[ri, si] // gpus)
+                if most < 1:
+                    excluded.append((r, s, m, f"quota of {quota[ri, si]} {s} GPUs in {r} is below the {gpus} GPUs "
+                                              f"one replica of {m} needs"))
+                    continue
+                for key, value in zip(rows, (ri, si, mi, gpus, unit_prices, caps, most), strict=True):
+                    rows[key].append(value)
+    eligible = np.zeros((len(origins), len(classes), len(regions)), dtype=bool)
+    for oi, o in enumerate(origins):
+        for ki, k in enumerate(classes):
+            for r in scenario.eligible_serving(o, k):
+                eligible[oi, ki, regions.index(r)] = True
+    n_classes = len(classes)
+    return PlacementInstance(
+        origins=origins,
+        regions=regions,
+        skus=skus,
+        models=models,
+        classes=classes,
+        tiers=tiers,
+        periods=demand.periods,
+        demand_rps=demand.rps,
+        unit_region=np.asarray(rows["r"], dtype=np.int64),
+        unit_sku=np.asarray(rows["s"], dtype=np.int64),
+        unit_model=np.asarray(rows["m"], dtype=np.int64),
+        unit_gpus=np.asarray(rows["g"], dtype=np.int64),
+        unit_price=np.asarray(rows["price"], dtype=float).reshape(-1, len(TIERS)),
+        unit_cap_rps=np.asarray(rows["cap"], dtype=float).reshape(-1, n_classes),
+        unit_max_replicas=np.asarray(rows["max"], dtype=np.int64),
+        quota_gpus=quota,
+        eligible=eligible,
+        residency=np.array([[scenario.serving_region(r).zone in scenario.origin(o).residency for r in regions]
+                            for o in origins], dtype=bool),
+        rtt_ms=np.array([[scenario.rtt_ms(o, r) for r in regions] for o in origins], dtype=float),
+        region_zone=tuple(scenario.serving_region(r).zone for r in regions),
+        spot_tolerant=np.array([scenario.traffic_class(k).spot_tolerant for k in classes], dtype=bool),
+        latency_budget_ms=np.array([scenario.traffic_class(k).latency_budget_ms for k in classes], dtype=float),
+        spot_fraction=scenario.capacity.spot_reliable_fraction,
+        redundancy=scenario.capacity.redundancy,
+        budget_usd=scenario.capacity.budget_usd,
+        switching_cost_usd=scenario.capacity.switching_cost_usd,
+        excluded=tuple(excluded),
+        quota_source=quota_source,
+    )

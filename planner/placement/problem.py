@@ -1,0 +1,421 @@
+r"""The placement MILP, written out, and the code that builds it as sparse arrays.
+
+Indices: periods t (weight h_t hours, H = Σ_t h_t); origins o; serving regions r; SKUs s;
+models m; traffic classes k; units u = (r, s, m) (see ``instance.py``); tiers
+reserved (R), on-demand (D), spot (S).
+
+Data: d_omkt demand (req/s, the forecast quantile); E_ok the regions residency and
+class k's latency budget allow for origin o (and that have a unit of m able to carry k);
+cap_uk = utilisation_cap × max req/s of one replica of u for class k (no load variable
+where it is 0); g_u GPUs per replica; p^τ_u USD per GPU-hour; Q_rst quota (GPUs; the same in
+every period unless a residual quota is given); M_u = ⌊Q_rs / g_u⌋; N redundancy,
+N' = max(N, 1); φ the reliable spot fraction; K^S the spot-tolerant classes; c_sw USD per
+on-demand replica started or stopped; λ USD per request per ms of RTT; B the budget;
+prev(t) the period before t (cyclic for hour-of-week blocks, none for the first hour).
+
+Variables::
+
+    R_u ∈ Z≥0, R_u ≤ M_u         reserved replicas, constant over the horizon
+    D_ut, S_ut ∈ Z≥0, ≤ M_u       on-demand and spot replicas in period t
+    f_ormkt ≥ 0, r ∈ E_ok         req/s of (o, m, k) routed to region r
+    a_ukt ≥ 0                     req/s of class k carried by u's reserved + on-demand replicas
+    b_ukt ≥ 0, k ∈ K^S            req/s of class k carried by u's spot replicas
+    y_rm ∈ {0, 1}                 region r serves model m
+    w_ut ≥ 0                      on-demand replicas switched on or off     (only when c_sw > 0)
+    e_omkt ≥ 0                    unserved demand                  (only in the elastic variant)
+
+Minimise::
+
+    Σ_u g_u [ H p^R_u R_u + Σ_t h_t (p^D_u D_ut + p^S_u S_ut) ]      rental, USD
+      + c_sw Σ_ut w_ut                                                switching, USD
+      + λ Σ 3600 h_t rtt_or f_ormkt                                   latency tie-break
+      + P Σ 3600 h_t e_omkt                                           (elastic variant only)
+
+subject to::
+
+    (demand)     Σ_{r∈E_ok} f_ormkt + e_omkt = d_omkt               ∀ o,m,k,t with d > 0
+    (route)      Σ_o f_ormkt = Σ_{s:(r,s,m)∈U} (a_ukt + b_ukt)      ∀ r,m,k,t
+    (cap)        Σ_k a_ukt / cap_uk ≤ R_u + D_ut                    ∀ u,t    (Mélange form)
+    (spotcap)    Σ_{k∈K^S} b_ukt / (φ cap_uk) ≤ S_ut                ∀ u,t
+    (quota)      Σ_m g_u (R_u + D_ut + S_ut) ≤ Q_rst                ∀ r,s,t
+    (redundancy) Σ_s (R_u + D_ut) ≥ N' y_rm                         ∀ r,m,t
+    (vub)        f_ormkt ≤ d_omkt y_rm                              ∀ flows
+    (cover)      Σ_{r∈E_ok} y_rm ≥ 1                                ∀ o,m,k with demand
+    (switch)     w_ut ≥ D_ut − D_u,prev(t),  w_ut ≥ D_u,prev(t) − D_ut
+    (budget)     rental + switching ≤ B
+
+One replica serves a mix of classes: (cap) charges each class's load by the share of a
+replica it uses (Mélange, Griggs et al. 2024). Spot carries only spot-tolerant classes and
+counts φ of its rate. A region serves a model when it takes any of its traffic (vub); it
+then keeps at least N reserved or on-demand replicas of it in every period. Spot replicas
+do not count toward N: a region's spot capacity can be reclaimed all at once, so it gives
+no redundancy. With N = 0 the rows still ask for one steady replica wherever flows of a
+class that may not use spot arrive (spot-tolerant flows then need no y). (cover) is implied
+by (demand) and (vub) for integer y; it is there because it makes the LP relaxation pay for
+at least one serving region per demand. The switching cost applies to on-demand replicas
+only (model load time on start-up, and the churn of stopping); spot capacity is reclaimed
+and restarted by the cloud regardless.
+
+Rows that cannot bind are left out: a quota row whose units cannot reach it even with
+every replica column at M_u. The variable and row blocks keep their index arrays, so a
+solution maps back to (u, t) and (o, r, m, k, t), and names are made from indices only
+when a backend or an LP/MPS dump needs them (``col_names``, ``row_names``).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+import numpy as np
+import scipy.sparse as sp
+
+from planner.placement.instance import TIERS, PlacementInstance
+
+ELASTIC_PENALTY_USD_PER_REQUEST = 10.0
+"""Price of one unserved request in the elastic variant: far above any rental cost per request."""
+_UNSAFE = re.compile(r"[^A-Za-z0-9_.]")
+
+
+@dataclass(frozen=True)
+class Block:
+    """A contiguous range of columns or rows and the instance indices of each entry."""
+
+    name: str
+    start: int
+    size: int
+    index: dict[str, np.ndarray]
+
+    @property
+    def stop(self) -> int:
+        return self.start + self.size
+
+
+@dataclass(eq=False)
+class Milp:
+    """min c·x + offset  s.t.  row_lo ≤ A x ≤ row_hi,  col_lo ≤ x ≤ col_hi,  x_j integer where ``integer``."""
+
+    instance: PlacementInstance
+    c: np.ndarray
+    cost_usd: np.ndarray  # the rental + switching part of c (no latency penalty, no slack)
+    A: sp.csr_matrix
+    row_lo: np.ndarray
+    row_hi: np.ndarray
+    col_lo: np.ndarray
+    col_hi: np.ndarray
+    integer: np.ndarray
+    cols: dict[str, Block]
+    rows: dict[str, Block]
+    models: tuple[int, ...]
+    offset: float = 0.0
+    _names: dict[str, list[str]] = field(default_factory=dict)
+
+    @property
+    def n_cols(self) -> int:
+        return len(self.c)
+
+    @property
+    def n_rows(self) -> int:
+        return len(self.row_lo)
+
+    @property
+    def n_integer(self) -> int:
+        return int(self.integer.sum())
+
+    def col_names(self) -> list[str]:
+        if "cols" not in self._names:
+            self._names["cols"] = _names(self.instance, self.cols.values())
+        return self._names["cols"]
+
+    def row_names(self) -> list[str]:
+        if "rows" not in self._names:
+            self._names["rows"] = _names(self.instance, self.rows.values())
+        return self._names["rows"]
+
+    def relaxed(self) -> Milp:
+        """The LP relaxation: the same arrays with no integrality."""
+        return Milp(self.instance, self.c, self.cost_usd, self.A, self.row_lo, self.row_hi, self.col_lo,
+                    self.col_hi, np.zeros_like(self.integer), self.cols, self.rows, self.models, self.offset)
+
+
+class _Builder:
+    def __init__(self) -> None:
+        self.n_cols = 0
+        self.n_rows = 0
+        self.cols: dict[str, Block] = {}
+        self.rows: dict[str, Block] = {}
+        self.col_parts: list[tuple[np.ndarray, ...]] = []
+        self.row_parts: list[tuple[np.ndarray, np.ndarray]] = []
+        self.entries: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []
+
+    def add_cols(self, name: str, index: dict[str, np.ndarray], cost: np.ndarray, hi: np.ndarray,
+                 integer: bool, usd: np.ndarray | None = None) -> Block:
+        size = len(next(iter(index.values())))
+        block = Block(name, self.n_cols, size, index)
+        self.cols[name] = block
+        self.n_cols += size
+        cost = np.broadcast_to(np.asarray(cost, dtype=float), (size,))
+        usd = cost if usd is None else np.broadcast_to(np.asarray(usd, dtype=float), (size,))
+        self.col_parts.append((cost, usd, np.broadcast_to(np.asarray(hi, dtype=float), (size,)),
+                               np.full(size, integer)))
+        return block
+
+    def add_rows(self, name: str, index: dict[str, np.ndarray], lo: float | np.ndarray,
+                 hi: float | np.ndarray) -> Block:
+        size = len(next(iter(index.values())))
+        block = Block(name, self.n_rows, size, index)
+        self.rows[name] = block
+        self.n_rows += size
+        self.row_parts.append((np.broadcast_to(np.asarray(lo, dtype=float), (size,)),
+                               np.broadcast_to(np.asarray(hi, dtype=float), (size,))))
+        return block
+
+    def add(self, rows: np.ndarray, cols: np.ndarray, values: np.ndarray | float) -> None:
+        rows, cols = np.asarray(rows, dtype=np.int64), np.asarray(cols, dtype=np.int64)
+        self.entries.append((rows, cols, np.broadcast_to(np.asarray(values, dtype=float), rows.shape)))
+
+    def build(self, instance: PlacementInstance, models: tuple[int, ...]) -> Milp:
+        c, usd, hi, integer = (np.concatenate([p[i] for p in self.col_parts]) for i in range(4))
+        lo_rows = np.concatenate([p[0] for p in self.row_parts]) if self.row_parts else np.zeros(0)
+        hi_rows = np.concatenate([p[1] for p in self.row_parts]) if self.row_parts else np.zeros(0)
+        r, k, v = (np.concatenate([e[i] for e in self.entries]) for i in range(3))
+        A = sp.csr_matrix((v, (r, k)), shape=(self.n_rows, self.n_cols))
+        A.sum_duplicates()
+        return Milp(instance, c, usd, A, lo_rows, hi_rows, np.zeros(len(c)), hi, integer.astype(bool),
+                    self.cols, self.rows, models)
+
+
+def _grid(*sizes: int) -> list[np.ndarray]:
+    return [g.ravel() for g in np.meshgrid(*[np.arange(n) for n in sizes], indexing="ij")]
+
+
+def formulate(
+    inst: PlacementInstance,
+    models: tuple[int, ...] | None = None,
+    *,
+    budget: bool = True,
+    elastic: bool = False,
+    cuts: bool = True,
+) -> Milp:
+    """Build the MILP above for the given models (default: all); quota rows always use the full Q_rs."""
+    models = tuple(range(len(inst.models))) if models is None else tuple(models)
+    units = np.flatnonzero(np.isin(inst.unit_model, models))
+    T, h = inst.n_periods, inst.periods.hours
+    H = inst.total_hours
+    b = _Builder()
+    cost_per_hour = inst.unit_gpus[:, None] * inst.unit_price  # [u, tier] USD per replica-hour
+    tier_on = {t: t in inst.tiers for t in TIERS}
+
+    # ---- replicas
+    rsv = units[inst.offered("reserved")[units]] if tier_on["reserved"] else units[:0]
+    R = b.add_cols("R", {"u": rsv}, H * cost_per_hour[rsv, 0], inst.unit_max_replicas[rsv], True)
+    ond = units[inst.offered("on_demand")[units]] if tier_on["on_demand"] else units[:0]
+    ui, ti = _grid(len(ond), T)
+    D = b.add_cols("D", {"u": ond[ui], "t": ti}, h[ti] * cost_per_hour[ond[ui], 1],
+                   inst.unit_max_replicas[ond[ui]], True)
+    use_spot = tier_on["spot"] and inst.spot_fraction > 0
+    spt = units[inst.spot_usable()[units]] if use_spot else units[:0]
+    ui, ti = _grid(len(spt), T)
+    S = b.add_cols("S", {"u": spt[ui], "t": ti}, h[ti] * cost_per_hour[spt[ui], 2],
+                   inst.unit_max_replicas[spt[ui]], True)
+
+    # ---- flows: only for (o, m, k, t) with demand, to eligible regions that have a unit for (m, k)
+    n_r, n_k = len(inst.regions), len(inst.classes)
+    runs = np.zeros((n_r, len(inst.models), n_k), dtype=bool)  # region r has a unit of m that can carry k
+    steady = np.isin(units, np.union1d(rsv, ond))[:, None]
+    on_spot = np.isin(units, spt)[:, None] & inst.spot_tolerant[None, :]
+    np.logical_or.at(runs, (inst.unit_region[units], inst.unit_model[units]),
+                     (inst.unit_cap_rps[units] > 0) & (steady | on_spot))
+    d = inst.demand_rps
+    oi, mi, ki, ti = np.nonzero(d)
+    keep = np.isin(mi, models)
+    oi, mi, ki, ti = oi[keep], mi[keep], ki[keep], ti[keep]
+    dem = b.add_rows("demand", {"o": oi, "m": mi, "k": ki, "t": ti}, d[oi, mi, ki, ti], d[oi, mi, ki, ti])
+    reach = inst.eligible[oi, ki] & runs[:, mi, ki].T  # [demand row, r]
+    row_i, ri = np.nonzero(reach)
+    seconds = 3600.0 * h
+    f = b.add_cols("f", {"o": oi[row_i], "r": ri, "m": mi[row_i], "k": ki[row_i], "t": ti[row_i]},
+                   inst.latency_penalty * seconds[ti[row_i]] * inst.rtt_ms[oi[row_i], ri], np.inf, False, usd=0.0)
+    b.add(dem.start + row_i, f.start + np.arange(f.size), 1.0)
+    if elastic:
+        e = b.add_cols("e", {"o": oi, "m": mi, "k": ki, "t": ti}, ELASTIC_PENALTY_USD_PER_REQUEST * seconds[ti],
+                       np.inf, False, usd=0.0)
+        b.add(dem.start + np.arange(dem.size), e.start + np.arange(e.size), 1.0)
+
+    # ---- route rows per (r, m, k, t) that receive flow
+    key = ((f.index["r"] * len(inst.models) + f.index["m"]) * n_k + f.index["k"]) * T + f.index["t"]
+    route_keys, f_route = np.unique(key, return_inverse=True)
+    rr, rem = np.divmod(route_keys, len(inst.models) * n_k * T)
+    rm, rem = np.divmod(rem, n_k * T)
+    rk, rt = np.divmod(rem, T)
+    route = b.add_rows("route", {"r": rr, "m": rm, "k": rk, "t": rt}, 0.0, 0.0)
+    b.add(route.start + f_route, f.start + np.arange(f.size), 1.0)
+
+    def loads(name: str, pool: np.ndarray, classes_ok: np.ndarray) -> Block:
+        """Load columns (u, k, t) for units in ``pool`` whose (r, m, k, t) has a route row."""
+        uu, kk, tt = _grid(len(pool), n_k, T)
+        uu = pool[uu]
+        ok = (inst.unit_cap_rps[uu, kk] > 0) & classes_ok[kk]
+        uu, kk, tt = uu[ok], kk[ok], tt[ok]
+        keys = ((inst.unit_region[uu] * len(inst.models) + inst.unit_model[uu]) * n_k + kk) * T + tt
+        pos = np.searchsorted(route_keys, keys)
+        if route_keys.size:
+            hit = (pos < len(route_keys)) & (route_keys[np.minimum(pos, len(route_keys) - 1)] == keys)
+        else:
+            hit = np.zeros(keys.size, dtype=bool)
+        uu, kk, tt, pos = uu[hit], kk[hit], tt[hit], pos[hit]
+        block = b.add_cols(name, {"u": uu, "k": kk, "t": tt}, 0.0, np.inf, False)
+        b.add(route.start + pos, block.start + np.arange(block.size), -1.0)
+        return block
+
+    a = loads("a", units[np.isin(units, np.union1d(rsv, ond))], np.ones(n_k, dtype=bool))
+    bs = loads("b", spt, inst.spot_tolerant)
+
+    # ---- capacity rows per (u, t)
+    n_u = inst.n_units
+
+    def unit_period_rows(name: str, pool: np.ndarray) -> tuple[Block, np.ndarray]:
+        lookup = np.full((n_u, T), -1, dtype=np.int64)
+        ui, ti = _grid(len(pool), T)
+        block = b.add_rows(name, {"u": pool[ui], "t": ti}, -np.inf, 0.0)
+        lookup[pool[ui], ti] = block.start + np.arange(block.size)
+        return block, lookup
+
+    _, cap_row = unit_period_rows("cap", units[np.isin(units, np.union1d(rsv, ond))])
+    b.add(cap_row[a.index["u"], a.index["t"]], a.start + np.arange(a.size),
+          1.0 / inst.unit_cap_rps[a.index["u"], a.index["k"]])
+    ui, ti = _grid(len(rsv), T)
+    b.add(cap_row[rsv[ui], ti], R.start + ui, -1.0)
+    b.add(cap_row[D.index["u"], D.index["t"]], D.start + np.arange(D.size), -1.0)
+    _, spot_row = unit_period_rows("spotcap", spt)
+    b.add(spot_row[bs.index["u"], bs.index["t"]], bs.start + np.arange(bs.size),
+          1.0 / (inst.spot_fraction * inst.unit_cap_rps[bs.index["u"], bs.index["k"]]))
+    b.add(spot_row[S.index["u"], S.index["t"]], S.start + np.arange(S.size), -1.0)
+
+    # replica columns touching (u, t): (column, u, t) triples, reserved repeated in every period
+    ui, ti = _grid(len(rsv), T)
+    rep_col = np.concatenate([R.start + ui, D.start + np.arange(D.size), S.start + np.arange(S.size)])
+    rep_u = np.concatenate([rsv[ui], D.index["u"], S.index["u"]])
+    rep_t = np.concatenate([ti, D.index["t"], S.index["t"]])
+
+    # ---- quota rows per (r, s, t), only where the units could exceed it
+    n_s = len(inst.skus)
+    reach_gpus = np.zeros((n_r, n_s))
+    tier_columns = np.zeros(n_u)  # how many replica columns (R, D, S) of a unit count in one period
+    for block in (R, D, S):
+        np.add.at(tier_columns, block.index["u"], 1.0 / (T if block.name != "R" else 1))
+    np.add.at(reach_gpus, (inst.unit_region[units], inst.unit_sku[units]),
+              inst.unit_gpus[units] * inst.unit_max_replicas[units] * tier_columns[units])
+    quota_t = inst.quota_per_period()  # [r, s, t]
+    binding = reach_gpus > quota_t.min(axis=2)
+    rs_r, rs_s = np.nonzero(binding)
+    if rs_r.size:
+        qr, qt = _grid(len(rs_r), T)
+        quota = b.add_rows("quota", {"r": rs_r[qr], "s": rs_s[qr], "t": qt}, -np.inf,
+                           quota_t[rs_r[qr], rs_s[qr], qt])
+        lookup = np.full((n_r, n_s, T), -1, dtype=np.int64)
+        lookup[rs_r[qr], rs_s[qr], qt] = quota.start + np.arange(quota.size)
+        rows = lookup[inst.unit_region[rep_u], inst.unit_sku[rep_u], rep_t]
+        ok = rows >= 0
+        b.add(rows[ok], rep_col[ok], inst.unit_gpus[rep_u[ok]])
+
+    # ---- serving indicators, redundancy and the strengthening rows
+    n_m = len(inst.models)
+    pairs, unit_pair = np.unique(inst.unit_region[units] * n_m + inst.unit_model[units], return_inverse=True)
+    pair_of_unit = np.full(n_u, -1, dtype=np.int64)
+    pair_of_unit[units] = unit_pair
+    pair_r, pair_m = pairs // n_m, pairs % n_m
+    tolerant = inst.spot_tolerant[f.index["k"]]
+    steady_rep = rep_col < S.start  # reserved and on-demand columns come before spot
+    indicator_of: dict[str, np.ndarray] = {}
+    # y_rm: region r serves model m. With N >= 1 every flow needs it and it needs N steady
+    # (reserved or on-demand) replicas in every period; with N = 0 only flows of classes
+    # that may not use spot need it, and it needs one steady replica.
+    need = max(inst.redundancy, 1)
+    needs_indicator = tolerant if inst.redundancy < 1 else np.zeros(tolerant.size, dtype=bool)
+    if pairs.size and (~needs_indicator).any():
+        y = b.add_cols("y", {"r": pair_r, "m": pair_m}, 0.0, 1.0, True)
+        indicator_of["y"] = y.start + np.arange(y.size)
+        pr, pt = _grid(len(pairs), T)
+        red = b.add_rows("redundancy", {"r": pair_r[pr], "m": pair_m[pr], "t": pt}, 0.0, np.inf)
+        b.add(red.start + pair_of_unit[rep_u[steady_rep]] * T + rep_t[steady_rep], rep_col[steady_rep], 1.0)
+        b.add(red.start + np.arange(red.size), y.start + pr, -float(need))
+    pair_index = np.full((n_r, n_m), -1, dtype=np.int64)
+    pair_index[pair_r, pair_m] = np.arange(len(pairs))
+    for name, classes_mask in (("y", ~needs_indicator),):
+        if name not in indicator_of or not classes_mask.any():
+            continue
+        sel = np.flatnonzero(classes_mask)
+        ind = indicator_of[name][pair_index[f.index["r"][sel], f.index["m"][sel]]]
+        fo, fm, fk, ft = (f.index[key][sel] for key in ("o", "m", "k", "t"))
+        vub = b.add_rows(f"vub_{name}", {key: f.index[key][sel] for key in ("o", "r", "m", "k", "t")}, -np.inf, 0.0)
+        n = np.arange(vub.size)
+        b.add(vub.start + n, f.start + sel, 1.0)
+        b.add(vub.start + n, ind, -d[fo, fm, fk, ft])
+        if elastic:
+            continue  # demand may go unserved, so no region has to serve it
+        okm, okm_row = np.unique(np.stack([fo, fm, fk]), axis=1, return_inverse=True)
+        cover = b.add_rows(f"cover_{name}", {"o": okm[0], "m": okm[1], "k": okm[2]}, 1.0, np.inf)
+        cov = np.unique(np.stack([okm_row.ravel(), ind]), axis=1)
+        b.add(cover.start + cov[0], cov[1], 1.0)
+
+    # ---- switching between consecutive periods
+    if inst.switching_cost_usd > 0 and T > 1:
+        for tier_cols in (D,):
+            t = tier_cols.index["t"]
+            has_prev = (t > 0) | inst.periods.cyclic
+            cur = tier_cols.start + np.flatnonzero(has_prev)
+            prev_t = (t[has_prev] - 1) % T
+            prev = cur - t[has_prev] + prev_t
+            w = b.add_cols("w" + tier_cols.name, {"u": tier_cols.index["u"][has_prev], "t": t[has_prev]},
+                           inst.switching_cost_usd, np.inf, False)
+            for sign, name in ((1.0, "up"), (-1.0, "down")):
+                rows = b.add_rows(f"switch{tier_cols.name}_{name}", w.index, 0.0, np.inf)
+                n = np.arange(rows.size)
+                b.add(rows.start + n, w.start + n, 1.0)
+                b.add(rows.start + n, cur, -sign)
+                b.add(rows.start + n, prev, sign)
+
+    milp = b.build(inst, models)
+    if cuts:
+        from planner.placement.strengthen import group_cuts
+
+        milp = group_cuts(milp)
+    if budget and inst.budget_usd is not None:
+        milp = with_budget(milp, inst.budget_usd)
+    return milp
+
+
+def with_budget(milp: Milp, budget_usd: float) -> Milp:
+    """Append the budget row: rental + switching cost ≤ budget_usd."""
+    nz = np.flatnonzero(milp.cost_usd)
+    row = sp.csr_matrix((milp.cost_usd[nz], (np.zeros(nz.size, dtype=np.int64), nz)), shape=(1, milp.n_cols))
+    rows = dict(milp.rows)
+    rows["budget"] = Block("budget", milp.n_rows, 1, {"one": np.zeros(1, dtype=np.int64)})
+    return Milp(milp.instance, milp.c, milp.cost_usd, sp.vstack([milp.A, row], format="csr"),
+                np.append(milp.row_lo, -np.inf), np.append(milp.row_hi, budget_usd), milp.col_lo, milp.col_hi,
+                milp.integer, milp.cols, rows, milp.models, milp.offset)
+
+
+_LABELS = {"o": "origins", "r": "regions", "s": "skus", "m": "models", "k": "classes"}
+
+
+def _names(inst: PlacementInstance, blocks) -> list[str]:
+    """Names built from indices, e.g. D_aws_us_east_1_H100_llama3_8b_t12 (LP/MPS-safe characters)."""
+    out: list[str] = []
+    for block in blocks:
+        parts: list[list[str]] = []
+        for key, idx in block.index.items():
+            if key == "u":
+                parts.append(["_".join(inst.unit_name(int(u))) for u in idx])
+            elif key == "t":
+                parts.append([f"t{int(t)}" for t in idx])
+            elif key in _LABELS:
+                names = getattr(inst, _LABELS[key])
+                parts.append([names[int(i)] for i in idx])
+            else:
+                parts.append([str(int(i)) for i in idx])
+        for i in range(block.size):
+            text = "_".join([block.name, *(p[i] for p in parts)])
+            out.append(_UNSAFE.sub("_", text))
+    return out

@@ -1,0 +1,139 @@
+"""PuLP backend: the same arrays as named PuLP variables and constraints, solved by CBC or HiGHS.
+
+Every column and row gets the name ``problem.Milp`` builds from its indices
+(``D_aws_us_east_1_H100_llama3_8b_t12``, ``quota_gcp_us_central1_H100_t5``), so a PuLP
+LP file reads as the formulation does. Building PuLP objects costs tenths of a second per
+10k columns, which is why the default path hands arrays to HiGHS directly; this backend is
+the reference the others are checked against, and the CBC path.
+
+CBC does not return its best bound through PuLP, so the solver log is written to a
+temporary file and its summary (``Objective value`` / ``Lower bound``) is read back.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import tempfile
+import time
+import warnings
+from pathlib import Path
+
+import numpy as np
+import pulp
+
+from planner.placement.problem import Milp
+from planner.placement.status import SolveOutcome, SolveStatus, classify
+
+_LOWER_BOUND = re.compile(r"^Lower bound:\s*([-+0-9.eE]+)", re.MULTILINE)
+_OBJECTIVE = re.compile(r"^Objective value:\s*([-+0-9.eE]+)", re.MULTILINE)
+_BEST_POSSIBLE = re.compile(r"best possible ([-+0-9.eE]+)")
+
+
+def build(milp: Milp) -> tuple[pulp.LpProblem, list[pulp.LpVariable]]:
+    """The MILP as a PuLP problem with index-built names."""
+    problem = pulp.LpProblem("placement", pulp.LpMinimize)
+    names = milp.col_names()
+    variables = [
+        problem.add_variable(
+            names[j],
+            lowBound=float(milp.col_lo[j]),
+            upBound=None if math.isinf(milp.col_hi[j]) else float(milp.col_hi[j]),
+            cat=pulp.LpInteger if milp.integer[j] else pulp.LpContinuous,
+        )
+        for j in range(milp.n_cols)
+    ]
+    nz = np.flatnonzero(milp.c)
+    problem += pulp.LpAffineExpression([(variables[j], float(milp.c[j])) for j in nz]) + milp.offset
+    A = milp.A.tocsr()
+    row_names = milp.row_names()
+    for i in range(milp.n_rows):
+        start, stop = A.indptr[i], A.indptr[i + 1]
+        expr = pulp.LpAffineExpression(
+            [(variables[j], float(v)) for j, v in zip(A.indices[start:stop], A.data[start:stop], strict=True)]
+        )
+        lo, hi = milp.row_lo[i], milp.row_hi[i]
+        if lo == hi:
+            problem += pulp.LpConstraint(expr, pulp.LpConstraintEQ, row_names[i], float(lo))
+            continue
+        if math.isfinite(lo):
+            problem += pulp.LpConstraint(expr, pulp.LpConstraintGE, row_names[i] + ("_lo" if math.isfinite(hi) else ""),
+                                         float(lo))
+        if math.isfinite(hi):
+            problem += pulp.LpConstraint(expr, pulp.LpConstraintLE, row_names[i] + ("_hi" if math.isfinite(lo) else ""),
+                                         float(hi))
+    return problem, variables
+
+
+def solve(
+    milp: Milp,
+    *,
+    solver: str = "cbc",
+    time_limit_s: float,
+    gap: float,
+    start: np.ndarray | None = None,
+) -> SolveOutcome:
+    """Solve with PuLP's CBC (``solver='cbc'``) or HiGHS (``'highs'``); never raises on solver trouble."""
+    began = time.perf_counter()
+    problem, variables = build(milp)
+    if start is not None:
+        for var, value in zip(variables, start, strict=True):
+            var.setInitialValue(float(round(value)) if var.cat == pulp.LpInteger else float(value))
+    built = time.perf_counter() - began
+    backend = f"pulp-{solver}"
+    outcome = SolveOutcome(status=SolveStatus.ERROR, backend=backend, build_time_s=built)
+    with tempfile.TemporaryDirectory(prefix="planner-pulp-") as folder:
+        log = Path(folder) / "solver.log"
+        if solver == "cbc":
+            with warnings.catch_warnings():  # the CBC binary bundled with PuLP; COIN_CMD needs a separate CBC
+                warnings.simplefilter("ignore", DeprecationWarning)
+                engine = pulp.PULP_CBC_CMD(msg=False, timeLimit=max(1, math.ceil(time_limit_s)), gapRel=gap,
+                                           warmStart=start is not None, logPath=str(log), threads=1)
+        elif solver == "highs":
+            engine = pulp.HiGHS(msg=False, timeLimit=float(time_limit_s), gapRel=gap)
+        else:
+            outcome.message = f"unknown PuLP solver {solver!r}"
+            return outcome
+        try:
+            problem.solve(engine)
+        except pulp.PulpSolverError as exc:
+            outcome.message = str(exc)
+            outcome.solve_time_s = time.perf_counter() - began - built
+            return outcome
+        log_text = log.read_text(errors="replace") if log.exists() else ""
+    outcome.solve_time_s = time.perf_counter() - began - built
+    outcome.message = pulp.LpStatus.get(problem.status, str(problem.status))
+    if problem.sol_status == pulp.LpSolutionInfeasible or problem.status == pulp.LpStatusInfeasible:
+        outcome.status = SolveStatus.INFEASIBLE
+        return outcome
+    if problem.sol_status not in (pulp.LpSolutionOptimal, pulp.LpSolutionIntegerFeasible):
+        return outcome
+    x = np.array([var.varValue if var.varValue is not None else 0.0 for var in variables], dtype=float)
+    outcome.x = x
+    outcome.objective = float(milp.c @ x + milp.offset)
+    outcome.bound = _bound(solver, problem, log_text, outcome.objective, milp)
+    outcome.status = classify(outcome.objective, outcome.bound, gap)
+    return outcome
+
+
+def _bound(solver: str, problem: pulp.LpProblem, log_text: str, objective: float, milp: Milp) -> float:
+    """Best proven lower bound: from the CBC log summary, or HiGHS's MIP dual bound."""
+    if not milp.integer.any() and problem.sol_status == pulp.LpSolutionOptimal:
+        return objective
+    if solver == "cbc":
+        match = _LOWER_BOUND.search(log_text)
+        if match is None:
+            found = _BEST_POSSIBLE.findall(log_text)
+            match_value = float(found[-1]) if found else None
+        else:
+            match_value = float(match.group(1))
+        if match_value is not None:
+            return min(match_value, objective)
+        return objective if problem.sol_status == pulp.LpSolutionOptimal else -math.inf
+    model = getattr(problem, "solverModel", None)
+    if model is not None:
+        try:
+            return min(float(model.getInfo().mip_dual_bound), objective)
+        except (AttributeError, RuntimeError):
+            pass
+    return objective if problem.sol_status == pulp.LpSolutionOptimal else -math.inf

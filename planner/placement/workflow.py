@@ -1,0 +1,246 @@
+"""``planner place`` as a function: forecast + catalog + profiles + scenario → a checked plan.
+
+``place_plan`` takes values and returns a :class:`PlacementResult`; it touches no files
+except the optional LP/MPS dump in ``debug_dir``. ``write_plan_outputs`` writes the plan
+CSV, the flows CSV and the plan JSON, each atomically.
+
+Order of work: validate the capacity table (or build the analytic estimate), fold the
+forecast into periods, assemble the instance, run the structural pre-checks (raising
+``InfeasibleError`` with the demand and cause), solve (``solve.py``), diagnose an
+infeasible solve by elastic slack, re-score the plan independently (``check.py``; a plan
+that fails is never returned), then compute the bounds and the single-SKU baseline.
+
+Time: ``time_limit_s`` bounds the main solve; the elastic bound and the single-SKU baseline
+get at most ``BASELINE_SHARE`` of it more, in total.
+
+Determinism: when the solve reaches its gap before the time limit, the same inputs give
+the same plan. A solve stopped by the clock returns the best plan found so far, which can
+differ between runs and machines; the JSON records the status and time.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from planner import __version__
+from planner.catalog import Catalog
+from planner.errors import InputError, PlannerError
+from planner.placement import diagnose, highs_backend
+from planner.placement.bounds import best_single_sku, elastic_bound
+from planner.placement.capacity import ANALYTIC_LABEL, analytic_capacity, validate_capacity
+from planner.placement.check import check_plan
+from planner.placement.instance import PlacementInstance, build_instance
+from planner.placement.periods import Demand, demand_from_forecast, parse_periods
+from planner.placement.problem import formulate
+from planner.placement.result import PlacementResult, fleet_cost, plan_frames
+from planner.placement.backends import BACKENDS, HIDDEN_BACKENDS
+from planner.placement.solve import solve_instance
+from planner.placement.status import SolveStatus
+from planner.scenario import Scenario
+from planner.storage import atomic_path, write_json_atomic, write_table_atomic
+
+DEFAULT_SOLVER = "highs"
+"""By measurement (benchmarks/placement_speed.py): on the global scenario HiGHS has the
+best plan and bound of the three at every size tried; CBC and SCIP are kept as checks."""
+BASELINE_SHARE = 0.25
+SOLVERS = BACKENDS
+
+
+def _capacity_table(scenario: Scenario, profiles: pd.DataFrame,
+                    capacity: pd.DataFrame | None) -> tuple[pd.DataFrame, str, dict[str, Any]]:
+    if capacity is not None:
+        table = validate_capacity(capacity, where=capacity.attrs.get("source_path", "capacity table"))
+        return table, "capacity table", {}
+    table, lengths = analytic_capacity(profiles, scenario.class_names,
+                                       kv_fraction=scenario.policy.admission.kv_fraction, policy=scenario.policy.name)
+    return table, ANALYTIC_LABEL, {"token_lengths_per_class": lengths}
+
+
+def _table_sha256(frame: pd.DataFrame) -> str:
+    return hashlib.sha256(frame.to_csv(index=False, lineterminator="\n").encode()).hexdigest()
+
+
+def _check_solver(solver: str) -> None:
+    if solver not in (*BACKENDS, *HIDDEN_BACKENDS):
+        raise InputError(f"unknown solver {solver!r}", where="--solver", fix=f"use one of {', '.join(BACKENDS)}")
+
+
+def _check_limits(time_limit_s: float, gap: float, quantile: float | None) -> None:
+    if not (math.isfinite(time_limit_s) and time_limit_s > 0):
+        raise InputError(f"time limit {time_limit_s} is not a positive number of seconds", where="--time-limit",
+                         fix="pass e.g. --time-limit 120")
+    if not (0 <= gap < 1):
+        raise InputError(f"gap {gap} is outside [0, 1)", where="--gap", fix="pass a relative gap, e.g. --gap 0.01")
+    if quantile is not None and not 0 < quantile < 1:
+        raise InputError(f"quantile {quantile} is outside (0, 1)", where="--quantile",
+                         fix="pass one of the forecast's quantiles, e.g. 0.95")
+
+
+def place_plan(
+    scenario: Scenario,
+    forecast: pd.DataFrame,
+    catalog: Catalog,
+    profiles: pd.DataFrame,
+    *,
+    capacity: pd.DataFrame | None = None,
+    solver: str = DEFAULT_SOLVER,
+    time_limit_s: float = 120.0,
+    gap: float = 0.01,
+    quantile: float | None = None,
+    periods: str = "hourly",
+    debug_dir: Path | None = None,
+    input_hashes: dict[str, str] | None = None,
+    baselines: bool = True,
+) -> PlacementResult:
+    """Place replicas for the forecast; see the module docstring for the order of work."""
+    _check_solver(solver)
+    _check_limits(time_limit_s, gap, quantile)
+    spec = parse_periods(periods)
+    level = scenario.capacity.forecast_quantile if quantile is None else quantile
+    table, capacity_label, capacity_meta = _capacity_table(scenario, profiles, capacity)
+    demand = demand_from_forecast(forecast, scenario, level, spec)
+    inst = build_instance(scenario, demand, catalog, profiles, table)
+    findings = diagnose.precheck(inst)
+    if findings:
+        diagnose.raise_infeasible(findings)
+    debug_files = _write_debug(inst, debug_dir) if debug_dir is not None else []
+    summary = solve_instance(inst, backend=solver, time_limit_s=time_limit_s, gap=gap)
+    if summary.status == SolveStatus.INFEASIBLE or summary.fleet is None:
+        _explain_failure(inst, summary.status, summary.message, summary.bound)
+    rental, switching = fleet_cost(inst, summary.fleet)
+    if inst.budget_usd is not None and rental + switching > inst.budget_usd * (1 + 1e-9):
+        diagnose.raise_infeasible([diagnose.budget_finding(inst, max(summary.bound, 0.0))])
+    plan, flows, loads = plan_frames(inst, summary.fleet)
+    report = check_plan(plan, flows, loads, scenario=scenario, catalog=catalog, profiles=profiles, capacity=table,
+                        demand=demand)
+    if not report.ok:
+        raise PlannerError("the plan failed its independent check: " + "; ".join(report.violations[:5]),
+                           where="placement", fix="rerun with --debug and report the LP/MPS files with the command")
+    extra: dict[str, Any] = {}
+    if baselines:
+        budget = BASELINE_SHARE * time_limit_s
+        extra["elastic"] = elastic_bound(inst, budget / 2)
+        extra["single_sku"] = best_single_sku(inst, backend=solver, time_limit_s=budget / 2, gap=max(gap, 0.01))
+    meta = _meta(scenario, inst, demand, summary, solver, gap, time_limit_s, rental, switching, report.to_dict(),
+                 capacity_label, capacity_meta, _table_sha256(table), input_hashes or {}, extra, debug_files)
+    periods_frame = pd.DataFrame({"period": list(inst.periods.labels), "hours": inst.periods.hours,
+                                  "first_ts": list(inst.periods.first_ts)})
+    return PlacementResult(plan, flows, loads, meta, summary.status, periods_frame)
+
+
+def _explain_failure(inst: PlacementInstance, status: SolveStatus, message: str, bound: float) -> None:
+    if status != SolveStatus.INFEASIBLE:
+        raise PlannerError(f"no plan: {message or status.value}", where="placement",
+                           fix="raise --time-limit or --gap, or use hour-of-week periods (--periods how:4)")
+    findings = diagnose.elastic(inst)
+    if not findings and inst.budget_usd is not None:
+        lp = highs_backend.solve(formulate(inst, budget=False, cuts=False).relaxed(), time_limit_s=60.0, gap=0.01)
+        if lp.x is not None and float(formulate(inst, budget=False, cuts=False).cost_usd @ lp.x) > inst.budget_usd:
+            findings = [diagnose.budget_finding(inst, lp.objective)]
+        elif math.isfinite(bound) and bound > inst.budget_usd:
+            findings = [diagnose.budget_finding(inst, bound)]
+    if not findings:
+        findings = diagnose.elastic(inst, integer=True)
+    if not findings and inst.budget_usd is not None:
+        findings = [diagnose.budget_finding(inst, bound if math.isfinite(bound) else 0.0)]
+    if not findings:
+        raise PlannerError(f"the solver reports the placement infeasible but no cause was found ({message})",
+                           where="placement", fix="rerun with --debug and inspect the LP/MPS files")
+    diagnose.raise_infeasible(findings)
+
+
+def _write_debug(inst: PlacementInstance, folder: Path) -> list[str]:
+    milp = formulate(inst)
+    written = []
+    for name in ("placement.lp", "placement.mps"):
+        path = Path(folder) / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with atomic_path(path) as tmp:
+            staged = tmp.with_name(tmp.name + path.suffix)  # HiGHS picks the format by suffix
+            highs_backend.write_model(milp, staged)
+            staged.replace(tmp)
+        written.append(str(path))
+    return written
+
+
+def _round(value: float | None, digits: int = 2) -> float | None:
+    return None if value is None or not math.isfinite(value) else round(float(value), digits)
+
+
+def _meta(scenario: Scenario, inst: PlacementInstance, demand: Demand, summary, solver: str, gap: float,
+          time_limit_s: float, rental: float, switching: float, check: dict[str, Any], capacity_label: str,
+          capacity_meta: dict[str, Any], capacity_sha: str, input_hashes: dict[str, str], extra: dict[str, Any],
+          debug_files: list[str]) -> dict[str, Any]:
+    total = rental + switching
+    bounds = {"lp_relaxation_usd": _round(summary.lp_bound), "best_proven_usd": _round(summary.bound)}
+    baselines: dict[str, Any] = {}
+    if "elastic" in extra:
+        bounds["perfectly_elastic"] = extra["elastic"]
+        elastic_usd = extra["elastic"].get("usd")
+        if elastic_usd is not None:
+            bounds["best_proven_usd"] = _round(max(summary.bound, float(elastic_usd)))
+    if "single_sku" in extra:
+        single = extra["single_sku"]
+        baselines["best_single_sku"] = single
+        if single.get("usd"):
+            baselines["savings_vs_single_sku_pct"] = round(100.0 * (1 - total / single["usd"]), 2)
+    best_bound = bounds["best_proven_usd"] or -math.inf
+    return {
+        "planner_version": __version__,
+        "scenario": scenario.name,
+        "backend": solver,
+        "strategy": summary.strategy,
+        "status": summary.status.value,
+        "objective": _round(summary.objective, 4),
+        "bound": _round(summary.bound, 4),
+        "gap": _round((summary.objective - best_bound) / max(abs(summary.objective), 1e-9), 6)
+        if math.isfinite(best_bound) else None,
+        "gap_target": gap,
+        "time_limit_s": time_limit_s,
+        "solve_time_s": round(summary.seconds, 3),
+        "cost_usd": {"rental": round(rental, 2), "switching": round(switching, 2), "total": round(total, 2)},
+        "lower_bounds": bounds,
+        "baselines": baselines,
+        "blocks": [block.to_dict() for block in summary.blocks],
+        "quota_repaired": summary.repaired_quota,
+        "capacity_source": capacity_label,
+        "capacity": {**capacity_meta, "utilisation_cap": scenario.capacity.utilisation_cap,
+                     "table_sha256": capacity_sha},
+        "demand": {"quantile": demand.quantile, "column": demand.column, "periods": demand.periods.spec,
+                   "n_periods": len(demand.periods), "hours": float(demand.periods.hours.sum()),
+                   "forecast_hours_used": demand.forecast_hours_used,
+                   "forecast_hours_given": demand.forecast_hours_given,
+                   "series_without_forecast": list(demand.series_without_forecast),
+                   "peak_rps": round(float(demand.rps.sum(axis=(0, 1, 2)).max()), 6) if demand.rps.size else 0.0},
+        "problem": {"units": inst.n_units, "excluded_units": len(inst.excluded),
+                    "redundancy": inst.redundancy, "spot_reliable_fraction": inst.spot_fraction,
+                    "switching_cost_usd": inst.switching_cost_usd, "budget_usd": inst.budget_usd,
+                    "latency_penalty_usd_per_request_ms": inst.latency_penalty,
+                    "instance_packing": "not modelled: priced per GPU-hour"},
+        "check": check,
+        "inputs_sha256": dict(sorted(input_hashes.items())),
+        "debug_files": debug_files,
+    }
+
+
+def write_plan_outputs(result: PlacementResult, out: Path) -> list[Path]:
+    """Write the plan (CSV or Parquet, by ``out``'s suffix), ``<stem>.flows.csv`` and ``<stem>.json``."""
+    out = Path(out)
+    flows_path = out.with_name(f"{out.stem}.flows.csv")
+    json_path = out.with_name(f"{out.stem}.json")
+    written = [write_table_atomic(out, result.plan), write_table_atomic(flows_path, result.flows)]
+    payload = {**result.meta, "summary": result.summary_rows(),
+               "periods": _records(result.periods), "files": {"plan": out.name, "flows": flows_path.name}}
+    written.append(write_json_atomic(json_path, payload))
+    return written
+
+
+def _records(frame: pd.DataFrame) -> list[dict[str, Any]]:
+    return [{key: (float(v) if isinstance(v, np.floating) else v) for key, v in row.items()}
+            for row in frame.to_dict("records")]

@@ -1,0 +1,143 @@
+"""Small placement instances built from plain values, shared by the placement tests.
+
+Everything here is synthetic on purpose: prices, quotas and capacities are round numbers
+so that a test can reason about the optimum by hand or by exhaustive search.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from planner.catalog import OFFER_COLUMNS, SKU_COLUMNS, Catalog
+from planner.placement.capacity import validate_capacity
+from planner.placement.instance import build_instance
+from planner.placement.periods import demand_from_forecast, parse_periods
+from planner.scenario import parse_scenario
+
+START = pd.Timestamp("2026-11-02T00:00:00Z")  # a Monday
+
+
+@dataclass
+class Region:
+    key: str
+    zone: str
+    rtt_ms: dict[str, float]  # origin -> RTT
+    offers: dict[tuple[str, str], float]  # (sku, tier) -> USD per GPU-hour
+    quota: int = 64
+    scenario_quota: dict[str, int] = field(default_factory=dict)
+
+
+def scenario_dict(regions: list[Region], origins: dict[str, tuple[str, list[str]]], models: dict[str, list[str]],
+                  classes: dict[str, dict[str, Any]], *, capacity: dict[str, Any] | None = None,
+                  horizon: str = "7d") -> dict[str, Any]:
+    shares = 1.0 / len(classes)
+    return {
+        "name": "test",
+        "horizon": horizon,
+        "seeds": {"base": 1},
+        "regions": {
+            "serving": [{"key": r.key, "zone": r.zone, **({"quotas": r.scenario_quota} if r.scenario_quota else {})}
+                        for r in regions],
+            "origins": [{"name": name, "zone": zone, "residency": residency}
+                        for name, (zone, residency) in origins.items()],
+            "latency_ms": {o: {r.key: r.rtt_ms[o] for r in regions} for o in origins},
+        },
+        "models": [{"name": m, "skus": skus} for m, skus in models.items()],
+        "classes": [
+            {"name": name, "weight": 1.0, "share": shares, "ttft_p99_ms": 1000.0, "e2e_p99_ms": 20000.0,
+             "max_queue_wait_ms": 1500.0, "latency_budget_ms": 100.0, **spec}
+            for name, spec in classes.items()
+        ],
+        "policy": {"name": "fcfs"},
+        "capacity": capacity or {},
+    }
+
+
+def catalog(regions: list[Region]) -> Catalog:
+    skus = sorted({sku for r in regions for sku, _ in r.offers})
+    sku_rows = [{"sku": s, "vendor": "NVIDIA", "hbm_gb": 80.0, "hbm_bandwidth_gb_per_s": 3000.0, "bf16_tflops": 900.0,
+                 "fp8_tflops": np.nan, "intranode_bandwidth_gb_per_s": 900.0, "tdp_w": 700.0, "max_gpus_per_node": 8,
+                 "source": "test"} for s in skus]
+    offers = []
+    for r in regions:
+        cloud, region = r.key.split(":")
+        for (sku, tier), price in sorted(r.offers.items()):
+            offers.append({"cloud": cloud, "region": region, "region_key": r.key, "geo": r.zone, "sku": sku,
+                           "tier": tier, "usd_per_gpu_hour": price, "gpus_per_instance": 8, "instance_type": "test",
+                           "quota_gpus": r.quota, "available": True, "assumption": "", "source": "test"})
+    return Catalog(pd.DataFrame(sku_rows, columns=list(SKU_COLUMNS)), pd.DataFrame(offers, columns=list(OFFER_COLUMNS)))
+
+
+def profiles(rows: list[tuple[str, str, int]]) -> pd.DataFrame:
+    """(model, sku, GPUs per replica) rows with neutral step-time figures."""
+    return pd.DataFrame([{"model": m, "sku": s, "tp_degree": g, "weights_gb": 16.0, "kv_bytes_per_token": 131072,
+                          "kv_capacity_tokens": 400000, "a_ms": 15.0, "b_ms_per_kv_token": 0.0004,
+                          "c_ms_per_prefill_token": 0.03, "max_batch": 200, "source": "roofline",
+                          "fit_mape_pct": np.nan, "notes": "test"} for m, s, g in rows])
+
+
+def capacity(rows: list[tuple[str, str, str, float]]) -> pd.DataFrame:
+    return validate_capacity(pd.DataFrame(rows, columns=["model", "sku", "traffic_class", "max_rps_per_replica"]))
+
+
+def forecast(series: dict[tuple[str, str, str], list[float]], column: str = "q95") -> pd.DataFrame:
+    """Requests per *second* per hour in, forecast rows (requests per hour) out."""
+    rows = []
+    for (origin, model, klass), values in series.items():
+        for h, rps in enumerate(values):
+            ts = (START + pd.Timedelta(hours=h)).strftime("%Y-%m-%dT%H:%M:%SZ")
+            per_hour = rps * 3600.0
+            rows.append({"region": origin, "model": model, "traffic_class": klass, "ts": ts, "mean": per_hour,
+                         "q50": per_hour, "q90": per_hour, "q95": per_hour, "q99": per_hour, "model_used": "test"})
+    return pd.DataFrame(rows)
+
+
+@dataclass
+class Case:
+    """Everything ``place_plan`` takes, for one synthetic problem."""
+
+    scenario: Any
+    forecast: pd.DataFrame
+    catalog: Catalog
+    profiles: pd.DataFrame
+    capacity: pd.DataFrame
+
+    def instance(self, periods: str = "hourly"):
+        demand = demand_from_forecast(self.forecast, self.scenario, self.scenario.capacity.forecast_quantile,
+                                      parse_periods(periods))
+        return build_instance(self.scenario, demand, self.catalog, self.profiles, self.capacity), demand
+
+
+def two_region_case(demand: dict[tuple[str, str, str], list[float]] | None = None, *,
+                    capacity_rules: dict[str, Any] | None = None, quota: int = 64,
+                    residency: list[str] | None = None) -> Case:
+    """us-east users, a near US region (aws:us-east-1) and a far EU one (gcp:europe-west4).
+
+    Two SKUs: 'L4' (1 GPU per replica, 1 req/s interactive, 2 req/s batch) and 'H100'
+    (1 GPU, 4 req/s interactive, 8 req/s batch); batch may use spot and cross the ocean.
+    """
+    regions = [
+        Region("aws:us-east-1", "us", {"us-east": 10.0},
+               {("L4", "reserved"): 0.5, ("L4", "on_demand"): 1.0, ("L4", "spot"): 0.3,
+                ("H100", "reserved"): 2.5, ("H100", "on_demand"): 4.0, ("H100", "spot"): 1.5}, quota=quota),
+        Region("gcp:europe-west4", "eu", {"us-east": 90.0},
+               {("L4", "reserved"): 0.4, ("L4", "on_demand"): 0.8, ("L4", "spot"): 0.2,
+                ("H100", "reserved"): 2.0, ("H100", "on_demand"): 3.5, ("H100", "spot"): 1.0}, quota=quota),
+    ]
+    scenario = parse_scenario(scenario_dict(
+        regions,
+        {"us-east": ("us", residency or ["us", "eu"])},
+        {"llama3-8b": ["L4", "H100"]},
+        {"interactive": {"latency_budget_ms": 50.0}, "batch": {"latency_budget_ms": 200.0, "spot_tolerant": True}},
+        capacity={"utilisation_cap": 0.5, "redundancy": 1, **(capacity_rules or {})},
+    ))
+    demand = demand or {("us-east", "llama3-8b", "interactive"): [1.5, 3.0, 0.5],
+                        ("us-east", "llama3-8b", "batch"): [2.0, 0.0, 4.0]}
+    caps = capacity([("llama3-8b", "L4", "interactive", 2.0), ("llama3-8b", "L4", "batch", 4.0),
+                     ("llama3-8b", "H100", "interactive", 8.0), ("llama3-8b", "H100", "batch", 16.0)])
+    return Case(scenario, forecast(demand), catalog(regions), profiles([("llama3-8b", "L4", 1), ("llama3-8b", "H100", 1)]),
+                caps)

@@ -1,0 +1,145 @@
+"""Capacity coefficients and planning periods: the numbers placement starts from."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pandas as pd
+import pytest
+from placement_helpers import forecast, two_region_case
+
+from planner.errors import InputError
+from planner.placement.capacity import (
+    ANALYTIC_LABEL,
+    TokenLengths,
+    analytic_capacity,
+    requests_per_second,
+    token_lengths_from_history,
+    validate_capacity,
+)
+from planner.placement.periods import demand_from_forecast, parse_periods, quantile_column
+from planner.profiles import load_profiles
+
+PROFILE = {"a_ms": 20.0, "b_ms_per_kv_token": 0.001, "c_ms_per_prefill_token": 0.1, "kv_capacity_tokens": 100_000,
+           "max_batch": 64}
+
+
+def test_step_time_capacity_by_hand():
+    # P = 1000, O = 200: KV allows floor(0.85 * 100000 / 1200) = 70 > max_batch, so B* = 64.
+    # t_step = 20 + 0.001 * 64 * 1100 = 90.4 ms; X = 64 / (200 * 90.4 + 64 * 0.1 * 1000) per ms.
+    expected = 1000.0 * 64 / (200 * 90.4 + 64 * 0.1 * 1000)
+    assert requests_per_second(PROFILE, TokenLengths(1000.0, 200.0), 0.85) == pytest.approx(expected)
+
+
+def test_kv_limits_the_batch_and_a_request_that_does_not_fit_gets_no_capacity():
+    small = {**PROFILE, "kv_capacity_tokens": 12_000}
+    # floor(0.85 * 12000 / 1200) = 8 requests fit, below max_batch 64.
+    t_step = 20 + 0.001 * 8 * 1100
+    assert requests_per_second(small, TokenLengths(1000.0, 200.0), 0.85) == pytest.approx(
+        1000.0 * 8 / (200 * t_step + 8 * 0.1 * 1000))
+    assert requests_per_second({**PROFILE, "kv_capacity_tokens": 1000}, TokenLengths(1000.0, 200.0), 0.85) == 0.0
+
+
+def test_analytic_table_covers_the_bundled_profiles_and_grows_with_bigger_gpus():
+    table, lengths = analytic_capacity(load_profiles(), ("interactive", "standard", "batch"), kv_fraction=0.85)
+    assert set(lengths) == {"interactive", "standard", "batch"}
+    assert (table["max_rps_per_replica"] > 0).all()
+    assert table.duplicated(["model", "sku", "traffic_class"]).sum() == 0
+    rate = table.set_index(["model", "sku", "traffic_class"])["max_rps_per_replica"]
+    assert rate[("llama3-8b", "H100", "interactive")] > rate[("llama3-8b", "L4", "interactive")]
+    assert rate[("llama3-8b", "H100", "standard")] > rate[("llama3-8b", "H100", "batch")]  # 30 vs 390 output tokens
+    assert ANALYTIC_LABEL.startswith("analytic estimate")
+
+
+def test_token_lengths_from_a_history():
+    history = pd.DataFrame({"traffic_class": ["a", "a", "b"], "requests": [1, 3, 0],
+                            "prompt_tokens_sum": [100, 300, 0], "output_tokens_sum": [10, 50, 0]})
+    lengths = token_lengths_from_history(history)
+    assert lengths == {"a": TokenLengths(100.0, 15.0)}
+
+
+@pytest.mark.parametrize(("frame", "needle"), [
+    (pd.DataFrame({"model": ["m"], "sku": ["H100"], "traffic_class": ["k"]}), "lacks the column"),
+    (pd.DataFrame({"model": ["m"], "sku": ["H100"], "traffic_class": ["k"], "max_rps_per_replica": [0]}),
+     "positive number"),
+    (pd.DataFrame({"model": ["m", "m"], "sku": ["H100"] * 2, "traffic_class": ["k"] * 2,
+                   "max_rps_per_replica": [1.0, 2.0]}), "two rows"),
+])
+def test_capacity_table_errors_name_the_problem(frame, needle):
+    with pytest.raises(InputError, match=needle):
+        validate_capacity(frame, where="cap.csv")
+
+
+def test_capacity_table_gets_default_source():
+    table = validate_capacity(pd.DataFrame({"model": ["m"], "sku": ["H100"], "traffic_class": ["k"],
+                                            "max_rps_per_replica": ["2.5"]}))
+    assert table.loc[0, "source"] == "capacity table" and table.loc[0, "max_rps_per_replica"] == 2.5
+
+
+# --------------------------------------------------------------------------- periods
+@pytest.mark.parametrize(("text", "kind", "size"), [("hourly", "hourly", 1), ("how", "how", 1), ("how:4", "how", 4),
+                                                    ("HOW:24", "how", 24)])
+def test_period_schemes(text, kind, size):
+    spec = parse_periods(text)
+    assert (spec.kind, spec.block_hours) == (kind, size)
+
+
+@pytest.mark.parametrize("text", ["daily", "how:5", "hourly:2", "how:0", ""])
+def test_bad_period_schemes(text):
+    with pytest.raises(InputError):
+        parse_periods(text)
+
+
+def test_quantile_columns():
+    assert [quantile_column(q) for q in (0.5, 0.9, 0.95, 0.99)] == ["q50", "q90", "q95", "q99"]
+
+
+def test_hourly_demand_is_requests_per_second():
+    case = two_region_case()
+    demand = demand_from_forecast(case.forecast, case.scenario, 0.95, parse_periods("hourly"))
+    assert demand.rps.shape == (1, 1, 2, 3)
+    assert demand.rps[0, 0, 0].tolist() == pytest.approx([1.5, 3.0, 0.5])
+    assert demand.periods.hours.tolist() == [1.0, 1.0, 1.0]
+    assert not demand.periods.cyclic
+
+
+def test_hour_of_week_blocks_take_the_max_and_count_hours():
+    values = [float(h % 7) for h in range(24 * 14)]  # two weeks of hourly rates
+    case = two_region_case({("us-east", "llama3-8b", "interactive"): values})
+    scenario = case.scenario.model_copy(update={"horizon": "2w"})
+    demand = demand_from_forecast(forecast({("us-east", "llama3-8b", "interactive"): values}), scenario, 0.95,
+                                  parse_periods("how:4"))
+    assert len(demand.periods) == 42 and demand.periods.cyclic
+    assert demand.periods.hours.tolist() == [8.0] * 42  # 4 hours x 2 weeks
+    assert demand.periods.labels[:2] == ("Mon00+4h", "Mon04+4h")
+    first_block = [values[h] for week in (0, 1) for h in range(week * 168, week * 168 + 4)]
+    assert demand.rps[0, 0, 0, 0] == pytest.approx(max(first_block))
+
+
+def test_forecast_is_clipped_to_the_horizon():
+    case = two_region_case({("us-east", "llama3-8b", "interactive"): [1.0] * 30})
+    scenario = case.scenario.model_copy(update={"horizon": "24h"})
+    demand = demand_from_forecast(case.forecast, scenario, 0.95, parse_periods("hourly"))
+    assert (demand.forecast_hours_used, demand.forecast_hours_given) == (24, 30)
+
+
+@pytest.mark.parametrize(("mutate", "needle"), [
+    (lambda f: f.drop(columns="q95"), "lacks the column"),
+    (lambda f: f.assign(region="mars"), "does not declare"),
+    (lambda f: f.assign(ts="yesterday"), "ISO-8601"),
+    (lambda f: f.assign(q95=-1.0), "number >= 0"),
+    (lambda f: pd.concat([f, f.iloc[:1]]), "two rows"),
+    (lambda f: f.iloc[1:], "of the forecast's"),
+])
+def test_forecast_errors_name_the_problem(mutate, needle):
+    case = two_region_case()
+    with pytest.raises(InputError, match=needle):
+        demand_from_forecast(mutate(case.forecast), case.scenario, 0.95, parse_periods("hourly"))
+
+
+def test_missing_series_are_zero_and_reported():
+    case = two_region_case({("us-east", "llama3-8b", "interactive"): [1.0, 1.0]})
+    demand = demand_from_forecast(case.forecast, case.scenario, 0.95, parse_periods("hourly"))
+    assert demand.series_without_forecast == ("us-east/llama3-8b/batch",)
+    assert np.all(demand.rps[0, 0, 1] == 0) and not math.isnan(demand.rps.sum())

@@ -1,0 +1,152 @@
+"""Rules every plan keeps, every infeasibility cause named, and check_plan catching tampering."""
+
+from __future__ import annotations
+
+import pandas as pd
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from placement_helpers import Case, Region, capacity, catalog, forecast, profiles, scenario_dict, two_region_case
+
+from planner.errors import ExitCode, InfeasibleError
+from planner.placement import check_plan, place_plan
+from planner.scenario import parse_scenario
+
+rates = st.lists(st.sampled_from([0.0, 0.3, 1.0, 2.5, 4.0]), min_size=3, max_size=3)
+
+
+def _place(case: Case, **kwargs):
+    return place_plan(case.scenario, case.forecast, case.catalog, case.profiles, capacity=case.capacity,
+                      time_limit_s=30, gap=0.0, baselines=False, **kwargs)
+
+
+@settings(max_examples=15, deadline=None, derandomize=True)
+@given(rates, rates, st.sampled_from([["us"], ["us", "eu"]]))
+def test_spot_only_for_tolerant_classes_and_residency_kept(interactive, batch, residency):
+    case = two_region_case({("us-east", "llama3-8b", "interactive"): interactive,
+                            ("us-east", "llama3-8b", "batch"): batch}, residency=residency)
+    if sum(interactive) + sum(batch) == 0:
+        return
+    result = _place(case)
+    spot_loads = result.loads[result.loads["pool"] == "spot"]
+    assert set(spot_loads["traffic_class"]) <= {"batch"}
+    spot_rows = result.plan[result.plan["tier"] == "spot"]
+    assert spot_rows.empty or not spot_loads.empty
+    if residency == ["us"]:
+        assert (result.flows["region"] == "aws:us-east-1").all()
+    assert (result.flows[result.flows["traffic_class"] == "interactive"]["region"] == "aws:us-east-1").all()
+    assert result.meta["check"]["ok"]
+
+
+# --------------------------------------------------------------------------- diagnosis
+def _single_region_case(region_offers, *, origin_residency=("us",), interactive_budget=50.0, far=None,
+                        skus=("H100",), rules=None, demand=2.0) -> Case:
+    regions = [Region("aws:us-east-1", "us", {"us-east": 10.0}, region_offers, quota=8)]
+    if far is not None:
+        regions.append(far)
+    scenario = parse_scenario(scenario_dict(
+        regions, {"us-east": ("us", list(origin_residency))}, {"llama3-8b": list(skus)},
+        {"interactive": {"latency_budget_ms": interactive_budget}}, capacity=rules or {}))
+    caps = capacity([("llama3-8b", s, "interactive", 4.0) for s in ("H100", "L4")])
+    return Case(scenario, forecast({("us-east", "llama3-8b", "interactive"): [demand, demand]}), catalog(regions),
+                profiles([("llama3-8b", "H100", 1), ("llama3-8b", "L4", 1)]), caps)
+
+
+def _diagnosis(case: Case) -> InfeasibleError:
+    with pytest.raises(InfeasibleError) as caught:
+        _place(case)
+    assert caught.value.exit_code == ExitCode.INFEASIBLE == 4
+    assert "origin us-east, model llama3-8b, class interactive" in caught.value.message
+    return caught.value
+
+
+def test_no_sku_in_an_allowed_region_can_run_the_model():
+    error = _diagnosis(_single_region_case({("L4", "on_demand"): 1.0}, skus=("H100",)))
+    assert "no SKU in an allowed region can run the model" in error.message
+
+
+def test_residency_is_named():
+    far = Region("gcp:europe-west4", "eu", {"us-east": 90.0}, {("H100", "on_demand"): 2.0})
+    error = _diagnosis(_single_region_case({("L4", "on_demand"): 1.0}, skus=("H100",), far=far,
+                                           interactive_budget=200.0))
+    assert "(residency)" in error.message and "gcp:europe-west4" in error.message
+
+
+def test_latency_is_named():
+    far = Region("aws:us-west-2", "us", {"us-east": 70.0}, {("H100", "on_demand"): 2.0})
+    error = _diagnosis(_single_region_case({("L4", "on_demand"): 1.0}, skus=("H100",), far=far))
+    assert "(latency)" in error.message and "aws:us-west-2 at 70 ms" in error.message
+
+
+def test_quota_is_named():
+    error = _diagnosis(_single_region_case({("H100", "on_demand"): 2.0}, demand=100.0))
+    assert "(quota)" in error.message and "H100 in aws:us-east-1 (8 GPUs)" in error.message
+
+
+def test_budget_is_named():
+    error = _diagnosis(_single_region_case({("H100", "on_demand"): 2.0}, rules={"budget_usd": 1.0}))
+    assert "(budget)" in error.message and "above the budget of 1.00 USD" in error.message
+
+
+# --------------------------------------------------------------------------- check_plan
+@pytest.fixture(scope="module")
+def placed():
+    case = two_region_case(residency=["us", "eu"])
+    inst, demand = case.instance()
+    return case, demand, _place(case)
+
+
+def _check(case, demand, plan, flows, loads):
+    return check_plan(plan, flows, loads, scenario=case.scenario, catalog=case.catalog, profiles=case.profiles,
+                      capacity=case.capacity, demand=demand)
+
+
+def test_untouched_plan_passes(placed):
+    case, demand, result = placed
+    report = _check(case, demand, result.plan, result.flows, result.loads)
+    assert report.ok, report.violations
+    assert report.total_usd == pytest.approx(result.meta["cost_usd"]["total"], abs=0.01)
+
+
+def test_removed_replica_is_caught(placed):
+    case, demand, result = placed
+    plan = result.plan.copy()
+    busiest = plan["replicas"].idxmax()
+    plan.loc[busiest, "replicas"] -= 1
+    plan.loc[busiest, "gpus"] -= 1
+    violations = " ".join(_check(case, demand, plan, result.flows, result.loads).violations)
+    assert "load needs" in violations or "usd" in violations
+
+
+def test_wrong_price_is_caught(placed):
+    case, demand, result = placed
+    plan = result.plan.copy()
+    plan.loc[0, "usd"] = plan.loc[0, "usd"] * 0.5
+    assert any("the catalog price gives" in v for v in _check(case, demand, plan, result.flows, result.loads).violations)
+
+
+def test_dropped_demand_and_residency_breach_are_caught(placed):
+    case, demand, result = placed
+    flows = result.flows.copy()
+    flows = flows[flows["traffic_class"] != "interactive"]
+    moved = result.flows[result.flows["traffic_class"] == "interactive"].assign(region="gcp:europe-west4")
+    report = _check(case, demand, result.plan, pd.concat([flows, moved]), result.loads)
+    assert any("exceeds the class budget" in v for v in report.violations)
+    report = _check(case, demand, result.plan, flows, result.loads)
+    assert any("only 0 is routed" in v or "is routed" in v for v in report.violations)
+
+
+def test_interactive_on_spot_is_caught(placed):
+    case, demand, result = placed
+    loads = result.loads.copy()
+    interactive = loads["traffic_class"] == "interactive"
+    loads.loc[interactive, "pool"] = "spot"
+    assert any("not spot-tolerant" in v for v in _check(case, demand, result.plan, result.flows, loads).violations)
+
+
+def test_quota_breach_is_caught(placed):
+    case, demand, result = placed
+    plan = result.plan.copy()
+    plan.loc[0, "replicas"] = 500
+    plan.loc[0, "gpus"] = 500
+    assert any("exceed the quota" in v for v in _check(case, demand, plan, result.flows, result.loads).violations)
