@@ -190,30 +190,27 @@ def check_plan(
         report.add(f"demand of ({origins[o]}, {models[m]}, {classes[k]}) in {periods.labels[t]} is "
                    f"{demand.rps[o, m, k, t]:.6g} req/s but only {served[o, m, k, t]:.6g} is routed")
 
-    # ---- capacity and spot classes
-    replicas = plan.pivot_table(index=["period", "region", "sku", "model"], columns="tier", values="replicas",
-                                aggfunc="sum", fill_value=0)
-    load_sum: dict[tuple, float] = {}
-    for row in loads.itertuples(index=False):
-        key = (row.period, row.region, row.sku, row.model, row.pool)
-        c = cap.get((row.model, row.sku, row.traffic_class), 0.0)
-        if row.rps <= TOL_ABS:
-            continue
-        if c <= 0:
-            report.add(f"load of {row.traffic_class} on {row.model}/{row.sku} in {row.region}: no capacity coefficient")
-            continue
-        if row.pool == "spot":
-            if not scenario.traffic_class(row.traffic_class).spot_tolerant:
-                report.add(f"class {row.traffic_class} is on spot replicas of {row.model}/{row.sku} in {row.region} "
-                           f"({row.period}) but is not spot-tolerant")
-            c *= cap_cfg.spot_reliable_fraction
-        load_sum[key] = load_sum.get(key, 0.0) + row.rps / c
-    for (period, region, sku, model, pool), used in load_sum.items():
-        have = 0.0
-        if (period, region, sku, model) in replicas.index:
-            line = replicas.loc[(period, region, sku, model)]
-            tiers = ("spot",) if pool == "spot" else ("reserved", "on_demand")
-            have = float(sum(line.get(t, 0) for t in tiers))
+    # ---- capacity (Mélange form) and spot classes
+    keys = ["period", "region", "sku", "model"]
+    steady_count = plan[plan["tier"].isin(["reserved", "on_demand"])].groupby(keys)["replicas"].sum().to_dict()
+    spot_count = plan[plan["tier"] == "spot"].groupby(keys)["replicas"].sum().to_dict()
+    live = loads[loads["rps"] > TOL_ABS]
+    coefficient = np.array([cap.get((m, s, k), 0.0) for m, s, k in
+                            live[["model", "sku", "traffic_class"]].itertuples(index=False)])
+    spot_pool = (live["pool"] == "spot").to_numpy()
+    tolerant = {k: scenario.traffic_class(k).spot_tolerant for k in scenario.class_names}
+    for row in live[(coefficient <= 0)].itertuples(index=False):
+        report.add(f"load of {row.traffic_class} on {row.model}/{row.sku} in {row.region}: no capacity coefficient")
+    for row in live[spot_pool & ~live["traffic_class"].map(tolerant).fillna(False).to_numpy(dtype=bool)].itertuples(
+            index=False):
+        report.add(f"class {row.traffic_class} is on spot replicas of {row.model}/{row.sku} in {row.region} "
+                   f"({row.period}) but is not spot-tolerant")
+    usable = coefficient > 0
+    share = live[usable].assign(
+        used=live["rps"].to_numpy()[usable]
+        / (coefficient[usable] * np.where(spot_pool[usable], cap_cfg.spot_reliable_fraction, 1.0)))
+    for (period, region, sku, model, pool), used in share.groupby([*keys, "pool"])["used"].sum().items():
+        have = (spot_count if pool == "spot" else steady_count).get((period, region, sku, model), 0)
         if used > have + TOL_REPLICA:
             report.add(f"{model}/{sku} in {region} ({period}): {pool} load needs {used:.6f} replicas, plan has {have:g}")
     arriving = flows.groupby(["period", "region", "model", "traffic_class"])["rps"].sum()

@@ -1,34 +1,40 @@
-"""How the placement MILP is solved fast: decomposition by model and an LP-guided warm start.
+"""How the placement MILP is solved: decomposition by model, side by side, from LP-guided starts.
 
-Why this structure (measurements on ``scenarios/global.toml``, 168 hourly periods, the
-demo-history stand-in forecast, 2 cores; see ``benchmarks/placement_speed.py``):
+What was measured (``scenarios/global.toml``, 168 hourly periods, the demo-history stand-in
+forecast, 2 cores; ``benchmarks/placement_speed.py`` prints the current figures):
 
-* The direct model has 138k columns and 29k integers. HiGHS needs 15–40 s for the LP
-  relaxation alone and, after 120 s, is still at the root node with an incumbent 10×
-  the bound. Nothing in it is hard for a good reason: models share only the quota rows
-  (and the budget), and quotas rarely bind.
-* **Decomposition by model.** Solving each model on its own with the full quota is a
-  relaxation of the joint problem, so the sum of the per-model lower bounds is a valid
-  lower bound for the whole plan. If the union of the per-model plans also fits the quota
-  rows, it is feasible for the joint problem and the gap is exact; if it does not, the
-  later blocks are re-solved against the quota the earlier ones left (a restriction, so
-  still a valid plan). Each model's problem is a third of the size, and the LP is 3–10×
-  faster (superlinear simplex).
-* **LP-guided warm start.** The incumbents MILP heuristics find on their own are poor (HiGHS
-  found 12,784 → 12,668 USD in 140 s on llama2-70b where the warm start below gives 12,785 in
-  4 s). The LP relaxation puts reserved replicas R at fractional values just under what the
-  peak needs; rounding them *up* (``⌈R − 0.05⌉``) and fixing the serving indicators y to the
-  regions the LP uses leaves a MILP in on-demand and spot replicas only, which solves in
-  seconds. Rounding up cannot break a quota row on its own when the quota is slack; if the
-  fixed problem is infeasible, only y is fixed. The backend then solves the full block
-  from that start with the remaining time, improving the plan and raising the bound.
-* Blocks are solved smallest first and each gets a share of the remaining time in
-  proportion to its integer count, so time a quick block does not use goes to the hard ones.
+* The joint model has 124k columns, 113k rows and 29k integers. Handed to HiGHS as it is,
+  the LP relaxation alone takes 15–40 s and after 120 s the incumbent is ~9× the bound.
+* The structure that matters: **models share nothing but the quota rows** (and the
+  budget). Each model's block (34–47k columns, 8–11k integers) is solved with the full
+  quota; that is a relaxation of the joint problem, so the blocks' bounds add up to a
+  valid bound. The blocks run **side by side in worker processes**, one HiGHS thread
+  each: HiGHS's LP and most of its branch-and-bound are serial, so the two cores give each
+  big block the whole time limit instead of half of it.
+* The plans are then joined under the shared quota rows. A block whose plan
+  over-subscribes a (region, SKU) that earlier blocks use is repaired against the quota
+  they leave in every period: first locally (only the replicas of the regions touching
+  the over-subscribed row may move), else by re-solving the block under that residual
+  quota. On the global scenario llama2-70b and llama3-8b both want gcp:us-central1's
+  A100-80GB; the local repair costs llama3-8b 20–50 USD of 9,800.
+* **Warm starts from the LP** (``heuristics.py``): HiGHS on a whole block from scratch
+  found 12,784 → 12,668 USD in 140 s on llama2-70b; fixing the serving regions and the
+  LP's reserved replicas rounded up leaves a MILP in on-demand and spot replicas that
+  solves in 1–6 s, and a local search on the reserved replicas reaches 12,792 in ~25 s.
+  The backend then works on the whole block from that start for the rest of the time.
+* **The bound is the hard part.** The LP relaxation is 3–7 % below the best plans: a model
+  fleet of a few replicas per region rounds up lumpily (one 8-GPU replica more is several
+  percent of a model's cost), and a reserved replica is one integer for all 168 periods.
+  Rounded capacity cuts per region group (``strengthen.py``) add 0.5–1.7 %, and an LP with
+  them is taken as a bound when it beats the solver's. Cuts inside HiGHS's own model
+  made its root cut loop stall past the time limit, so the MILP runs without them.
+* Time limits: HiGHS was seen to overrun its ``time_limit`` by up to a minute in long root
+  phases; every call also gets an interrupt callback, the main solve keeps 10 % of the
+  limit for repairs, and each block's full phase keeps 20 % for the cut LP.
 
-A problem small enough to solve directly (at most ``DIRECT_MAX_INTEGERS`` integers), or one
-whose budget row binds, is solved as a single block with all models.
-
-LPs always go to HiGHS (fast, with duals); the MILPs go to the chosen backend.
+A problem with at most ``DIRECT_MAX_INTEGERS`` integers (tests, small scenarios) is solved
+as one block with all models; so is one whose budget row binds. LPs always go to HiGHS
+(fast, with duals); MILPs go to the chosen backend.
 """
 
 from __future__ import annotations
@@ -48,7 +54,7 @@ from planner.placement.instance import PlacementInstance
 from planner.placement.problem import Milp, formulate
 from planner.placement.result import Fleet, add_solution, drop_idle, empty_fleet, fleet_cost
 from planner.placement.strengthen import group_cuts
-from planner.placement.status import SolveStatus, classify, relative_gap
+from planner.placement.status import SolveOutcome, SolveStatus, classify, relative_gap
 
 DIRECT_MAX_INTEGERS = 3000
 WARM_START_SHARE = 0.6
