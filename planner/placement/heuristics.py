@@ -36,6 +36,7 @@ LOCAL_MOVE_MAX_S = 5.0
 
 
 def _with_y(milp: Milp, y_values: np.ndarray) -> Milp:
+    """The block with its serving indicators fixed."""
     lo, hi = milp.col_lo.copy(), milp.col_hi.copy()
     y = milp.cols["y"]
     lo[y.start:y.stop] = y_values
@@ -73,8 +74,8 @@ def _round_reserved(milp: Milp, lp_x: np.ndarray, slack: float) -> Milp:
 
 
 def _serving_candidates(milp: Milp, lp_x: np.ndarray, deadline: float) -> list[tuple[float, np.ndarray, np.ndarray]]:
-    """Serving sets y to try, best LP value first: the LP's own (y > 0 rounded up, y ≥ 0.5), and
-    each one-region change of it (drop a served region, add an unserved one) whose LP is cheaper.
+    """Serving sets y to try, best LP value first: the LP's own (y > 0 rounded up, and y ≥ 0.5),
+    and every one-region change (drop a served region, add an unserved one) of the better one.
 
     Returns (LP value, y, LP solution) triples. The LP with y fixed costs ~0.3 s per block.
     """

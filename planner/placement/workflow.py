@@ -135,16 +135,22 @@ def place_plan(
 
 
 def _explain_failure(inst: PlacementInstance, status: SolveStatus, message: str, bound: float) -> None:
+    """Raise the domain error for a solve without a plan: a diagnosis when it is infeasible.
+
+    Causes are tried cheapest first: demand the elastic LP cannot place (quota); the
+    budget against the LP's cheapest cost; demand the elastic MILP drops (whole replicas);
+    else the budget against the solver's bound.
+    """
     if status != SolveStatus.INFEASIBLE:
         raise PlannerError(f"no plan: {message or status.value}", where="placement",
                            fix="raise --time-limit or --gap, or use hour-of-week periods (--periods how:4)")
     findings = diagnose.elastic(inst)
     if not findings and inst.budget_usd is not None:
-        lp = highs_backend.solve(formulate(inst, budget=False, cuts=False).relaxed(), time_limit_s=60.0, gap=0.01)
-        if lp.x is not None and float(formulate(inst, budget=False, cuts=False).cost_usd @ lp.x) > inst.budget_usd:
-            findings = [diagnose.budget_finding(inst, lp.objective)]
-        elif math.isfinite(bound) and bound > inst.budget_usd:
-            findings = [diagnose.budget_finding(inst, bound)]
+        milp = formulate(inst, budget=False, cuts=False)
+        lp = highs_backend.solve(milp.relaxed(), time_limit_s=60.0, gap=0.01)
+        cheapest = float(milp.cost_usd @ lp.x) if lp.x is not None else -math.inf
+        if cheapest > inst.budget_usd:
+            findings = [diagnose.budget_finding(inst, cheapest)]
     if not findings:
         findings = diagnose.elastic(inst, integer=True)
     if not findings and inst.budget_usd is not None:
