@@ -3,8 +3,9 @@
 What was measured (``scenarios/global.toml``, 168 hourly periods, the demo-history stand-in
 forecast, 2 cores; ``benchmarks/placement_speed.py`` prints the current figures):
 
-* The joint model has 124k columns, 113k rows and 29k integers. Handed to HiGHS as it is,
-  the LP relaxation alone takes 15–40 s and after 120 s the incumbent is ~9× the bound.
+* The joint model has 124k columns, 113k rows and 29k integers. Handed to HiGHS as it is
+  (same warm starts), the LP relaxation alone takes 15–40 s and the run ends with a 43 %
+  gap (58,108 USD against a bound of 33,080), overrunning its 120 s limit to 238 s.
 * The structure that matters: **models share nothing but the quota rows** (and the
   budget). Each model's block (34–47k columns, 8–11k integers) is solved with the full
   quota; that is a relaxation of the joint problem, so the blocks' bounds add up to a
@@ -22,6 +23,10 @@ forecast, 2 cores; ``benchmarks/placement_speed.py`` prints the current figures)
   LP's reserved replicas rounded up leaves a MILP in on-demand and spot replicas that
   solves in 1–6 s, and a local search on the reserved replicas reaches 12,792 in ~25 s.
   The backend then works on the whole block from that start for the rest of the time.
+* Result: 1.99–2.3 % in 104–107 s (33,944–34,055 USD against bounds of 33,267–33,269);
+  0.63 % in 33 s with 24 periods; with 720 hourly periods (125k integers) the blocks get no
+  usable plan in time (84 % gap): fold a month into hour-of-week periods instead.
+  The 1 % target is not reached on 168 hourly periods.
 * **The bound is the hard part.** The LP relaxation is 3–7 % below the best plans: a model
   fleet of a few replicas per region rounds up lumpily (one 8-GPU replica more is several
   percent of a model's cost), and a reserved replica is one integer for all 168 periods.
