@@ -27,6 +27,17 @@ def _before(keys: np.ndarray, ids: np.ndarray, arrival: np.ndarray, h: int, i: i
 
 
 @njit(cache=True, inline="always")
+def _swap(keys: np.ndarray, ids: np.ndarray, h: int, i: int, j: int) -> None:
+    """Exchange entries ``i`` and ``j`` of heap ``h`` (inlined: a real call costs the hot loop)."""
+    kt = keys[h, i]
+    keys[h, i] = keys[h, j]
+    keys[h, j] = kt
+    it = ids[h, i]
+    ids[h, i] = ids[h, j]
+    ids[h, j] = it
+
+
+@njit(cache=True, inline="always")
 def heap_push(keys: np.ndarray, ids: np.ndarray, size: np.ndarray, arrival: np.ndarray,
               h: int, key: float, rid: int) -> None:
     """Insert request ``rid`` with ``key`` into heap ``h`` (capacity is the caller's concern)."""
@@ -37,12 +48,7 @@ def heap_push(keys: np.ndarray, ids: np.ndarray, size: np.ndarray, arrival: np.n
     while i > 0:
         parent = (i - 1) >> 1
         if _before(keys, ids, arrival, h, i, parent):
-            kt = keys[h, i]
-            keys[h, i] = keys[h, parent]
-            keys[h, parent] = kt
-            it = ids[h, i]
-            ids[h, i] = ids[h, parent]
-            ids[h, parent] = it
+            _swap(keys, ids, h, i, parent)
             i = parent
         else:
             break
@@ -71,12 +77,7 @@ def heap_pop(keys: np.ndarray, ids: np.ndarray, size: np.ndarray, arrival: np.nd
         if right < n and _before(keys, ids, arrival, h, right, left):
             best = right
         if _before(keys, ids, arrival, h, best, i):
-            kt = keys[h, i]
-            keys[h, i] = keys[h, best]
-            keys[h, best] = kt
-            it = ids[h, i]
-            ids[h, i] = ids[h, best]
-            ids[h, best] = it
+            _swap(keys, ids, h, i, best)
             i = best
         else:
             break

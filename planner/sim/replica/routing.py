@@ -45,6 +45,16 @@ def router_code(name: str) -> int:
     return ROUTERS[key]
 
 
+@njit(cache=True, inline="always")
+def _first_min(values: np.ndarray, n: int) -> int:
+    """Index of the smallest of ``values[:n]``, the lowest index on a tie (a deterministic tie-break)."""
+    best = 0
+    for r in range(1, n):
+        if values[r] < values[best]:
+            best = r
+    return best
+
+
 @njit(cache=True)
 def choose_replica(code: int, d: int, u: np.ndarray, counter: np.ndarray,
                    present: np.ndarray, work_tokens: np.ndarray) -> int:
@@ -62,17 +72,9 @@ def choose_replica(code: int, d: int, u: np.ndarray, counter: np.ndarray,
         counter[0] += 1
         return r
     if code == JSQ:
-        best = 0
-        for r in range(1, n):
-            if present[r] < present[best]:
-                best = r
-        return best
+        return _first_min(present, n)
     if code == LEAST_TOKENS:
-        best = 0
-        for r in range(1, n):
-            if work_tokens[r] < work_tokens[best]:
-                best = r
-        return best
+        return _first_min(work_tokens, n)
     # power of d: the x-th replica not yet sampled, x uniform on the n - i left
     dd = d if d < n else n
     taken = np.zeros(n, dtype=np.bool_)
