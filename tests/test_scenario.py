@@ -55,8 +55,9 @@ def fields(errors: list[dict[str, str]]) -> list[str]:
 def test_demo_loads_with_expected_shape():
     scenario = load_scenario(DEMO)
     assert scenario.name == "demo"
-    assert scenario.serving_keys == ("aws:us-east-1", "gcp:us-central1", "gcp:europe-west4")
-    assert scenario.origin_names == ("us-east", "eu-west")
+    assert scenario.serving_keys == ("aws:us-east-1", "gcp:us-central1", "gcp:europe-west4", "gcp:asia-northeast1")
+    # The demo history's four origins, so that `planner plan` on the demo plans for all of its demand.
+    assert scenario.origin_names == ("us-east", "us-west", "eu-west", "ap-northeast")
     assert scenario.class_names == ("interactive", "standard", "batch")
     assert scenario.model_names == ("llama3-8b", "llama2-70b")
     assert scenario.policy.name == "drr-wspt"
@@ -67,6 +68,9 @@ def test_demo_loads_with_expected_shape():
     # US interactive stays near; US batch may cross the Atlantic (nearest first).
     assert scenario.eligible_serving("us-east", "interactive") == ("aws:us-east-1", "gcp:us-central1")
     assert scenario.eligible_serving("us-east", "batch")[-1] == "gcp:europe-west4"
+    # Japan's interactive traffic has only Tokyo within its latency budget; its batch may cross the Pacific.
+    assert scenario.eligible_serving("ap-northeast", "interactive") == ("gcp:asia-northeast1",)
+    assert "gcp:us-central1" in scenario.eligible_serving("ap-northeast", "batch")
 
 
 def test_global_loads_and_meets_its_brief():
@@ -204,7 +208,7 @@ BAD_CASES = [
     ),
     (
         "residency without serving region",
-        lambda d: d["regions"]["origins"][1].update(residency=["apac"]),
+        lambda d: d["regions"]["origins"][2].update(residency=["ca"]),
         "regions.origins[eu-west].residency",
         "no serving region",
     ),
@@ -331,8 +335,9 @@ def test_check_against_data_passes_when_everything_is_there():
             ("aws:us-east-1", "H100", "on_demand"),
             ("gcp:us-central1", "L4", "spot"),
             ("gcp:europe-west4", "A100-80GB", "reserved"),
+            ("gcp:asia-northeast1", "H100", "on_demand"),
         ],
-        geo=["us", "us", "eu"],
+        geo=["us", "us", "eu", "apac"],
     )
     profiles = _profiles([("llama3-8b", "H100"), ("llama2-70b", "A100-80GB"), ("mixtral-8x22b", "H200")])
     assert check_against_data(scenario, offers, profiles) == []
@@ -346,10 +351,11 @@ def test_check_against_data_reports_each_gap():
             ("aws:us-east-1", "H100", "on_demand"),
             ("gcp:us-central1", "B200", "on_demand"),  # no model may use B200
             ("gcp:europe-west4", "H100", "on_demand"),
+            ("gcp:asia-northeast1", "H100", "on_demand"),
             ("aws:us-west-2", "H100", "on_demand"),  # not in the scenario: ignored
         ],
-        geo=["us", "us", "us", "us"],  # europe-west4 misfiled in the catalog
-        available=[True, True, True, False],
+        geo=["us", "us", "us", "apac", "us"],  # europe-west4 misfiled in the catalog
+        available=[True, True, True, True, False],
     )
     profiles = _profiles([("llama3-8b", "L4")])  # L4 is offered nowhere here; llama2-70b has no profile
     problems = check_against_data(scenario, offers, profiles)

@@ -1,0 +1,90 @@
+"""``planner forecast``: quantile demand per (region, model, class), backtested."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+from planner.cli.app import JsonFlag, app, guarded
+from planner.console import print_table, progress_bar, stderr
+from planner.storage import file_sha256
+
+
+# --------------------------------------------------------------------------- forecast
+@app.command()
+@guarded
+def forecast(
+    history: Annotated[Path, typer.Argument(help="Demand history from `planner ingest` (.csv or .parquet).")],
+    out: Annotated[Path, typer.Option("--out", "-o", help="Forecast to write (.csv or .parquet).")],
+    horizon: Annotated[str, typer.Option(help="How far ahead: hours or days, e.g. 36h, 14d.")] = "14d",
+    quantiles: Annotated[str, typer.Option(help="Quantile levels, comma-separated.")] = "0.5,0.9,0.95,0.99",
+    measure: Annotated[
+        str, typer.Option(help="What to forecast: requests, prompt_tokens_sum or output_tokens_sum.")
+    ] = "requests",
+    backtest: Annotated[
+        bool, typer.Option("--backtest", help="Print the rolling-origin backtest against seasonal-naive baselines.")
+    ] = False,
+    plots: Annotated[Path | None, typer.Option(help="Write one PNG per series (history, forecast, bands) here.")] = None,
+    metadata_out: Annotated[
+        Path | None, typer.Option("--metadata", help="Metadata JSON to write (default: <out>.meta.json).")
+    ] = None,
+    engine: Annotated[str, typer.Option(help="Where fits run: local, processes or auto.")] = "auto",
+    workers: Annotated[int | None, typer.Option(help="Worker processes (default: one per core).")] = None,
+    seed: Annotated[int, typer.Option(help="Seed recorded with the run.")] = 0,
+    as_json: JsonFlag = False,
+) -> None:
+    """Forecast demand per (region, model, class) with quantiles, backtested against seasonal naive."""
+    from planner.forecast.plots import write_plots
+    from planner.forecast.run import forecast_history, parse_horizon, parse_quantiles
+    from planner.storage import (
+        check_table_suffix,
+        read_table,
+        write_json_atomic,
+        write_table_atomic,
+    )
+
+    check_table_suffix(out)
+    meta_path = metadata_out or out.with_name(out.name.removesuffix(out.suffix) + ".meta.json")
+    horizon_hours = parse_horizon(horizon)
+    levels = parse_quantiles(quantiles)
+    frame = read_table(history)
+    with progress_bar("Fitting series", console=stderr) as advance:
+        result = forecast_history(
+            frame, horizon_hours=horizon_hours, quantiles=levels, measure=measure, backtest=True,
+            seed=seed, engine=engine, workers=workers, progress=advance,
+        )
+    result.metadata["inputs"] = {"history": str(history), "history_sha256": file_sha256(history)}
+    written = [write_table_atomic(out, result.forecast), write_json_atomic(meta_path, result.metadata)]
+    if plots is not None:
+        written += write_plots(frame, result, plots)
+    overall = result.metadata.get("backtest_overall") or {}
+    if as_json:
+        print_table(
+            result.summary_rows(), as_json=True,
+            json_extra={"written": [str(p) for p in written], "backtest_overall": overall if backtest else None},
+        )
+        return
+    print_table(result.summary_rows(), title=f"Forecast: {len(result.summary_rows())} series, {horizon_hours} h ahead")
+    if backtest:
+        print_table(backtest_rows(overall), title="Backtest, all series (rolling origin)")
+    for path in written:
+        stderr.print(f"wrote {path}")
+
+
+def backtest_rows(overall: dict[str, Any]) -> list[dict[str, Any]]:
+    """Flatten the overall backtest block into one row per method for a table."""
+    rows = []
+    for method, metrics in overall.items():
+        if not isinstance(metrics, dict):
+            continue
+        row: dict[str, Any] = {"method": method}
+        for name, value in metrics.items():
+            if isinstance(value, dict):  # pinball loss per quantile level
+                short = name.replace("_scaled", "")
+                row.update({f"{short}_{level}": inner for level, inner in value.items()})
+            else:
+                row[name] = value
+        rows.append(row)
+    return rows

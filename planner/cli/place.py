@@ -1,0 +1,67 @@
+"""``planner place``: the placement integer program from the command line."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from planner.cli.app import JsonFlag, app, guarded, print_outputs
+from planner.console import stderr
+from planner.storage import file_sha256
+
+
+# --------------------------------------------------------------------------- place
+@app.command()
+@guarded
+def place(
+    scenario: Annotated[Path, typer.Option(help="Scenario TOML file.")],
+    forecast: Annotated[Path, typer.Option(help="Forecast from `planner forecast` (.csv or .parquet).")],
+    out: Annotated[Path, typer.Option("--out", "-o", help="Plan CSV to write; the plan JSON and flows go beside it.")],
+    capacity: Annotated[
+        Path | None,
+        typer.Option(help="Max req/s per replica per (model, sku, traffic_class); default: analytic estimate."),
+    ] = None,
+    solver: Annotated[str, typer.Option(help="Backend: highs, cbc or ortools.")] = "highs",
+    time_limit: Annotated[float, typer.Option(help="Solver time limit in seconds.")] = 120.0,
+    gap: Annotated[float, typer.Option(help="Relative optimality gap to stop at, e.g. 0.01.")] = 0.01,
+    quantile: Annotated[
+        float | None, typer.Option(help="Forecast quantile to provision for (default: the scenario's).")
+    ] = None,
+    periods: Annotated[
+        str, typer.Option(help="Planning periods: 'hourly', or 'how' / 'how:N' for N-hour hour-of-week blocks.")
+    ] = "hourly",
+    debug: Annotated[
+        Path | None, typer.Option(help="Write the model as LP/MPS files into this folder.")
+    ] = None,
+    as_json: JsonFlag = False,
+) -> None:
+    """Place GPU replicas by SKU, region and purchase tier at least cost (an integer program), and check the plan."""
+    from planner.catalog import load_catalog
+    from planner.placement.capacity import validate_capacity
+    from planner.placement.workflow import place_plan, write_plan_outputs
+    from planner.profiles import load_profiles
+    from planner.scenario import load_scenario
+    from planner.storage import check_table_suffix, read_table
+
+    check_table_suffix(out)
+    loaded = load_scenario(scenario)
+    hashes = {"scenario": file_sha256(scenario), "forecast": file_sha256(forecast)}
+    capacity_table = None
+    if capacity is not None:
+        capacity_table = validate_capacity(read_table(capacity), where=capacity)
+        hashes["capacity"] = file_sha256(capacity)
+    with stderr.status(f"Solving the placement program with {solver}..."):
+        result = place_plan(
+            loaded, read_table(forecast), load_catalog(), load_profiles(),
+            capacity=capacity_table, solver=solver, time_limit_s=time_limit, gap=gap,
+            quantile=quantile, periods=periods, debug_dir=debug, input_hashes=hashes,
+        )
+    written = write_plan_outputs(result, out)
+    meta = result.meta
+    title = (
+        f"Plan: {meta.get('status')} via {meta.get('backend')}, objective {meta.get('objective')}, "
+        f"gap {meta.get('gap')}, {meta.get('solve_time_s')} s"
+    )
+    print_outputs(result.summary_rows(), title=title, as_json=as_json, written=written, meta=meta)

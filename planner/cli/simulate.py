@@ -1,0 +1,144 @@
+"""``planner simulate`` and ``planner experiment``: the fast loop from the command line."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+from planner.cli.app import JsonFlag, app, guarded, print_outputs
+from planner.console import print_table, stderr
+from planner.errors import InputError
+
+# --------------------------------------------------------------------------- simulate
+_DURATION = {"s": 1, "m": 60, "min": 60, "h": 3600}
+
+
+def _parse_duration_s(text: str) -> float:
+    import re
+
+    match = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*(s|m|min|h)\s*", text)
+    if not match or float(match.group(1)) <= 0:
+        raise InputError(f"--duration {text!r} is not a positive duration", fix="pass e.g. 30min, 1h or 900s")
+    return float(match.group(1)) * _DURATION[match.group(2)]
+
+
+def _forecast_window(scenario: Any, plan: Any, forecast: Any, window: str) -> tuple[str, Any]:
+    """(plan period, serving demand) from a forecast hour, for plans without flows."""
+    from planner.sim.forecast_demand import (
+        forecast_hour,
+        quantile_column,
+        route_forecast,
+    )
+
+    column = quantile_column(scenario, forecast)
+    hour = forecast_hour(forecast, column, window, scenario)
+    periods = list(dict.fromkeys(plan["period"].astype(str))) if "period" in plan.columns else []
+    if len(periods) == 1:
+        period = periods[0]
+    elif hour in periods:
+        period = hour
+    else:
+        raise InputError(
+            f"the plan has {len(periods)} periods and none is the forecast hour {hour}",
+            where="--plan", fix="pass a one-period plan, or --window with an hour that is one of the plan's periods",
+        )
+    rows = plan[plan["period"].astype(str) == period]
+    return period, route_forecast(scenario, rows, forecast, column, hour)
+
+
+@app.command()
+@guarded
+def simulate(
+    scenario: Annotated[Path, typer.Option(help="Scenario TOML file.")],
+    plan: Annotated[Path, typer.Option(help="Plan CSV from `planner place` (its flows file sits beside it).")],
+    out: Annotated[Path, typer.Option("--out", "-o", help="Per-class results to write (.csv or .parquet).")],
+    policy: Annotated[str | None, typer.Option(help="Scheduling policy (default: the scenario's).")] = None,
+    window: Annotated[
+        str, typer.Option(help="'peak' (the period with the most demand) or an ISO time inside a plan period.")
+    ] = "peak",
+    duration: Annotated[str, typer.Option(help="Simulated time per replication, e.g. 30min, 1h.")] = "1h",
+    replications: Annotated[int, typer.Option(min=1, help="Independent replications for confidence intervals.")] = 3,
+    seed: Annotated[int | None, typer.Option(help="Base seed (default: the scenario's).")] = None,
+    flows: Annotated[
+        Path | None, typer.Option(help="Routed demand per period (default: <plan>.flows.csv beside the plan).")
+    ] = None,
+    forecast: Annotated[
+        Path | None,
+        typer.Option(help="Route this forecast's demand instead of flows (for plans written by hand)."),
+    ] = None,
+    histogram: Annotated[
+        Path | None, typer.Option(help="Token-length histogram from `planner ingest` (default: per-class lognormals).")
+    ] = None,
+    as_json: JsonFlag = False,
+) -> None:
+    """Simulate a plan's replicas at the demand of one window and check every class's latency SLO."""
+    from planner.catalog import load_catalog
+    from planner.profiles import load_profiles
+    from planner.scenario import load_scenario
+    from planner.sim.simulate import (
+        select_window,
+        simulate_plan,
+        write_simulation_outputs,
+    )
+    from planner.storage import check_table_suffix, read_table
+
+    check_table_suffix(out)
+    duration_s = _parse_duration_s(duration)
+    loaded = load_scenario(scenario)
+    plan_frame = read_table(plan)
+    if forecast is not None:
+        period, demand = _forecast_window(loaded, plan_frame, read_table(forecast), window)
+    else:
+        flows_path = flows or plan.with_name(plan.name.removesuffix(plan.suffix) + ".flows.csv")
+        if not flows_path.exists():
+            raise InputError(
+                "the routed demand (flows) for this plan was not found",
+                where=flows_path,
+                fix="pass --flows FILE or --forecast FILE, or use a plan from `planner place` (it writes "
+                "<plan>.flows.csv)",
+            )
+        period, demand = select_window(plan_frame, read_table(flows_path), window)
+    with stderr.status(f"Simulating period {period}: {replications} replication(s) of {duration}..."):
+        result = simulate_plan(
+            loaded, plan_frame, demand, load_profiles(), load_catalog(),
+            policy=policy, duration_s=duration_s, replications=replications, seed=seed,
+            histogram=read_table(histogram) if histogram else None, period=period,
+        )
+    written = write_simulation_outputs(result, out)
+    print_outputs(
+        result.summary_rows(),
+        title=f"SLO check, period {period} ({'all met' if result.all_met else 'SOME MISSED'})",
+        as_json=as_json, written=written, period=period, all_met=result.all_met,
+    )
+
+
+# --------------------------------------------------------------------------- experiment
+@app.command()
+@guarded
+def experiment(
+    name: Annotated[str, typer.Argument(help="Reference experiment from theory.md: e1, e2, e3 or e4.")],
+    out: Annotated[Path, typer.Option("--out", "-o", help="Folder for <name>.csv and <name>.png.")],
+    seed: Annotated[int, typer.Option(help="Base seed; the same seed gives byte-identical outputs.")] = 0,
+    scale: Annotated[
+        float, typer.Option(help="Fraction of the full request counts (0 < scale <= 1), for quick looks.")
+    ] = 1.0,
+    as_json: JsonFlag = False,
+) -> None:
+    """Run a reference experiment (E1-E4 of theory.md) and write its table and chart."""
+    from planner.sim.experiments import run_experiment, write_experiment
+
+    with stderr.status(f"Running experiment {name} (scale {scale:g})..."):
+        result = run_experiment(name.lower(), seed=seed, scale=scale)
+    written = write_experiment(result, out)
+    checks = [dict(check) for check in getattr(result, "checks", [])]
+    print_table(
+        result.summary, title=f"Experiment {name}", as_json=as_json,
+        json_extra={"written": [str(p) for p in written], "checks": checks},
+    )
+    if not as_json:
+        if checks:
+            print_table(checks, title="What theory predicts, checked on this run")
+        for path in written:
+            stderr.print(f"wrote {path}")
