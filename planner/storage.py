@@ -97,3 +97,17 @@ def file_sha256(path: str | Path) -> str:
         for block in iter(lambda: handle.read(1 << 20), b""):
             digest.update(block)
     return digest.hexdigest()
+
+
+RUN_STATE_KEYS = frozenset({"cached", "cache", "seconds"})
+"""Keys that say how a run got its figures (cache hits, wall-clock seconds), not what they are."""
+
+
+def without_run_state(value: Any, keys: frozenset[str] = RUN_STATE_KEYS) -> Any:
+    """``value`` (nested dicts and lists) without ``keys``: what goes to files that must be byte-identical
+    for the same inputs and seed, whatever the cache held and however long the run took."""
+    if isinstance(value, dict):
+        return {k: without_run_state(v, keys) for k, v in value.items() if k not in keys}
+    if isinstance(value, list):
+        return [without_run_state(v, keys) for v in value]
+    return value

@@ -27,12 +27,12 @@ SUMMARY_COLUMNS = (
 )
 
 
-def _jsonable(value: Any) -> Any:
+def jsonable(value: Any) -> Any:
     """Plain Python values; NaN and ±inf become null (JSON has neither)."""
     if isinstance(value, dict):
-        return {str(k): _jsonable(v) for k, v in value.items()}
+        return {str(k): jsonable(v) for k, v in value.items()}
     if isinstance(value, (list, tuple)):
-        return [_jsonable(v) for v in value]
+        return [jsonable(v) for v in value]
     if isinstance(value, (np.bool_, bool)):
         return bool(value)
     if isinstance(value, (np.integer, int)):
@@ -56,10 +56,10 @@ class SimulationResult:
     def summary_rows(self) -> list[dict[str, Any]]:
         """One row per (region, model, class): the SLO met/missed table."""
         cols = [c for c in SUMMARY_COLUMNS if c in self.per_class.columns]
-        return [_jsonable(row) for row in self.per_class[cols].to_dict("records")]
+        return [jsonable(row) for row in self.per_class[cols].to_dict("records")]
 
     def to_json(self) -> dict[str, Any]:
-        return _jsonable({"meta": self.meta, "all_met": self.all_met, "summary": self.summary_rows(),
+        return jsonable({"meta": self.meta, "all_met": self.all_met, "summary": self.summary_rows(),
                           "per_class": self.per_class.to_dict("records")})
 
 

@@ -1,0 +1,119 @@
+"""The calibration cache: one JSON file per pair, named by a hash of everything that decides its answer.
+
+key = SHA-256 of the canonical JSON (sorted keys, no spaces, floats by ``repr``) of
+:func:`key_material`: the profile's step-time values, every class's share, SLOs, scheduling
+parameters and token-length laws (parameters, or a hash of the histogram bins), the policy
+with its parameters and admission control, the simulation and search settings (duration,
+warm-up, replications, pool size, router, token budget, seed, rel_tol, confidence, the search
+constants) and :data:`CALIBRATION_VERSION` with ``planner.__version__``. An unchanged pair is
+never simulated again; any change to any of those gives a new key.
+
+Entries are written atomically (temporary file, then rename). An entry that cannot be read,
+is not JSON, or does not carry the expected key, version and fields is ignored, so the pair
+is calibrated again and the entry rewritten: a damaged cache costs time, never a crash.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from planner import __version__
+from planner.calibrate.inputs import PairTask
+from planner.calibrate.search import FLOOR_FRACTION, GROWTH, MAX_GROWTHS
+from planner.sim.workload import EmpiricalLength, LognormalLength
+from planner.storage import write_json_atomic
+
+CALIBRATION_VERSION = 1
+"""Raise when the search, the predicate or the simulator changes what a pair's answer is."""
+RESULT_FIELDS = {"model": str, "sku": str, "key": str, "status": str, "rate_rps_per_replica": float,
+                 "ceiling_rps_per_replica": float, "simulations": int, "reason": str, "binding_class": str,
+                 "binding_metric": str, "probes": list}
+
+
+def default_cache_dir() -> Path:
+    """``$PLANNER_CACHE_DIR/calibration`` if that variable is set, else ``~/.cache/planner/calibration``."""
+    root = os.environ.get("PLANNER_CACHE_DIR")
+    return (Path(root) if root else Path.home() / ".cache" / "planner") / "calibration"
+
+
+def law_fingerprint(law: object) -> dict[str, Any]:
+    """What identifies a token-length law: its parameters, or a hash of its histogram."""
+    if isinstance(law, LognormalLength):
+        return {"law": "lognormal", "mu": law.mu, "sigma": law.sigma, "cap_tokens": law.hi}
+    if isinstance(law, EmpiricalLength):
+        digest = hashlib.sha256()
+        for array in (law.lo, law.hi, law.counts):
+            digest.update(np.ascontiguousarray(array, dtype=np.float64).tobytes())
+        return {"law": "empirical histogram", "sha256": digest.hexdigest()}
+    return {"law": type(law).__name__, "repr": repr(law)}
+
+
+def key_material(task: PairTask) -> dict[str, Any]:
+    r = task.replica
+    return {
+        "calibration_version": CALIBRATION_VERSION,
+        "planner_version": __version__,
+        "model": task.model,
+        "sku": task.sku,
+        "profile": {"a_ms": r.a_ms, "b_ms_per_kv_token": r.b_ms_per_kv_token,
+                    "c_ms_per_prefill_token": r.c_ms_per_prefill_token, "kv_capacity_tokens": r.kv_capacity_tokens,
+                    "max_batch": r.max_batch},
+        "classes": [{"name": c.name, "share": c.share, "weight": c.weight, "priority_jump": c.priority_jump,
+                     "drr_quantum_tokens": c.drr_quantum_tokens, "max_queue_wait_ms": c.max_queue_wait_ms,
+                     "ttft_p99_ms": c.ttft_p99_ms, "e2e_p99_ms": c.e2e_p99_ms,
+                     "prompt": law_fingerprint(c.workload.prompt), "output": law_fingerprint(c.workload.output)}
+                    for c in task.classes],
+        "settings": asdict(task.settings),
+        "search": {"floor_fraction": FLOOR_FRACTION, "growth": GROWTH, "max_growths": MAX_GROWTHS},
+    }
+
+
+def cache_key(task: PairTask) -> str:
+    text = json.dumps(key_material(task), sort_keys=True, separators=(",", ":"), allow_nan=False)
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def entry_path(cache_dir: Path, key: str) -> Path:
+    return Path(cache_dir) / f"{key}.json"
+
+
+def _valid(result: object, key: str) -> bool:
+    if not isinstance(result, dict) or result.get("key") != key:
+        return False
+    for name, kind in RESULT_FIELDS.items():
+        value = result.get(name)
+        if kind is float and isinstance(value, int) and not isinstance(value, bool):
+            continue
+        if not isinstance(value, kind) or isinstance(value, bool):
+            return False
+    return True
+
+
+def read_entry(cache_dir: Path, key: str) -> dict[str, Any] | None:
+    """The cached result for ``key``, or None when absent or unusable (see the module docstring)."""
+    try:
+        payload = json.loads(entry_path(cache_dir, key).read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, ValueError):
+        return None
+    if not isinstance(payload, dict) or payload.get("calibration_version") != CALIBRATION_VERSION:
+        return None
+    result = payload.get("result")
+    return result if _valid(result, key) else None
+
+
+def write_entry(cache_dir: Path, task: PairTask, result: dict[str, Any]) -> str:
+    """Store one pair's result; returns '' or, when the cache cannot be written, why (the run goes on)."""
+    payload = {"calibration_version": CALIBRATION_VERSION, "key": task.key, "material": key_material(task),
+               "result": result}
+    try:
+        write_json_atomic(entry_path(cache_dir, task.key), payload)
+    except OSError as exc:
+        return f"cache entry for {task.model} on {task.sku} not written: {exc}"
+    return ""

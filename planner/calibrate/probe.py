@@ -1,0 +1,183 @@
+"""One probe of the search: simulate a pair at one request rate and decide whether every SLO holds.
+
+**The predicate.** At a rate λ per replica the pool of ``pool_replicas`` replicas receives
+N·λ requests per second, split over the classes by the mix: class k arrives at N·λ·p_k.
+It is simulated ``R`` times; replication i gives, per class k, the 99th percentile of TTFT
+and of end-to-end latency over the requests that arrived in the measurement window, with
+rejected requests at +∞ (exactly :mod:`planner.sim.replica.metrics`). For each active
+class (p_k > 0) and metric m ∈ {ttft, e2e} the upper end of the two-sided interval at
+level 1 − α (the ``confidence``) over replications is
+
+    U_km = x̄_km + t_{R−1, 1−α/2} · s_km / √R
+
+(mean and sample standard deviation of the R per-replication p99s; ``planner.sim.stats``).
+U_km is +∞ when any replication rejected more than 1 % of the class's requests (its p99 is
++∞), and when fewer than two replications saw a request of the class (no spread, no
+evidence). Then
+
+    ok(λ)  ⇔  U_km ≤ SLO_km   for every active class k and m ∈ {ttft, e2e}.
+
+So ok(λ) says: with the stated confidence, the mean p99 of every class is within its SLO.
+
+**Run length.** A p99 needs requests: over n requests the 99th percentile (inverted CDF) is
+the ⌈0.99 n⌉-th smallest, i.e. the maximum when n ≤ 100, an estimate biased low and very
+noisy. A fixed simulated time gives few requests at low rates, so ok(λ) would fail at low λ
+for want of evidence and hold at higher λ where the same SLO is harder: the search would
+land anywhere (measured on the demo scenario, then with a 20 s interactive e2e SLO: over five
+seeds, llama2-70b on H100 gave λ* from 0 to 0.60 req/s with 30-minute runs). Each
+replication therefore runs for
+
+    D(λ) = max(duration_s, min(n_min / ((1 − w) · N · λ · p_min), n_max / (N · λ)))
+
+with w the warm-up fraction (the first w·D is not measured), p_min the smallest active
+share, n_min = ``min_class_requests`` (1,000: ten requests beyond the p99 of the rarest
+class) and n_max = ``max_requests`` (a bound for classes with a tiny share). At high rates
+this is ``duration_s``; at low rates the expected request count is fixed, so the run holds
+the same requests whatever λ, only spread over a longer time.
+
+Replications run in order and stop at the first that makes some U_km infinite, since no
+later replication can make ok(λ) true; this never changes the answer.
+
+**Common random numbers.** Replication i draws from the fresh SeedSequence
+``SeedSequence(seed, spawn_key=(crc32(model), crc32(sku), i))`` (child i of the pair's seed,
+which does not depend on the policy, so two policies see the same requests). The sampler of
+:func:`planner.sim.workload.sample_requests` draws each quantity from its own stream
+sequentially: the n-th arrival gap is E_n/(N·λ) with E_n the n-th standard exponential of
+the arrivals stream, the n-th request's class, routing uniforms, and the j-th class-k
+request's prompt, output and prediction noise come from streams that never see λ. At every
+λ the pair therefore sees one and the same request sequence, its time axis scaled by 1/λ,
+cut at the run length D(λ) (``tests/test_calibrate_search.py`` checks it draw for draw). Fresh
+SeedSequence objects are built for every probe because ``SeedSequence.spawn`` is stateful.
+"""
+
+from __future__ import annotations
+
+import math
+import zlib
+from dataclasses import dataclass
+
+import numpy as np
+
+from planner.calibrate.inputs import PairTask
+from planner.sim.policies import get_policy
+from planner.sim.replica.metrics import replication_metrics
+from planner.sim.replica.pool import ClassSpec, PoolConfig, run_replication
+from planner.sim.stats import replication_ci
+
+METRICS = ("ttft", "e2e")
+NO_EVIDENCE = "fewer than two replications saw a request of the class"
+REJECTIONS = "a replication rejected more than 1 % of the class's requests"
+
+
+def pair_seed(seed: int, model: str, sku: str) -> np.random.SeedSequence:
+    """The pair's seed; replication i uses its child i (see the module docstring)."""
+    return np.random.SeedSequence(seed, spawn_key=(zlib.crc32(model.encode()), zlib.crc32(sku.encode())))
+
+
+def replication_seed(seed: int, model: str, sku: str, i: int) -> np.random.SeedSequence:
+    """Child i of :func:`pair_seed`, built fresh (equal to ``pair_seed(...).spawn(i + 1)[i]``)."""
+    base = pair_seed(seed, model, sku)
+    return np.random.SeedSequence(base.entropy, spawn_key=(*base.spawn_key, i), pool_size=base.pool_size)
+
+
+def run_length_s(task: PairTask, rate_rps_per_replica: float) -> float:
+    """D(λ) of the module docstring, in simulated seconds."""
+    s = task.settings
+    pool_rate = rate_rps_per_replica * task.replica.count
+    p_min = min(c.share for c in task.active)
+    needed = s.min_class_requests / ((1.0 - s.warmup_fraction) * pool_rate * p_min)
+    return max(s.duration_s, min(needed, s.max_requests / pool_rate))
+
+
+def pool_config(task: PairTask, rate_rps_per_replica: float) -> PoolConfig:
+    """The simulated pool at λ = ``rate_rps_per_replica``: N replicas, class k at N·λ·p_k, run D(λ)."""
+    s = task.settings
+    total = rate_rps_per_replica * task.replica.count
+    duration = run_length_s(task, rate_rps_per_replica)
+    classes = tuple(ClassSpec(c.name, total * c.share, c.weight, c.priority_jump, c.drr_quantum_tokens,
+                              c.max_queue_wait_ms, c.ttft_p99_ms, c.e2e_p99_ms, c.workload) for c in task.classes)
+    return PoolConfig(
+        (task.replica,), classes, get_policy(s.policy), duration_s=duration, warmup_s=s.warmup_fraction * duration,
+        kv_fraction=s.kv_fraction, output_quantile_reserve=s.output_quantile_reserve, aging_rate=s.aging_rate,
+        trail_c=s.trail_c, prediction_sigma=s.prediction_sigma, router=s.router, token_budget=s.token_budget)
+
+
+@dataclass(frozen=True)
+class Bound:
+    """U_km against its SLO; ``why`` explains an infinite bound."""
+
+    traffic_class: str
+    metric: str
+    upper_ms: float
+    slo_ms: float
+    mean_ms: float
+    why: str = ""
+
+    @property
+    def ratio(self) -> float:
+        return self.upper_ms / self.slo_ms
+
+    @property
+    def holds(self) -> bool:
+        return self.upper_ms <= self.slo_ms
+
+
+@dataclass(frozen=True)
+class Probe:
+    """ok(λ) with its evidence: every bound, the replications run and the mean requests per class."""
+
+    rate_rps: float
+    bounds: tuple[Bound, ...]
+    run_length_s: float
+    replications_run: int
+    arrivals_per_replication: dict[str, float]
+
+    @property
+    def ok(self) -> bool:
+        return all(b.holds for b in self.bounds)
+
+    @property
+    def worst(self) -> Bound:
+        """The bound furthest over (or nearest to) its SLO; among infinite ones, rejections before
+        missing evidence (a replication that stopped the probe early leaves the others short);
+        then the first in class order."""
+        return max(self.bounds, key=lambda b: (b.ratio, b.why == REJECTIONS))
+
+
+def upper_bound(values: list[float], confidence: float) -> tuple[float, float, str]:
+    """(U, mean, why) for one class and metric over replications (see the module docstring)."""
+    x = np.asarray(values, dtype=np.float64)
+    if np.isposinf(x).any():
+        return math.inf, math.inf, REJECTIONS
+    finite = x[np.isfinite(x)]
+    if finite.size < 2:
+        return math.inf, float(finite.mean()) if finite.size else math.nan, NO_EVIDENCE
+    ci = replication_ci(finite, level=confidence)
+    return ci.high, ci.mean, ""
+
+
+def probe(task: PairTask, rate_rps_per_replica: float) -> Probe:
+    """Simulate the pair at λ and evaluate ok(λ)."""
+    config = pool_config(task, rate_rps_per_replica)
+    active = [k for k, c in enumerate(task.classes) if c.share > 0]
+    p99: dict[tuple[int, str], list[float]] = {(k, m): [] for k in active for m in METRICS}
+    arrivals = {task.classes[k].name: 0.0 for k in active}
+    run = 0
+    for i in range(task.settings.replications):
+        rows, _ = replication_metrics(run_replication(config, replication_seed(
+            task.settings.seed, task.model, task.sku, i)))
+        run += 1
+        for k in active:
+            arrivals[task.classes[k].name] += rows[k]["arrived"]
+            for m in METRICS:
+                p99[(k, m)].append(rows[k][f"slo_{m}_p99_ms"])
+        if any(math.isinf(v[-1]) and v[-1] > 0 for v in p99.values()):
+            break
+    bounds = []
+    for k in active:
+        klass = task.classes[k]
+        for m in METRICS:
+            upper, mean, why = upper_bound(p99[(k, m)], task.settings.confidence)
+            slo = klass.ttft_p99_ms if m == "ttft" else klass.e2e_p99_ms
+            bounds.append(Bound(klass.name, m, upper, slo, mean, why))
+    return Probe(rate_rps_per_replica, tuple(bounds), config.duration_s, run, {k: v / run for k, v in arrivals.items()})

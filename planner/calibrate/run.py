@@ -1,0 +1,168 @@
+"""``calibrate``: the fast loop's capacity coefficients, one simulated search per (model, SKU).
+
+Order of work: check every input (nothing is simulated before the inputs are known to be
+good); build one :class:`~planner.calibrate.inputs.PairTask` per pair the scenario allows
+and the profile table has, with its cache key; answer each pair from the cache when an
+entry for its key exists; fan the rest out through :func:`planner.engine.run_tasks` (one
+task per pair, results in task order, so the engine never changes an output); store the
+new answers in the cache; build the table and its metadata.
+
+Defaults (measured on the demo scenario, ``data/README.md`` calibration section): a
+simulated hour per replication (``DEFAULT_DURATION_S``, the planning period), with the
+first 10 % as warm-up like ``planner simulate``, and ``DEFAULT_REPLICATIONS`` = 8
+replications per probed rate.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from planner import __version__
+from planner.calibrate.cache import (
+    CALIBRATION_VERSION,
+    cache_key,
+    default_cache_dir,
+    read_entry,
+    write_entry,
+)
+from planner.calibrate.inputs import (
+    Settings,
+    build_tasks,
+    check_settings,
+    class_shares,
+    select_pairs,
+)
+from planner.calibrate.pair import calibrate_pair
+from planner.calibrate.probe import pair_seed
+from planner.calibrate.search import FLOOR_FRACTION, GROWTH, MAX_GROWTHS
+from planner.calibrate.table import CalibrationResult, build_table, pair_meta, pair_rows
+from planner.engine import resolve_engine, run_tasks
+from planner.errors import InputError
+from planner.scenario import Scenario
+from planner.sim.policies import get_policy
+from planner.sim.simulate import WARMUP_FRACTION
+
+DEFAULT_DURATION_S = 3600.0
+DEFAULT_REPLICATIONS = 8
+
+
+def _policy_name(scenario: Scenario, policy: str | None) -> str:
+    name = scenario.policy.name if policy is None else policy
+    try:
+        return get_policy(name).name
+    except InputError as exc:
+        raise InputError(exc.message, where="--policy", fix=exc.fix) from exc
+
+
+def calibrate(
+    scenario: Scenario,
+    profiles: pd.DataFrame,
+    *,
+    policy: str | None = None,
+    class_mix: dict[str, float] | None = None,
+    histogram: pd.DataFrame | None = None,
+    models: list[str] | None = None,
+    skus: list[str] | None = None,
+    pool_replicas: int = 1,
+    duration_s: float = DEFAULT_DURATION_S,
+    replications: int = DEFAULT_REPLICATIONS,
+    seed: int | None = None,
+    rel_tol: float = 0.02,
+    confidence: float = 0.95,
+    engine: str = "auto",
+    workers: int | None = None,
+    cache_dir: Path | None = None,
+    use_cache: bool = True,
+    progress: Callable[[int, int], None] | None = None,
+) -> CalibrationResult:
+    """The highest request rate per replica at which every class's p99 SLOs hold, per (model, SKU).
+
+    See the package docstring for the method; the table feeds ``planner place --capacity``.
+    """
+    seed = scenario.seeds.base if seed is None else seed
+    check_settings(duration_s=duration_s, replications=replications, seed=seed, rel_tol=rel_tol,
+                   confidence=confidence, pool_replicas=pool_replicas)
+    resolve_engine(engine, 1, workers)
+    policy_name = _policy_name(scenario, policy)
+    shares = class_shares(scenario, class_mix)
+    pairs, skipped = select_pairs(scenario, profiles, models, skus)
+    params, admission = scenario.policy.params, scenario.policy.admission
+    settings = Settings(
+        duration_s=float(duration_s), warmup_fraction=WARMUP_FRACTION, replications=replications,
+        seed=seed, rel_tol=float(rel_tol), confidence=float(confidence), pool_replicas=pool_replicas,
+        policy=policy_name, prediction_sigma=params.prediction_noise_sigma, aging_rate=params.aging_rate,
+        trail_c=params.trail_c, kv_fraction=admission.kv_fraction,
+        output_quantile_reserve=admission.output_quantile_reserve)
+    tasks = build_tasks(scenario, profiles, pairs, shares, settings, histogram)
+    tasks = [replace(t, key=cache_key(t)) for t in tasks]
+
+    directory = Path(cache_dir) if cache_dir is not None else default_cache_dir()
+    results: list[dict[str, Any] | None] = [read_entry(directory, t.key) if use_cache else None for t in tasks]
+    cached = [r is not None for r in results]
+    n_cached = sum(cached)
+    total = len(tasks)
+    if progress:
+        for i in range(n_cached):
+            progress(i + 1, total)
+    misses = [i for i, r in enumerate(results) if r is None]
+
+    def relay(done: int, _: int) -> None:
+        if progress:
+            progress(n_cached + done, total)
+
+    fresh = run_tasks(calibrate_pair, [tasks[i] for i in misses], engine=engine, workers=workers, progress=relay)
+    cache_notes = []
+    for i, result in zip(misses, fresh, strict=True):
+        results[i] = result
+        if use_cache:
+            note = write_entry(directory, tasks[i], result)
+            if note:
+                cache_notes.append(note)
+
+    rows: list[dict[str, Any]] = []
+    failures: list[dict[str, str]] = []
+    pair_notes = []
+    done = [r for r in results if r is not None]
+    for task, result, hit in zip(tasks, done, cached, strict=True):
+        rows.extend(pair_rows(task, result, hit))
+        pair_notes.append(pair_meta(task, result, hit))
+        if result["status"] == "infeasible":
+            failures.append({"model": task.model, "sku": task.sku, "reason": result["reason"]})
+    meta = _meta(scenario, settings, shares, class_mix is not None, histogram is not None, pair_notes, skipped,
+                 failures, use_cache, cache_notes, len(misses), n_cached)
+    return CalibrationResult(build_table(rows), meta, failures, len(misses), n_cached)
+
+
+def _meta(scenario: Scenario, s: Settings, shares: Mapping[str, float], explicit_mix: bool, histogram: bool,
+          pairs: list[dict[str, Any]], skipped: list[dict[str, str]], failures: list[dict[str, str]],
+          use_cache: bool, cache_notes: list[str], n_simulated: int, n_cached: int) -> dict[str, Any]:
+    return {
+        "scenario": scenario.name, "version": __version__, "calibration_version": CALIBRATION_VERSION,
+        "policy": s.policy, "class_mix": dict(shares),
+        "class_mix_source": "explicit" if explicit_mix else "scenario class shares",
+        "length_source": "ingest histogram" if histogram else "trace defaults (planner.sim.workload)",
+        "pool_replicas": s.pool_replicas, "duration_s": s.duration_s, "warmup_fraction": s.warmup_fraction,
+        "min_class_requests": s.min_class_requests, "max_requests_per_replication": s.max_requests,
+        "replications": s.replications, "seed": s.seed,
+        "seeds": {"rule": "SeedSequence(seed, spawn_key=(crc32(model), crc32(sku), replication))",
+                  "pairs": {f"{p['model']}/{p['sku']}": list(pair_seed(s.seed, p["model"], p["sku"]).spawn_key)
+                            for p in pairs}},
+        "confidence": s.confidence, "rel_tol": s.rel_tol,
+        "predicate": (f"for every class with share > 0 and metric in (ttft, e2e): mean + t-quantile half-width "
+                      f"({100 * s.confidence:g} % two-sided interval over replications) of the p99, rejections at "
+                      "+inf, <= the class's SLO"),
+        "search": {"method": "bisection with common random numbers", "floor_fraction_of_ceiling": FLOOR_FRACTION,
+                   "growth": GROWTH, "max_growths": MAX_GROWTHS,
+                   "stop": "hi - lo <= rel_tol * hi; answer = lo (highest rate verified to meet every SLO)"},
+        "router": s.router, "token_budget": s.token_budget, "kv_fraction": s.kv_fraction,
+        "output_quantile_reserve": s.output_quantile_reserve, "prediction_noise_sigma": s.prediction_sigma,
+        "aging_rate": s.aging_rate, "trail_c": s.trail_c,
+        "cache": {"used": use_cache, "pairs_cached": n_cached, "pairs_simulated": n_simulated,
+                  "notes": cache_notes},
+        "pairs": pairs, "skipped_pairs": skipped, "failures": failures,
+    }

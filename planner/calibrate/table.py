@@ -1,0 +1,158 @@
+r"""The capacity table from calibrated mix rates, and its writer.
+
+**Per-class coefficients.** Calibration finds λ*, the highest rate per replica of the *mix*
+(class k a share p_k of requests) at which every SLO holds. Placement needs one coefficient
+per class and charges a replica's load in the Mélange form Σ_k f_k / cap_k ≤ replicas
+(``planner.placement.problem``, row (cap)). Take the analytic work per request of class k,
+w_k = 1 / X_k (X_k the class's throughput ceiling, ``planner.placement.capacity``), its mean
+over the mix w̄ = Σ_k p_k w_k = 1 / C (C the mix ceiling), and
+
+    cap_k = λ* · w̄ / w_k = (λ* / C) · X_k = u* · X_k,        u* = λ* / C.
+
+Then one replica carrying the calibrated mix at λ* (f_k = p_k λ*) is exactly full,
+
+    Σ_k p_k λ* / cap_k = Σ_k p_k λ* w_k / (λ* w̄) = w̄ / w̄ = 1,
+
+and classes keep their relative cost (cap_j / cap_k = X_j / X_k). In words: every class's
+coefficient is its analytic ceiling scaled by u*, the fraction of the ceiling the SLOs allow
+(``utilisation_at_capacity``). A class with share 0 in the mix still gets its row, by the same
+relative cost; its own SLO was not checked (its ``class_share`` is 0). A class whose mean
+request does not fit in KV (X_k = 0) gets no row. Placement then multiplies every
+coefficient by ``capacity.utilisation_cap``.
+
+Columns (units in names; ``data/README.md``, calibration section): model, sku, traffic_class,
+max_rps_per_replica (= cap_k, req/s), policy, source, mix_rps_per_replica (λ*),
+class_share (p_k), class_ceiling_rps_per_replica (X_k), ceiling_rps_per_replica (C),
+utilisation_at_capacity (u*), binding_class, binding_metric (ttft or e2e), simulations
+(replications run by the search), cached (the pair's answer came from the cache; in memory
+and on the console only, not in the written files).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from planner.calibrate.inputs import PairTask
+from planner.placement.capacity import DECIMALS
+from planner.storage import (
+    RUN_STATE_KEYS,
+    atomic_path,
+    check_table_suffix,
+    without_run_state,
+)
+
+TABLE_COLUMNS = (
+    "model", "sku", "traffic_class", "max_rps_per_replica", "policy", "source", "mix_rps_per_replica",
+    "class_share", "class_ceiling_rps_per_replica", "ceiling_rps_per_replica", "utilisation_at_capacity",
+    "binding_class", "binding_metric", "simulations", "cached",
+)
+
+
+@dataclass(frozen=True, eq=False)
+class CalibrationResult:
+    """The capacity table, JSON-able metadata, the pairs without rows and why, and cache counts."""
+
+    table: pd.DataFrame
+    meta: dict[str, Any] = field(default_factory=dict)
+    failures: list[dict[str, str]] = field(default_factory=list)
+    n_simulated: int = 0
+    n_cached: int = 0
+
+
+def source_label(task: PairTask) -> str:
+    s = task.settings
+    return (f"calibrated: bisection with common random numbers, p99 SLOs at {100 * s.confidence:g} % confidence "
+            f"over {s.replications} replications of {s.duration_s:g} s; profile {task.profile_source}")
+
+
+def pair_rows(task: PairTask, result: dict[str, Any], cached: bool) -> list[dict[str, Any]]:
+    """The table rows of one calibrated pair (none for a failure)."""
+    rate, ceiling = float(result["rate_rps_per_replica"]), float(result["ceiling_rps_per_replica"])
+    if result["status"] == "infeasible" or not rate > 0 or not ceiling > 0:
+        return []
+    used = rate / ceiling
+    rows = []
+    for c in task.classes:
+        cap = round(used * c.ceiling_rps, DECIMALS)
+        if not cap > 0:
+            continue
+        rows.append({
+            "model": task.model, "sku": task.sku, "traffic_class": c.name, "max_rps_per_replica": cap,
+            "policy": task.settings.policy, "source": source_label(task),
+            "mix_rps_per_replica": round(rate, DECIMALS), "class_share": c.share,
+            "class_ceiling_rps_per_replica": round(c.ceiling_rps, DECIMALS),
+            "ceiling_rps_per_replica": round(ceiling, DECIMALS), "utilisation_at_capacity": round(used, DECIMALS),
+            "binding_class": result["binding_class"], "binding_metric": result["binding_metric"],
+            "simulations": int(result["simulations"]), "cached": bool(cached),
+        })
+    return rows
+
+
+def build_table(rows: list[dict[str, Any]]) -> pd.DataFrame:
+    frame = pd.DataFrame(rows, columns=list(TABLE_COLUMNS))
+    frame = frame.sort_values(["model", "sku", "traffic_class"], kind="stable").reset_index(drop=True)
+    return frame.astype({"simulations": "int64", "cached": "bool"})
+
+
+def pair_meta(task: PairTask, result: dict[str, Any], cached: bool) -> dict[str, Any]:
+    """What the JSON beside the table says about one pair, including the bisection trace."""
+    return {
+        "model": task.model, "sku": task.sku, "cache_key": task.key, "cached": cached, "status": result["status"],
+        "reason": result["reason"], "mix_rps_per_replica": result["rate_rps_per_replica"],
+        "ceiling_rps_per_replica": result["ceiling_rps_per_replica"], "simulations": result["simulations"],
+        "binding_class": result["binding_class"], "binding_metric": result["binding_metric"],
+        "profile_source": task.profile_source,
+        "replica": {"a_ms": task.replica.a_ms, "b_ms_per_kv_token": task.replica.b_ms_per_kv_token,
+                    "c_ms_per_prefill_token": task.replica.c_ms_per_prefill_token,
+                    "kv_capacity_tokens": task.replica.kv_capacity_tokens, "max_batch": task.replica.max_batch},
+        "classes": {c.name: {"share": c.share, "ceiling_rps_per_replica": c.ceiling_rps,
+                             "ttft_p99_slo_ms": c.ttft_p99_ms, "e2e_p99_slo_ms": c.e2e_p99_ms,
+                             "length_source": c.workload.source, "prompt": c.workload.prompt.describe(),
+                             "output": c.workload.output.describe()} for c in task.classes},
+        "trace": result["probes"],
+    }
+
+
+def _plain(value: Any) -> Any:
+    """JSON-safe values: NaN and ±inf become null."""
+    if isinstance(value, dict):
+        return {str(k): _plain(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_plain(v) for v in value]
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if hasattr(value, "item"):  # numpy scalar
+        return _plain(value.item())
+    return value
+
+
+def write_calibration(result: CalibrationResult, out: str | Path) -> list[Path]:
+    """Write the table to ``out`` (CSV or Parquet by suffix) and ``<stem>.json`` beside it, atomically together.
+
+    Both go to temporary files first and are renamed into place only when both are written,
+    so a failure leaves earlier outputs untouched. The files leave out the ``cached`` column
+    and the cache and timing figures of the metadata: the same inputs and seed give the same
+    bytes whether the answers came from the cache or not. Returns [table path, JSON path].
+    """
+    out = Path(out)
+    suffix = check_table_suffix(out)
+    json_path = out.with_suffix(".json")
+    table = result.table.drop(columns=[c for c in RUN_STATE_KEYS if c in result.table.columns])
+    payload = without_run_state({"meta": result.meta, "failures": result.failures, "rows": table.to_dict("records")})
+    text = json.dumps(_plain(payload), indent=2, sort_keys=True) + "\n"
+    with contextlib.ExitStack() as stack:
+        table_tmp = stack.enter_context(atomic_path(out))
+        json_tmp = stack.enter_context(atomic_path(json_path))
+        if suffix == ".csv":
+            table.to_csv(table_tmp, index=False, lineterminator="\n")
+        else:
+            table.to_parquet(table_tmp, index=False)
+        json_tmp.write_text(text, encoding="utf-8")
+    return [out, json_path]

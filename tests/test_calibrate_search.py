@@ -1,0 +1,251 @@
+"""Calibration's search: bisection on known predicates, monotone in the SLO, common random numbers,
+and the answer re-checked by simulating the pool independently."""
+
+from __future__ import annotations
+
+import math
+import zlib
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from planner.calibrate import calibrate
+from planner.calibrate.inputs import Settings, build_tasks, class_shares
+from planner.calibrate.probe import pair_seed, pool_config, replication_seed, run_length_s
+from planner.calibrate.search import (
+    CALIBRATED,
+    FLOOR_FRACTION,
+    GROWTH,
+    GROWTH_LIMIT,
+    INFEASIBLE,
+    MAX_GROWTHS,
+    bisect_capacity,
+)
+from planner.profiles import load_profiles, profile_for
+from planner.scenario import Scenario, load_scenario
+from planner.sim.policies import get_policy
+from planner.sim.replica.pool import ClassSpec, PoolConfig, ReplicaSpec, draw_sample
+from planner.sim.replica.run import simulate_pool
+from planner.sim.workload import workloads_for
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+FAST = {"duration_s": 300.0, "replications": 3, "engine": "local"}
+STANDARD_ONLY = {"standard": 1.0}
+
+
+@pytest.fixture(scope="module")
+def scenario() -> Scenario:
+    return load_scenario(REPO_ROOT / "scenarios/demo.toml")
+
+
+@pytest.fixture(scope="module")
+def profiles():
+    return load_profiles()
+
+
+def with_slos(scenario: Scenario, slos: dict[str, tuple[float, float]]) -> Scenario:
+    """The scenario with (ttft_p99_ms, e2e_p99_ms) replaced for the named classes."""
+    classes = tuple(k.model_copy(update={"ttft_p99_ms": slos[k.name][0], "e2e_p99_ms": slos[k.name][1]})
+                    if k.name in slos else k for k in scenario.classes)
+    return scenario.model_copy(update={"classes": classes})
+
+
+# ----------------------------------------------------------------------------- bisection on known predicates
+@dataclass(frozen=True)
+class Point:
+    rate_rps: float
+    ok: bool
+
+
+def threshold(t: float):
+    return lambda rate: Point(rate, rate <= t)
+
+
+@pytest.mark.parametrize("t", [0.05, 0.3, 0.77, 0.999])
+def test_bisection_brackets_a_sharp_threshold_within_rel_tol(t):
+    out = bisect_capacity(threshold(t), 1.0, 0.02)
+    assert out.status == CALIBRATED
+    assert out.rate_rps <= t < out.hi.rate_rps
+    assert out.hi.rate_rps - out.rate_rps <= 0.02 * out.hi.rate_rps
+    assert all(p.ok == (p.rate_rps <= t) for p in out.probes)
+
+
+def test_bisection_grows_past_a_conservative_ceiling_and_stops_at_the_growth_limit():
+    grown = bisect_capacity(threshold(2.0), 1.0, 0.02)
+    assert grown.status == CALIBRATED and 1.96 <= grown.rate_rps <= 2.0
+    capped = bisect_capacity(threshold(1e9), 1.0, 0.02)
+    assert capped.status == GROWTH_LIMIT
+    assert capped.rate_rps == pytest.approx(GROWTH ** MAX_GROWTHS)
+
+
+def test_bisection_is_infeasible_below_the_floor():
+    out = bisect_capacity(threshold(0.5 * FLOOR_FRACTION), 1.0, 0.02)
+    assert out.status == INFEASIBLE and out.rate_rps == 0.0 and len(out.probes) == 1
+
+
+def noisy_bounds(seed: int):
+    """A fixed, non-monotone 'p99 bound' of the rate: increasing trend plus deterministic noise."""
+    def upper(rate: float) -> float:
+        noise = (zlib.crc32(f"{seed}:{rate!r}".encode()) % 1000) / 1000.0
+        return rate * (1.0 + 0.6 * noise)
+    return upper
+
+
+@settings(max_examples=200, deadline=None)
+@given(seed=st.integers(0, 10_000), tight=st.floats(0.001, 3.0), factor=st.floats(1.0, 4.0),
+       rel_tol=st.sampled_from([0.01, 0.02, 0.05, 0.2]))
+def test_looser_threshold_never_gives_less_even_when_the_predicate_is_not_monotone(seed, tight, factor, rel_tol):
+    upper = noisy_bounds(seed)
+    a = bisect_capacity(lambda r: Point(r, upper(r) <= tight), 1.0, rel_tol)
+    b = bisect_capacity(lambda r: Point(r, upper(r) <= tight * factor), 1.0, rel_tol)
+    assert b.rate_rps >= a.rate_rps
+
+
+# ----------------------------------------------------------------------------- monotone on the real simulator
+SLO_PAIRS = [  # (tight, loose) (ttft_p99_ms, e2e_p99_ms) of class standard
+    ((1500.0, 60000.0), (3000.0, 60000.0)),
+    ((3000.0, 8000.0), (3000.0, 60000.0)),
+    ((800.0, 5000.0), (5000.0, 90000.0)),
+    ((2000.0, 20000.0), (2000.0, 20001.0)),
+]
+
+
+@pytest.mark.parametrize(("tight", "loose"), SLO_PAIRS)
+def test_looser_slo_never_gives_less_capacity(scenario, profiles, tmp_path, tight, loose):
+    caps = []
+    for slo in (tight, loose):
+        result = calibrate(with_slos(scenario, {"standard": slo}), profiles, models=["llama3-8b"],
+                           skus=["A100-80GB"], class_mix=STANDARD_ONLY, cache_dir=tmp_path, **FAST)
+        caps.append(result.meta["pairs"][0]["mix_rps_per_replica"])
+    assert caps[1] >= caps[0]
+
+
+@settings(max_examples=8, deadline=None)
+@given(ttft=st.floats(300.0, 4000.0), ttft_factor=st.floats(1.0, 2.0), e2e=st.floats(2000.0, 60000.0),
+       e2e_factor=st.floats(1.0, 3.0))
+def test_looser_slo_never_gives_less_capacity_property(scenario, profiles, tmp_path_factory, ttft, ttft_factor, e2e,
+                                                       e2e_factor):
+    cache = tmp_path_factory.mktemp("cache")
+    tight = (ttft, max(e2e, ttft + 1.0))
+    loose = (tight[0] * ttft_factor, tight[1] * e2e_factor)
+    caps = []
+    for slo in (tight, loose):
+        result = calibrate(with_slos(scenario, {"standard": slo}), profiles, models=["llama3-8b"],
+                           skus=["A100-80GB"], class_mix=STANDARD_ONLY, cache_dir=cache, **FAST)
+        caps.append(result.meta["pairs"][0]["mix_rps_per_replica"])
+    assert caps[1] >= caps[0]
+
+
+@pytest.mark.parametrize(("tight", "loose"), [
+    ({"interactive": (500.0, 20000.0), "standard": (1000.0, 20000.0)},
+     {"interactive": (800.0, 40000.0), "standard": (3000.0, 60000.0)}),
+    ({"interactive": (800.0, 20000.0), "standard": (400.0, 5000.0)},
+     {"interactive": (800.0, 20000.0), "standard": (3000.0, 5000.0)}),
+])
+def test_looser_slos_never_give_less_capacity_to_any_class_of_a_mix(scenario, profiles, tmp_path, tight, loose):
+    out = []
+    for slos in (tight, loose):
+        result = calibrate(with_slos(scenario, slos), profiles, models=["llama3-8b"], skus=["H100"],
+                           class_mix={"interactive": 0.5, "standard": 0.5}, cache_dir=tmp_path, **FAST)
+        table = result.table.set_index("traffic_class")["max_rps_per_replica"].to_dict()
+        out.append((result.meta["pairs"][0]["mix_rps_per_replica"], table))
+    (lam_t, caps_t), (lam_l, caps_l) = out
+    assert lam_l >= lam_t
+    for klass, cap in caps_t.items():
+        assert caps_l[klass] >= cap
+
+
+# ----------------------------------------------------------------------------- common random numbers
+def test_every_rate_sees_the_same_requests_time_scaled(scenario, profiles):
+    shares = class_shares(scenario, None)
+    s = Settings(duration_s=600.0, warmup_fraction=0.1, replications=2, seed=11, rel_tol=0.02, confidence=0.95,
+                 pool_replicas=1, policy="drr-wspt", prediction_sigma=0.5, aging_rate=0.1, trail_c=0.5,
+                 kv_fraction=0.85, output_quantile_reserve=0.95)
+    task = build_tasks(scenario, profiles, [("llama3-8b", "H100")], shares, s, None)[0]
+    slow, fast = 0.5, 2.0
+    a = draw_sample(pool_config(task, slow), replication_seed(11, "llama3-8b", "H100", 0))
+    b = draw_sample(pool_config(task, fast), replication_seed(11, "llama3-8b", "H100", 0))
+    n = min(a.n, b.n)
+    assert n > 1000
+    np.testing.assert_allclose(a.arrival_s[:n] * slow, b.arrival_s[:n] * fast, rtol=1e-9)
+    for field in ("cls", "prompt_tokens", "output_tokens", "predicted_output_tokens", "route_u"):
+        np.testing.assert_array_equal(getattr(a, field)[:n], getattr(b, field)[:n])
+    # the policy does not enter the seed: another policy draws the very same requests
+    other = build_tasks(scenario, profiles, [("llama3-8b", "H100")], shares,
+                        replace(s, policy="fcfs"), None)[0]
+    c = draw_sample(pool_config(other, slow), replication_seed(11, "llama3-8b", "H100", 0))
+    np.testing.assert_array_equal(a.output_tokens, c.output_tokens)
+    np.testing.assert_array_equal(a.arrival_s, c.arrival_s)
+
+
+def test_replication_seeds_are_the_pair_seeds_children():
+    children = pair_seed(5, "llama3-8b", "H100").spawn(3)
+    for i, child in enumerate(children):
+        fresh = replication_seed(5, "llama3-8b", "H100", i)
+        assert fresh.spawn_key == child.spawn_key and fresh.entropy == child.entropy
+        assert fresh.generate_state(4).tolist() == child.generate_state(4).tolist()
+
+
+def test_low_rates_run_longer_so_the_rarest_class_has_enough_requests(scenario, profiles):
+    shares = class_shares(scenario, None)
+    s = Settings(duration_s=3600.0, warmup_fraction=0.1, replications=2, seed=1, rel_tol=0.02, confidence=0.95,
+                 pool_replicas=1, policy="drr-wspt", prediction_sigma=0.5, aging_rate=0.1, trail_c=0.5,
+                 kv_fraction=0.85, output_quantile_reserve=0.95)
+    task = build_tasks(scenario, profiles, [("llama3-8b", "L40S")], shares, s, None)[0]
+    assert run_length_s(task, 100.0) == 3600.0
+    low = run_length_s(task, 0.01)
+    assert low * 0.9 * 0.01 * min(shares.values()) == pytest.approx(s.min_class_requests)
+
+
+# ----------------------------------------------------------------------------- the answer, re-checked
+def independent_pool(scenario: Scenario, profiles, model: str, sku: str, rate: float, duration: float,
+                     mix: dict[str, float]) -> PoolConfig:
+    """The pool simulate would build for one replica at ``rate``, written out here from the scenario."""
+    p = profile_for(profiles, model, sku)
+    laws = workloads_for(model, scenario.class_names)
+    classes = tuple(ClassSpec(k.name, rate * mix.get(k.name, 0.0), k.weight, k.priority_jump,
+                              float(k.drr_quantum_tokens), k.max_queue_wait_ms, k.ttft_p99_ms, k.e2e_p99_ms,
+                              laws[k.name]) for k in scenario.classes)
+    replica = ReplicaSpec(sku, 1, float(p.a_ms), float(p.b_ms_per_kv_token), float(p.c_ms_per_prefill_token),
+                          int(p.kv_capacity_tokens), int(p.max_batch))
+    a = scenario.policy.admission
+    q = scenario.policy.params
+    return PoolConfig((replica,), classes, get_policy(scenario.policy.name), duration_s=duration,
+                      warmup_s=0.1 * duration, kv_fraction=a.kv_fraction, output_quantile_reserve=a.output_quantile_reserve,
+                      aging_rate=q.aging_rate, trail_c=q.trail_c, prediction_sigma=q.prediction_noise_sigma)
+
+
+def slo_holds(scenario: Scenario, config: PoolConfig, replications: int, seed: np.random.SeedSequence,
+              mix: dict[str, float]) -> bool:
+    frame = simulate_pool(config, replications=replications, seed=seed).per_class
+    ok = True
+    for row in frame.itertuples(index=False):
+        if mix.get(row.traffic_class, 0.0) == 0:
+            continue
+        k = scenario.traffic_class(row.traffic_class)
+        ok &= row.slo_ttft_p99_ms + row.slo_ttft_p99_ms_ci95 <= k.ttft_p99_ms
+        ok &= row.slo_e2e_p99_ms + row.slo_e2e_p99_ms_ci95 <= k.e2e_p99_ms
+    return bool(ok)
+
+
+@pytest.mark.parametrize(("sku", "mix"), [("A100-80GB", STANDARD_ONLY), ("H100", STANDARD_ONLY),
+                                          ("H100", {"interactive": 0.5, "standard": 0.5})])
+def test_slo_holds_at_the_answer_and_fails_just_above_it(scenario, profiles, tmp_path, sku, mix):
+    rel_tol = 0.02
+    result = calibrate(scenario, profiles, models=["llama3-8b"], skus=[sku], class_mix=mix, rel_tol=rel_tol,
+                       cache_dir=tmp_path, seed=3, **FAST)
+    pair = result.meta["pairs"][0]
+    lam = pair["mix_rps_per_replica"]
+    assert 0 < lam <= pair["ceiling_rps_per_replica"]
+    s = Settings(duration_s=FAST["duration_s"], warmup_fraction=0.1, replications=3, seed=3, rel_tol=rel_tol,
+                 confidence=0.95, pool_replicas=1, policy=scenario.policy.name, prediction_sigma=0.5, aging_rate=0.1,
+                 trail_c=0.5, kv_fraction=0.85, output_quantile_reserve=0.95)
+    task = build_tasks(scenario, profiles, [("llama3-8b", sku)], class_shares(scenario, mix), s, None)[0]
+    for rate, expected in ((lam, True), (lam * (1 + 2 * rel_tol), False)):
+        config = independent_pool(scenario, profiles, "llama3-8b", sku, rate, run_length_s(task, rate), mix)
+        assert slo_holds(scenario, config, 3, pair_seed(3, "llama3-8b", sku), mix) is expected, rate
+    assert not math.isnan(lam)
