@@ -84,7 +84,8 @@ def _close(a: np.ndarray | float, b: np.ndarray | float) -> np.ndarray:
     return np.abs(np.asarray(a) - np.asarray(b)) <= TOL_ABS + TOL_REL * np.maximum(np.abs(a), np.abs(b))
 
 
-def _quota(scenario: Scenario, catalog: Catalog, region: str, sku: str) -> int:
+def quota_limit_gpus(scenario: Scenario, catalog: Catalog, region: str, sku: str) -> int:
+    """The GPU quota of (region, SKU): the scenario's override, else the catalog's on the enabled tiers."""
     override = scenario.quota_gpus(region, sku)
     if override is not None:
         return int(override)
@@ -223,7 +224,7 @@ def check_plan(
     # ---- quotas and redundancy
     gpus = plan.groupby(["period", "region", "sku"])["gpus"].sum()
     for (period, region, sku), used in gpus.items():
-        quota = _quota(scenario, catalog, region, sku)
+        quota = quota_limit_gpus(scenario, catalog, region, sku)
         if used > quota:
             report.add(f"{used} {sku} GPUs in {region} ({period}) exceed the quota of {quota}")
     if cap_cfg.redundancy > 0:

@@ -32,14 +32,18 @@ from planner import __version__
 from planner.catalog import Catalog
 from planner.errors import InputError, PlannerError
 from planner.placement import diagnose, highs_backend
+from planner.placement.backends import BACKENDS, HIDDEN_BACKENDS
 from planner.placement.bounds import best_single_sku, elastic_bound
-from planner.placement.capacity import ANALYTIC_LABEL, analytic_capacity, validate_capacity
+from planner.placement.capacity import (
+    ANALYTIC_LABEL,
+    analytic_capacity,
+    validate_capacity,
+)
 from planner.placement.check import check_plan
 from planner.placement.instance import PlacementInstance, build_instance
 from planner.placement.periods import Demand, demand_from_forecast, parse_periods
 from planner.placement.problem import formulate
 from planner.placement.result import PlacementResult, fleet_cost, plan_frames
-from planner.placement.backends import BACKENDS, HIDDEN_BACKENDS
 from planner.placement.solve import solve_instance
 from planner.placement.status import SolveStatus
 from planner.scenario import Scenario
@@ -242,10 +246,14 @@ def write_plan_outputs(result: PlacementResult, out: Path) -> list[Path]:
     flows_path = out.with_name(f"{out.stem}.flows.csv")
     json_path = out.with_name(f"{out.stem}.json")
     written = [write_table_atomic(out, result.plan), write_table_atomic(flows_path, result.flows)]
-    payload = {**result.meta, "summary": result.summary_rows(),
-               "periods": _records(result.periods), "files": {"plan": out.name, "flows": flows_path.name}}
-    written.append(write_json_atomic(json_path, payload))
+    written.append(write_json_atomic(json_path, plan_json_payload(result, out.name, flows_path.name)))
     return written
+
+
+def plan_json_payload(result: PlacementResult, plan_name: str, flows_name: str) -> dict[str, Any]:
+    """The plan JSON: the metadata, the summary table, the periods and the names of the files beside it."""
+    return {**result.meta, "summary": result.summary_rows(),
+            "periods": _records(result.periods), "files": {"plan": plan_name, "flows": flows_name}}
 
 
 def _records(frame: pd.DataFrame) -> list[dict[str, Any]]:

@@ -21,8 +21,18 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from planner.report.inputs import (NOT_REPORTED, PLAN_KEY, ReportInputs, money, number, pct, pick, present,
-                                   rounded, signed_money)
+from planner.report.inputs import (
+    NOT_REPORTED,
+    PLAN_KEY,
+    ReportInputs,
+    money,
+    number,
+    pct,
+    pick,
+    present,
+    rounded,
+    signed_money,
+)
 from planner.report.model import Chart, Section, Table
 
 PLAN_COLUMNS = ("region", "sku", "model", "tier", "gpus", "usd")
@@ -108,6 +118,8 @@ def _solver_line(meta: dict[str, Any]) -> str:
                             ("gap", ("gap", "mip_gap"), lambda v: f"{100 * v:.3f} %"),
                             ("solve time", ("solve_time_s",), lambda v: f"{v:.2f} s")):
         value = number(pick(meta, *keys))
+        if value is None and name == "solve time":
+            continue  # left out on purpose by reproducible runs: a wall-clock figure
         parts.append(f"{name} {fmt(value) if value is not None else NOT_REPORTED}")
     return "Solver: " + ", ".join(parts) + "."
 

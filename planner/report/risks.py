@@ -4,7 +4,9 @@ Rules (each a row: kind, severity, where, detail):
 
 * quota: GPUs planned at peak / quota ≥ 0.80 is medium, ≥ 0.95 high (a launch or a
   forecast miss has no headroom to grow into).
-* utilisation: simulated utilisation ρ ≥ 0.85 (the knee) is medium, ≥ 0.95 high. Queueing
+* utilisation: a pool's load ρ as a fraction of its calibrated SLO capacity (the
+  ``utilisation`` column; ``planner.report.assemble``) above 0.85 (the knee, where placement
+  loads pools at the forecast quantile) is medium, ≥ 0.95 high. Queueing
   delay grows like ρ/(1 − ρ) (M/M/1: 5.7 service times at 0.85, 19 at 0.95), so a few
   per cent more demand than forecast moves p99 latency far more near the knee.
 * slo: a class that misses its SLO is high; a marginal one (met, but its confidence
@@ -123,7 +125,7 @@ def slo_risks(inputs: ReportInputs) -> list[dict[str, str]]:
         elif row.get("marginal"):
             out.append(_risk("slo", "medium", where, "met, but the confidence interval crosses the target"))
         rho = number(row.get("utilisation"))
-        if rho is not None and rho >= KNEE_UTILISATION:
+        if rho is not None and rho > KNEE_UTILISATION + 1e-3:  # a plan loads pools up to the knee by design
             out.append(_risk("utilisation", "high" if rho >= HIGH_UTILISATION else "medium", where,
                              f"utilisation {rho:.2f}, at or past the knee {KNEE_UTILISATION}"))
     return out

@@ -157,12 +157,12 @@ class LastMonth:
 def last_month(history: RunHistory, month: str, commands: tuple[str, ...] = ("report", "plan")) -> LastMonth | None:
     """The newest run recorded for the month before ``month`` that has a snapshot, trying ``commands`` in order.
 
-    A report run counts when it exited 0; a plan run also when it exited 5 (the plan
-    exists, only its SLO check failed). None when the history has no such run.
+    A run counts when it exited 0 or 5 (exit 5: the plan and the report exist, only the
+    SLO check failed). None when the history has no such run.
     """
     before = previous_month(month)
     for command in commands:
-        run = history.latest(command, month=before, exit_codes=(0,) if command == "report" else (0, 5))
+        run = history.latest(command, month=before, exit_codes=(0, 5))
         if run is None:
             continue
         forecast, plan = history.forecast_for(run["run_id"]), history.plan_for(run["run_id"])

@@ -1,0 +1,134 @@
+r"""Correcting capacity coefficients from the simulator's SLO misses.
+
+The placement program sizes each pool so that Σ_k f_k / cap_{s,m,k} ≤ replicas (Mélange
+form), with cap from the calibration. A pool that still misses a class's p99 SLO in the
+simulation carries more of that class per replica than the class tolerates there (the
+calibration saw one replica at the scenario's class mix; the real pool has another mix,
+another size and routed demand). The correction lowers cap_{s,m,k} for every SKU s of
+the failing (region, model) pool and the failing class k, by the measured shortfall:
+
+    shortfall = p99_measured / p99_target         (the worse of TTFT and e2e; > 1 on a miss)
+    cap' = cap · clip(1 / shortfall, MIN_FACTOR, MAX_FACTOR)
+
+Latency grows faster than linearly near saturation (ρ/(1 − ρ) for the queueing part),
+so 1 / shortfall removes at least the load that the miss suggests and usually more
+than needed near the knee; MAX_FACTOR = 0.95 guarantees progress (every miss costs at
+least 5 % of the coefficient) and DERATED = " · derated by the loop"
+MIN_FACTOR = 0.5 stops one noisy miss from halving a
+fleet's capacity twice over. A miss with an infinite p99 (more than 1 % of the class's
+requests rejected by admission control) has no finite shortfall and takes MIN_FACTOR.
+The capacity table is per (model, SKU, class), not per region, so a correction found in
+one region applies to the model's pools everywhere: conservative, never optimistic.
+When several windows or regions miss the same (model, SKU, class), the largest
+correction wins. Every change is returned, so a round records what changed and why.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass
+from typing import Any
+
+import pandas as pd
+
+DERATED = " · derated by the loop"
+MIN_FACTOR = 0.5
+MAX_FACTOR = 0.95
+METRICS = (("ttft", "slo_ttft_p99_ms", "slo_ttft_target_ms"), ("e2e", "slo_e2e_p99_ms", "slo_e2e_target_ms"))
+
+
+@dataclass(frozen=True)
+class Miss:
+    """One class that missed its SLO in one window: by how much, on which metric."""
+
+    window: str
+    period: str
+    region: str
+    model: str
+    traffic_class: str
+    metric: str
+    p99_ms: float
+    target_ms: float
+    shortfall: float
+    rejected_fraction: float
+    skus: tuple[str, ...]
+
+    def describe(self) -> str:
+        measured = "rejections (p99 infinite)" if not math.isfinite(self.p99_ms) else f"{self.p99_ms:,.0f} ms"
+        return (f"{self.window} {self.period}: {self.region} / {self.model} / {self.traffic_class} {self.metric} p99 "
+                f"{measured} vs {self.target_ms:,.0f} ms")
+
+    def to_dict(self) -> dict[str, Any]:
+        out = asdict(self)
+        out["skus"] = list(self.skus)
+        out["p99_ms"] = self.p99_ms if math.isfinite(self.p99_ms) else None
+        out["shortfall"] = self.shortfall if math.isfinite(self.shortfall) else None
+        return out
+
+
+def _value(row: Any, column: str) -> float:
+    value = row.get(column) if isinstance(row, dict) else getattr(row, column, None)
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        return math.inf
+    return math.inf if math.isnan(number) else number
+
+
+def find_misses(per_class: pd.DataFrame, window: str, period: str, pool_skus: dict[tuple[str, str], tuple[str, ...]],
+                ) -> list[Miss]:
+    """Every (region, model, class) row with traffic whose SLO is missed, on its worse metric."""
+    misses = []
+    for row in per_class.to_dict("records"):
+        if bool(row.get("slo_met", True)):
+            continue
+        worst: tuple[float, str, float, float] | None = None
+        for metric, measured_col, target_col in METRICS:
+            measured, target = _value(row, measured_col), _value(row, target_col)
+            if measured <= target:
+                continue
+            shortfall = measured / target if target > 0 else math.inf
+            if worst is None or shortfall > worst[0]:
+                worst = (shortfall, metric, measured, target)
+        if worst is None:  # slo_met False without a metric over target: count rejections as the miss
+            worst = (math.inf, "ttft", math.inf, _value(row, "slo_ttft_target_ms"))
+        region, model = str(row["region"]), str(row["model"])
+        misses.append(Miss(window, period, region, model, str(row["traffic_class"]), worst[1], worst[2], worst[3],
+                           worst[0], float(row.get("rejected_fraction") or 0.0),
+                           pool_skus.get((region, model), ())))
+    return misses
+
+
+def factor_for(shortfall: float) -> float:
+    """The multiplier applied to a coefficient for a miss of this size (see the module docstring)."""
+    if not math.isfinite(shortfall):
+        return MIN_FACTOR
+    return min(MAX_FACTOR, max(MIN_FACTOR, 1.0 / shortfall))
+
+
+def derate(table: pd.DataFrame, misses: list[Miss]) -> tuple[pd.DataFrame, list[dict[str, Any]]]:
+    """The capacity table with each missed (model, SKU, class) coefficient lowered; and the changes made."""
+    factors: dict[tuple[str, str, str], tuple[float, Miss]] = {}
+    for miss in misses:
+        factor = factor_for(miss.shortfall)
+        for sku in miss.skus:
+            key = (miss.model, sku, miss.traffic_class)
+            if key not in factors or factor < factors[key][0]:
+                factors[key] = (factor, miss)
+    out = table.copy()
+    changes = []
+    keys = list(zip(out["model"].astype(str), out["sku"].astype(str), out["traffic_class"].astype(str), strict=True))
+    for index, key in enumerate(keys):
+        if key not in factors:
+            continue
+        factor, miss = factors[key]
+        before = float(out.iloc[index]["max_rps_per_replica"])
+        after = round(before * factor, 6)
+        out.iloc[index, out.columns.get_loc("max_rps_per_replica")] = after
+        changes.append({"model": key[0], "sku": key[1], "traffic_class": key[2], "before_rps": before,
+                        "after_rps": after, "factor": round(factor, 4), "because": miss.describe()})
+    if "source" in out.columns and changes:
+        changed = {(c["model"], c["sku"], c["traffic_class"]) for c in changes}
+        out["source"] = [text if key not in changed or str(text).endswith(DERATED) else f"{text}{DERATED}"
+                         for key, text in zip(keys, out["source"], strict=True)]
+    return out, sorted(changes, key=lambda c: (c["model"], c["sku"], c["traffic_class"]))

@@ -1,0 +1,165 @@
+"""The two-timescale loop for one policy: calibrate, place, simulate the peak and trough, correct, re-solve.
+
+Round r:
+
+1. place the forecast with the current capacity table (``planner.placement``);
+2. replay the plan's peak period and its weekly trough (``windows``) in the simulator,
+   every serving (region, model) pool with its routed demand and the scenario's policy;
+3. if every class with traffic meets both p99 SLOs in both windows, stop: converged;
+4. otherwise lower the missed (model, SKU, class) coefficients by the measured shortfall
+   (``derate``) and go to round r + 1.
+
+The loop stops after ``max_rounds`` rounds (not converged: the CLI exits 5 and names
+what still fails), or earlier when a miss cannot be corrected (no coefficient of the
+failing pool is in the table). Every round is recorded: what failed and by how much,
+what changed, the plan's cost and GPUs, and the solver's status.
+
+The capacity table starts from the fast-loop calibration (``planner.calibrate``) for the
+policy, unless one is given. The forecast is computed once by the caller and shared by
+every policy, so a policy comparison differs only in the policy.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from planner.catalog import Catalog
+from planner.loop.derate import Miss, derate, find_misses
+from planner.loop.windows import loop_windows
+from planner.placement.workflow import PlacementResult, place_plan
+from planner.scenario import Scenario
+from planner.sim.simulate import simulate_plan
+
+Notify = Callable[[str], None]
+
+
+@dataclass(frozen=True)
+class LoopSettings:
+    """How hard each step works. Defaults suit a monthly run of a scenario like the demo on two cores."""
+
+    max_rounds: int = 4
+    periods: str = "how:4"
+    solver: str = "highs"
+    time_limit_s: float = 60.0
+    gap: float = 0.02
+    quantile: float | None = None
+    sim_duration_s: float = 1800.0
+    sim_replications: int = 3
+    seed: int | None = None
+    engine: str = "auto"
+    workers: int | None = None
+    scheduler: str | None = None
+    cache_dir: Path | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {name: (str(value) if isinstance(value, Path) else value)
+                for name, value in self.__dict__.items()}
+
+
+@dataclass
+class LoopResult:
+    """The outcome of the loop for one policy."""
+
+    policy: str
+    capacity: pd.DataFrame
+    placement: PlacementResult
+    slo: pd.DataFrame
+    rounds: list[dict[str, Any]]
+    converged: bool
+    misses: list[Miss]
+    calibration: Any = None
+    simulation_meta: list[dict[str, Any]] = field(default_factory=list)
+
+    @property
+    def cost_usd(self) -> float:
+        return float(self.placement.meta.get("cost_usd", {}).get("total", float(self.placement.plan["usd"].sum())))
+
+    @property
+    def gpus_peak(self) -> int:
+        return peak_gpus(self.placement.plan)
+
+
+def peak_gpus(plan: pd.DataFrame) -> int:
+    """The most GPUs the plan runs in any one period."""
+    if plan.empty:
+        return 0
+    return int(plan.groupby(plan["period"].astype(str))["gpus"].sum().max())
+
+
+def _pool_skus(plan: pd.DataFrame, period: str) -> dict[tuple[str, str], tuple[str, ...]]:
+    rows = plan[(plan["period"].astype(str) == period) & (plan["replicas"] > 0)]
+    return {(str(r), str(m)): tuple(sorted(set(group["sku"].astype(str))))
+            for (r, m), group in rows.groupby(["region", "model"], sort=True)}
+
+
+def _round_record(number: int, placement: PlacementResult, misses: list[Miss], changes: list[dict[str, Any]],
+                  windows: list[str], seconds: float) -> dict[str, Any]:
+    worst = max((m.shortfall for m in misses), default=None)
+    meta = placement.meta
+    return {
+        "round": number,
+        "failed": len(misses),
+        "shortfall": None if worst is None else (round(worst, 4) if worst != float("inf") else "rejections"),
+        "change": "; ".join(f"{c['model']}/{c['sku']}/{c['traffic_class']} {c['before_rps']:g} -> {c['after_rps']:g}"
+                            for c in changes) or ("none: every SLO met" if not misses else "none possible"),
+        "cost_usd": round(float(meta.get("cost_usd", {}).get("total", 0.0)), 2),
+        "gpus_peak": peak_gpus(placement.plan),
+        "placement_status": meta.get("status"),
+        "placement_gap": meta.get("gap"),
+        "windows": windows,
+        "misses": [m.to_dict() for m in misses],
+        "changes": changes,
+        "seconds": round(seconds, 1),
+    }
+
+
+def run_loop(scenario: Scenario, forecast: pd.DataFrame, catalog: Catalog, profiles: pd.DataFrame,
+             settings: LoopSettings, *, policy: str | None = None, capacity: pd.DataFrame | None = None,
+             histogram: pd.DataFrame | None = None, input_hashes: dict[str, str] | None = None,
+             notify: Notify | None = None) -> LoopResult:
+    """Run the loop for ``policy`` (default: the scenario's); see the module docstring."""
+    say = notify or (lambda _text: None)
+    policy_name = policy or scenario.policy.name
+    calibration = None
+    if capacity is None:
+        from planner.calibrate import calibrate
+
+        say(f"calibrating capacity for {policy_name}")
+        calibration = calibrate(scenario, profiles, policy=policy_name, histogram=histogram, seed=settings.seed,
+                                engine=settings.engine, workers=settings.workers, cache_dir=settings.cache_dir)
+        capacity = calibration.table
+    table = capacity.copy()
+    rounds: list[dict[str, Any]] = []
+    misses: list[Miss] = []
+    for number in range(1, settings.max_rounds + 1):
+        began = time.perf_counter()
+        say(f"{policy_name}: round {number}, placing")
+        placement = place_plan(scenario, forecast, catalog, profiles, capacity=table, solver=settings.solver,
+                               time_limit_s=settings.time_limit_s, gap=settings.gap, quantile=settings.quantile,
+                               periods=settings.periods, input_hashes=input_hashes)
+        frames, sim_meta, misses = [], [], []
+        windows = loop_windows(placement.plan, placement.flows)
+        for window in windows:
+            say(f"{policy_name}: round {number}, simulating the {window.name} ({window.period})")
+            result = simulate_plan(scenario, placement.plan, window.demand, profiles, catalog, policy=policy_name,
+                                   duration_s=settings.sim_duration_s, replications=settings.sim_replications,
+                                   seed=settings.seed, histogram=histogram, period=window.period)
+            frames.append(result.per_class.assign(window=window.name, period=window.period))
+            sim_meta.append({"window": window.name, **result.meta})
+            misses += find_misses(result.per_class, window.name, window.period,
+                                  _pool_skus(placement.plan, window.period))
+        slo = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
+        changes: list[dict[str, Any]] = []
+        if misses and number < settings.max_rounds:
+            table, changes = derate(table, misses)
+        rounds.append(_round_record(number, placement, misses, changes, [f"{w.name} {w.period}" for w in windows],
+                                    time.perf_counter() - began))
+        if not misses or not changes:
+            break
+    return LoopResult(policy_name, table, placement, slo, rounds, not misses, misses, calibration, sim_meta)

@@ -1,0 +1,149 @@
+"""From one pipeline run and the run history to the report's inputs.
+
+The report builder (``build``) is pure and reads plain frames and dicts
+(``ReportInputs``); this module fills them from what ``planner plan`` computed this
+month and what the run history kept from last month. Only the mapping lives here:
+column renames between the simulator's per-class table and the report's SLO table,
+the plan JSON's bounds flattened to ``name -> USD``, and the quota usage per (region,
+SKU) of the plan's busiest period.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pandas as pd
+
+from planner.catalog import Catalog
+from planner.loop.compare import comparison_table
+from planner.loop.pipeline import PipelineResult
+from planner.placement.check import quota_limit_gpus
+from planner.report.inputs import ReportInputs
+from planner.runs import LastMonth
+from planner.scenario import Scenario
+
+WALL_CLOCK_KEYS = frozenset({"solve_time_s", "seconds"})
+"""Timings vary between runs of the same inputs; the report leaves them out so that it is reproducible
+(they stay in plan.json and in the run history)."""
+
+SLO_COLUMNS = {
+    "slo_ttft_p99_ms": "ttft_p99_ms", "slo_ttft_p99_ms_ci95": "ttft_p99_ci_ms", "slo_ttft_target_ms": "ttft_slo_ms",
+    "slo_e2e_p99_ms": "e2e_p99_ms", "slo_e2e_p99_ms_ci95": "e2e_p99_ci_ms", "slo_e2e_target_ms": "e2e_slo_ms",
+    "rejected_fraction": "rejections",
+}
+
+
+def capacity_utilisation(per_class: pd.DataFrame, plan: pd.DataFrame, capacity: pd.DataFrame) -> pd.Series:
+    """Each row's pool load as a fraction of what its replicas carry within the SLOs.
+
+    A continuously batching replica is busy whenever one request is in flight, so its
+    busy fraction says nothing about headroom; the calibrated capacity does. For a pool
+    with n_s replicas of SKU s in the window's period, and class rates λ_k::
+
+        ρ = Σ_k λ_k / Σ_s n_s · cap(s, m, k)
+
+    (the Mélange load of the pool). ρ = 1 is the load at which the calibrated p99s sit
+    exactly at their SLOs; the plan aims at ``utilisation_cap`` at the forecast quantile.
+    """
+    caps = {(str(m), str(s), str(k)): float(v) for m, s, k, v in capacity[
+        ["model", "sku", "traffic_class", "max_rps_per_replica"]].itertuples(index=False)}
+    replicas = plan.groupby([plan["period"].astype(str), "region", "model", "sku"])["replicas"].sum()
+    load: dict[tuple[str, str, str], float] = {}
+    for row in per_class.itertuples(index=False):
+        key = (str(row.period), str(row.region), str(row.model))
+        pooled = sum(int(n) * caps.get((key[2], str(sku), str(row.traffic_class)), 0.0)
+                     for (period, region, model, sku), n in replicas.items() if (period, region, model) == key)
+        rate = float(row.offered_rps)
+        load[key] = load.get(key, 0.0) + (rate / pooled if pooled > 0 else (float("inf") if rate > 0 else 0.0))
+    return pd.Series([load[(str(r.period), str(r.region), str(r.model))] for r in per_class.itertuples(index=False)],
+                     index=per_class.index, dtype=float)
+
+
+def slo_evidence(per_class: pd.DataFrame, plan: pd.DataFrame, capacity: pd.DataFrame) -> pd.DataFrame:
+    """The simulator's per-class rows (with ``window``) in the report's SLO columns."""
+    if per_class is None or per_class.empty:
+        return pd.DataFrame()
+    keep = ["region", "model", "traffic_class", *(["window"] if "window" in per_class.columns else []),
+            *[c for c in SLO_COLUMNS if c in per_class.columns], "replicas", "offered_rps", "slo_met"]
+    frame = per_class[[c for c in keep if c in per_class.columns]].rename(columns=SLO_COLUMNS)
+    if {"period", "offered_rps"} <= set(per_class.columns):
+        frame["utilisation"] = capacity_utilisation(per_class, plan, capacity).round(4)
+    return frame
+
+
+def _usd(value: Any) -> float | None:
+    if isinstance(value, dict):
+        value = value.get("usd")
+    try:
+        return None if value is None else float(value)
+    except (TypeError, ValueError):
+        return None
+
+
+def quota_usage(plan: pd.DataFrame, scenario: Scenario, catalog: Catalog) -> list[dict[str, Any]]:
+    """Peak GPUs per (serving region, SKU) over the plan's periods, against the quota."""
+    if plan.empty:
+        return []
+    per_period = plan.groupby(["period", "region", "sku"], sort=True)["gpus"].sum().reset_index()
+    peak = per_period.groupby(["region", "sku"], sort=True)["gpus"].max()
+    return [{"region": region, "sku": sku, "used_gpus": int(gpus),
+             "quota_gpus": quota_limit_gpus(scenario, catalog, str(region), str(sku))}
+            for (region, sku), gpus in peak.items()]
+
+
+def plan_meta_for_report(result: PipelineResult, scenario: Scenario, catalog: Catalog) -> dict[str, Any]:
+    """The plan JSON's figures, with bounds and baselines as ``name -> USD`` and the quota usage."""
+    meta = {k: v for k, v in result.loop.placement.meta.items() if k not in WALL_CLOCK_KEYS}
+    bounds = {name: _usd(value) for name, value in (meta.get("lower_bounds") or {}).items()}
+    baselines = {}
+    for name, value in (meta.get("baselines") or {}).items():
+        usd = _usd(value)
+        if usd is not None:
+            label = f"{name} ({value['sku']})" if isinstance(value, dict) and value.get("sku") else name
+            baselines[label] = usd
+    meta.update({
+        "lower_bounds": {k: v for k, v in bounds.items() if v is not None},
+        "baselines": baselines,
+        "objective_usd": (meta.get("cost_usd") or {}).get("total"),
+        "policy": result.loop.policy,
+        "horizon_hours": scenario.horizon_hours,
+        "quota_usage": quota_usage(result.loop.placement.plan, scenario, catalog),
+    })
+    return meta
+
+
+def pipeline_risks(result: PipelineResult, history_end: pd.Timestamp | None) -> list[str]:
+    """Risks only the pipeline knows of: unmet SLOs, calibration failures, stale history."""
+    risks = [f"SLO still missed after {len(result.loop.rounds)} round(s): {m.describe()}" for m in result.loop.misses]
+    calibration = result.loop.calibration
+    for failure in getattr(calibration, "failures", []) or []:
+        risks.append(f"{failure['model']} on {failure['sku']} cannot meet the SLOs at any load, so it is not used: "
+                     f"{failure['reason']}")
+    if history_end is not None and result.as_of is not None:
+        stale = (result.as_of - history_end) / pd.Timedelta(hours=1) - 1
+        if stale >= 24:
+            risks.append(f"the demand history ends {stale / 24:.1f} days before the as-of time "
+                         f"({history_end:%Y-%m-%d %H:%M} UTC): the forecast starts from older data")
+    for outcome in result.comparison or []:
+        if not outcome.result.converged:
+            risks.append(f"policy {outcome.policy} does not meet every SLO within {len(outcome.result.rounds)} "
+                         f"round(s); its cost is a lower estimate")
+    return risks
+
+
+def report_inputs(month: str, as_of: str, scenario: Scenario, result: PipelineResult, catalog: Catalog,
+                  previous: LastMonth | None) -> ReportInputs:
+    """Everything the report shows for ``month``, from this run and last month's record."""
+    stamps = pd.to_datetime(result.history["ts"].astype(str), utc=True, format="ISO8601")
+    return ReportInputs(
+        month=month, as_of=as_of, scenario_name=scenario.name,
+        forecast=result.forecast.forecast, forecast_meta=result.forecast.metadata,
+        history=result.history, plan=result.loop.placement.plan,
+        plan_meta=plan_meta_for_report(result, scenario, catalog),
+        previous_plan=previous.plan if previous else None,
+        previous_forecast=previous.forecast if previous else None,
+        slo=slo_evidence(result.loop.slo, result.loop.placement.plan, result.loop.capacity),
+        loop_rounds=[{k: v for k, v in r.items() if k not in WALL_CLOCK_KEYS} for r in result.loop.rounds],
+        policy_comparison=comparison_table(result.comparison) if result.comparison else None,
+        risks_extra=pipeline_risks(result, stamps.max() if len(stamps) else None),
+    )
