@@ -16,7 +16,7 @@ import pandas as pd
 
 from planner.catalog import Catalog
 from planner.errors import InputError
-from planner.loop.run import LoopResult, LoopSettings, Notify, run_loop
+from planner.loop.run import LoopResult, LoopSettings, Notify, capacity_key, run_loop
 from planner.scenario import Scenario
 from planner.sim.policies import get_policy
 
@@ -29,8 +29,24 @@ class PolicyOutcome:
     def row(self) -> dict[str, object]:
         result = self.result
         return {"policy": self.policy, "gpus": result.gpus_peak, "usd": round(result.cost_usd, 2),
-                "slo_met": result.converged, "rounds": len(result.rounds),
+                "slo_met": result.converged, "rounds": len(result.rounds), "binding": binding(result),
                 "still_failing": "; ".join(m.describe() for m in result.misses[:3])}
+
+
+def binding(result: LoopResult) -> str:
+    """What limits capacity under this policy: the calibration's binding (class, metric), most frequent first.
+
+    When every policy ties, this says why: e.g. an end-to-end SLO that binds through the
+    slower decode steps of a larger batch, before any request waits for admission, is the
+    same under every order of the admission queue.
+    """
+    table = getattr(result.calibration, "table", None)
+    if table is None or table.empty or "binding_class" not in table.columns:
+        return "capacity table given" if result.calibration is None else "not reported"
+    pairs = table.drop_duplicates(["model", "sku"])
+    counts = (pairs["binding_class"].astype(str) + " " + pairs["binding_metric"].astype(str)).value_counts()
+    ordered = sorted(counts.items(), key=lambda item: (-item[1], item[0]))
+    return ", ".join(f"{name} on {n} of {len(pairs)} (model, SKU)" for name, n in ordered)
 
 
 def parse_policies(text: str) -> list[str]:
@@ -48,16 +64,19 @@ def compare_policies(scenario: Scenario, forecast: pd.DataFrame, catalog: Catalo
                      known: dict[str, LoopResult] | None = None, notify: Notify | None = None) -> list[PolicyOutcome]:
     """Run the loop for each policy (re-using ``known`` results, e.g. the scenario policy's own run)."""
     outcomes = []
+    placements: dict[str, object] = {}
+    for result in (known or {}).values():
+        placements[capacity_key(result.capacity)] = result.placement
     for policy in policies:
         result = (known or {}).get(policy)
         if result is None:
             result = run_loop(scenario, forecast, catalog, profiles, settings, policy=policy, histogram=histogram,
-                              notify=notify)
+                              notify=notify, placements=placements)
         outcomes.append(PolicyOutcome(policy, result))
     return outcomes
 
 
 def comparison_table(outcomes: list[PolicyOutcome]) -> pd.DataFrame:
-    """policy, gpus, usd, slo_met, rounds, still_failing: one row per policy, in the order asked."""
+    """policy, gpus, usd, slo_met, rounds, binding, still_failing: one row per policy, in the order asked."""
     return pd.DataFrame([o.row() for o in outcomes],
-                        columns=["policy", "gpus", "usd", "slo_met", "rounds", "still_failing"])
+                        columns=["policy", "gpus", "usd", "slo_met", "rounds", "binding", "still_failing"])

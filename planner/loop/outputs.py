@@ -16,7 +16,7 @@ plan.flows.csv             routed demand per period (origin -> serving region), 
 plan.json                  the plan's solver figures, lower bounds, baselines and input hashes
 slo.csv                    the simulator's per-class results for each window of the last round
 rounds.json                the loop: settings, every round (misses, changes, cost), the outcome
-policies.csv               with --compare-policies: policy, gpus, usd, slo_met, rounds, still_failing
+policies.csv               with --compare-policies: policy, gpus, usd, slo_met, rounds, binding, still_failing
 =========================  ==================================================================
 
 Same inputs and seed, same bytes: the files leave out how this run got its figures

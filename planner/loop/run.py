@@ -21,6 +21,7 @@ every policy, so a policy comparison differs only in the policy.
 
 from __future__ import annotations
 
+import hashlib
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -92,6 +93,13 @@ def peak_gpus(plan: pd.DataFrame) -> int:
     return int(plan.groupby(plan["period"].astype(str))["gpus"].sum().max())
 
 
+def capacity_key(table: pd.DataFrame) -> str:
+    """The capacity coefficients that placement reads, as a hash."""
+    columns = ["model", "sku", "traffic_class", "max_rps_per_replica"]
+    text = table[columns].sort_values(columns[:3]).to_csv(index=False, lineterminator="\n")
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
 def _pool_skus(plan: pd.DataFrame, period: str) -> dict[tuple[str, str], tuple[str, ...]]:
     rows = plan[(plan["period"].astype(str) == period) & (plan["replicas"] > 0)]
     return {(str(r), str(m)): tuple(sorted(set(group["sku"].astype(str))))
@@ -122,8 +130,14 @@ def _round_record(number: int, placement: PlacementResult, misses: list[Miss], c
 def run_loop(scenario: Scenario, forecast: pd.DataFrame, catalog: Catalog, profiles: pd.DataFrame,
              settings: LoopSettings, *, policy: str | None = None, capacity: pd.DataFrame | None = None,
              histogram: pd.DataFrame | None = None, input_hashes: dict[str, str] | None = None,
-             notify: Notify | None = None) -> LoopResult:
-    """Run the loop for ``policy`` (default: the scenario's); see the module docstring."""
+             notify: Notify | None = None, placements: dict[str, PlacementResult] | None = None) -> LoopResult:
+    """Run the loop for ``policy`` (default: the scenario's); see the module docstring.
+
+    ``placements`` memoises plans by the capacity table they were placed with (a policy
+    comparison passes one dict to every policy): placement depends on the policy only
+    through that table, so two policies whose calibrations agree share one solve, and
+    each is still simulated under its own policy.
+    """
     say = notify or (lambda _text: None)
     policy_name = policy or scenario.policy.name
     calibration = None
@@ -140,9 +154,16 @@ def run_loop(scenario: Scenario, forecast: pd.DataFrame, catalog: Catalog, profi
     for number in range(1, settings.max_rounds + 1):
         began = time.perf_counter()
         say(f"{policy_name}: round {number}, placing")
-        placement = place_plan(scenario, forecast, catalog, profiles, capacity=table, solver=settings.solver,
-                               time_limit_s=settings.time_limit_s, gap=settings.gap, quantile=settings.quantile,
-                               periods=settings.periods, input_hashes=input_hashes)
+        key = capacity_key(table)
+        placement = placements.get(key) if placements is not None else None
+        if placement is None:
+            placement = place_plan(scenario, forecast, catalog, profiles, capacity=table, solver=settings.solver,
+                                   time_limit_s=settings.time_limit_s, gap=settings.gap, quantile=settings.quantile,
+                                   periods=settings.periods, input_hashes=input_hashes)
+            if placements is not None:
+                placements[key] = placement
+        else:
+            say(f"{policy_name}: round {number}, same capacity table as an earlier policy: same plan")
         frames, sim_meta, misses = [], [], []
         windows = loop_windows(placement.plan, placement.flows)
         for window in windows:

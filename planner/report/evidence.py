@@ -148,7 +148,8 @@ def policy_section(inputs: ReportInputs) -> Section:
     reference = meeting if not meeting.empty else table
     best = reference.sort_values(["usd", "policy"], kind="stable").iloc[0]
     table["usd_vs_best_pct"] = 100.0 * (table["usd"] - best["usd"]) / best["usd"] if best["usd"] else np.nan
-    table = rounded(table[["policy", "gpus", "usd", "slo_met", "usd_vs_best_pct"]].sort_values(
+    extra = [c for c in ("binding",) if c in table.columns]
+    table = rounded(table[["policy", "gpus", "usd", "slo_met", "usd_vs_best_pct", *extra]].sort_values(
         ["usd", "policy"], kind="stable").reset_index(drop=True))
     in_use = pick(inputs.plan_meta, "policy")
     text = (f"Cheapest policy that meets every SLO on the same forecast: {best['policy']}, "
@@ -161,6 +162,12 @@ def policy_section(inputs: ReportInputs) -> Section:
                      f"{row['gpus'] - best['gpus']:+g} GPUs, {money(float(row['usd'] - best['usd']))} more "
                      f"({float(row['usd_vs_best_pct']):.1f} %).")
     section.paragraphs.append(text)
+    if len(table) > 1 and table["usd"].nunique() == 1:
+        section.paragraphs.append("Every policy needs the same fleet: the scheduling order does not bind here. "
+                                  + ("What limits capacity (the `binding` column) is then what to look at: a "
+                                     "latency SLO that binds through batch size, before requests queue for "
+                                     "admission, is the same under every queue order."
+                                     if "binding" in table.columns else ""))
     if meeting.empty or not table["slo_met"].notna().any():
         section.paragraphs.append("Whether each policy met every SLO: not reported.")
     section.tables.append(Table("policy_comparison", "GPUs and USD each policy needs", table,
