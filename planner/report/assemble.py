@@ -97,6 +97,8 @@ def plan_meta_for_report(result: PipelineResult, scenario: Scenario, catalog: Ca
     bounds = {name: _usd(value) for name, value in (meta.get("lower_bounds") or {}).items()}
     baselines = {}
     for name, value in (meta.get("baselines") or {}).items():
+        if name.endswith("_pct"):  # a saving in per cent, not a plan's cost
+            continue
         usd = _usd(value)
         if usd is not None:
             label = f"{name} ({value['sku']})" if isinstance(value, dict) and value.get("sku") else name
