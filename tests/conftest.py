@@ -21,6 +21,14 @@ def shared_data_dir() -> Path:
     raise FileNotFoundError(f"shared data not found in any of {candidates}; set PLANNER_SHARED_DIR")
 
 
+@pytest.fixture(autouse=True)
+def _private_state(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every test records runs in, and caches calibrations under, its own folder, never the user's."""
+    state = tmp_path_factory.mktemp("planner-state")
+    monkeypatch.setenv("PLANNER_HISTORY", str(state / "history.duckdb"))
+    monkeypatch.setenv("PLANNER_CACHE_DIR", str(state / "cache"))
+
+
 @pytest.fixture
 def repo_root() -> Path:
     return REPO_ROOT

@@ -40,6 +40,6 @@ def test_resolve_engine():
     assert resolve_engine("processes", 2, 8) == ("processes", 2)  # never more workers than tasks
     assert resolve_engine("auto", 1, None)[0] == "local"
     with pytest.raises(InputError, match="unknown engine"):
-        resolve_engine("dask", 1, None)
+        resolve_engine("ray", 1, None)
     with pytest.raises(InputError, match="at least 1"):
         resolve_engine("processes", 1, 0)

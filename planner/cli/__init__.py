@@ -4,7 +4,7 @@
 each module beside it registers the commands of one part of the pipeline.
 """
 
-from planner.cli import data, forecast, place, simulate  # noqa: F401  (registers the commands)
+from planner.cli import data, forecast, loop, place, report, simulate  # noqa: F401  (registers the commands)
 from planner.cli.app import app, guarded, main, session
 
 __all__ = ["app", "guarded", "main", "session"]

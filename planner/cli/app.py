@@ -4,14 +4,21 @@ Nothing below this module knows about exit codes or terminals: the core raises
 ``PlannerError`` subclasses and this module turns them into the codes cron reads
 (architecture.md): 0 ok, 1 unexpected, 2 usage, 3 invalid input, 4 infeasible,
 5 SLO failed after the allowed rounds.
+
+Every command except ``planner history`` (which only reads) is recorded in the run
+history (``planner.runs``): command, arguments, version, input hashes, times, exit code,
+outputs and the key figures the command adds through ``session.run``. The history file
+is ``--history-file``, else ``PLANNER_HISTORY``, else ``$XDG_DATA_HOME/planner/history.duckdb``.
 """
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import os
+import re
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any, TypeVar
@@ -20,7 +27,8 @@ import typer
 
 from planner import __version__
 from planner.console import print_error, print_table, stderr
-from planner.errors import ExitCode, PlannerError
+from planner.errors import ExitCode, InputError, PlannerError
+from planner.runs import RunContext, RunHistory, input_hash, recording
 
 app = typer.Typer(
     name="planner",
@@ -35,20 +43,63 @@ app = typer.Typer(
 @dataclass
 class _Session:
     verbose: bool = False
+    history_file: Path | None = None
+    run: RunContext | None = None
 
 
 session = _Session()
 
 F = TypeVar("F", bound=Callable[..., Any])
 
+NOT_RECORDED = frozenset({"history"})
+"""Commands that only read the run history; recording them would fill it with its own listings."""
+OUTPUT_PARAMETERS = frozenset({"out", "out_dir", "plots", "debug", "metadata_out", "reports"})
+LARGEST_HASHED_INPUT_BYTES = 2 << 30
+"""Inputs above 2 GiB (raw request logs) are recorded by path and size only: hashing them costs seconds."""
+
+
+def _arguments(kwargs: dict[str, Any]) -> dict[str, Any]:
+    return {name: str(value) if isinstance(value, Path) else value for name, value in sorted(kwargs.items())}
+
+
+def _input_hashes(kwargs: dict[str, Any]) -> dict[str, str]:
+    hashes = {}
+    for name, value in sorted(kwargs.items()):
+        if isinstance(value, Path) and name not in OUTPUT_PARAMETERS and value.is_file():
+            size = value.stat().st_size
+            hashes[name] = input_hash(value) if size <= LARGEST_HASHED_INPUT_BYTES else f"not hashed: {size} bytes"
+    return hashes
+
+
+@contextlib.contextmanager
+def _recorded(name: str, kwargs: dict[str, Any]) -> Iterator[RunContext | None]:
+    """Record this run in the run history around the command's body (see the module docstring)."""
+    if name in NOT_RECORDED:
+        yield None
+        return
+    history = RunHistory(session.history_file)
+    month = kwargs.get("month") if isinstance(kwargs.get("month"), str) else None
+    seeds = {"seed": kwargs["seed"]} if isinstance(kwargs.get("seed"), int) else {}
+    with recording(history, name, _arguments(kwargs), month=month, seeds=seeds,
+                   input_hashes=_input_hashes(kwargs)) as run:
+        session.run = run
+        try:
+            yield run
+        finally:
+            session.run = None
+            for notice in history.notices:
+                stderr.print(f"[yellow]note:[/] {notice}")
+
 
 def guarded(command: F) -> F:
-    """Run a command, turning domain errors into their exit code and a readable message."""
+    """Run a command, recording it, and turn domain errors into their exit code and a readable message."""
+    name = command.__name__.removesuffix("_command")
 
     @functools.wraps(command)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
         try:
-            return command(*args, **kwargs)
+            with _recorded(name, kwargs):
+                return command(*args, **kwargs)
         except (typer.Exit, typer.Abort):
             raise
         except PlannerError as exc:
@@ -91,8 +142,14 @@ def _root(
         bool,
         typer.Option("--version", callback=_version_callback, is_eager=True, help="Print the version and exit."),
     ] = False,
+    history_file: Annotated[
+        Path | None,
+        typer.Option("--history-file", help="Run history (DuckDB) to record runs in; default: PLANNER_HISTORY, "
+                                            "else ~/.local/share/planner/history.duckdb."),
+    ] = None,
 ) -> None:
     session.verbose = verbose
+    session.history_file = history_file
 
 
 JsonFlag = Annotated[bool, typer.Option("--json", help="Print the table as JSON instead.")]
@@ -101,9 +158,42 @@ JsonFlag = Annotated[bool, typer.Option("--json", help="Print the table as JSON 
 def print_outputs(rows: list[dict[str, Any]], *, title: str, as_json: bool, written: list[Path], **extra: Any) -> None:
     """The common ending of a command that writes files: its table (or JSON with ``extra``), then what it wrote."""
     print_table(rows, title=title, as_json=as_json, json_extra={**extra, "written": [str(p) for p in written]})
+    if session.run is not None:
+        session.run.add_output(*written)
     if not as_json:
         for path in written:
             stderr.print(f"wrote {path}")
+
+
+
+EngineOption = Annotated[
+    str, typer.Option(help="Where independent work runs: local, processes, dask or auto (processes on >1 core).")
+]
+WorkersOption = Annotated[int | None, typer.Option(help="Workers for processes or an embedded Dask cluster.")]
+SchedulerOption = Annotated[
+    str | None,
+    typer.Option(help="Dask scheduler address, e.g. tcp://scheduler:8786 (with --engine dask; default: "
+                      "$DASK_SCHEDULER_ADDRESS, else an embedded LocalCluster)."),
+]
+
+
+def use_engine(engine: str, scheduler: str | None, workers: int | None) -> None:
+    """Check the engine options before any work starts; a --scheduler reaches every fan-out through the env."""
+    from planner.engine import SCHEDULER_ENV, check_engine
+
+    check_engine(engine, scheduler, workers)
+    if scheduler:
+        os.environ[SCHEDULER_ENV] = scheduler
+
+
+def parse_duration_s(text: str, option: str = "--duration") -> float:
+    """'30min', '1h', '900s' -> seconds."""
+    units = {"s": 1, "m": 60, "min": 60, "h": 3600}
+    match = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*(s|m|min|h)\s*", text)
+    if not match or float(match.group(1)) <= 0:
+        raise InputError(f"{option} {text!r} is not a positive duration", where=option,
+                         fix="pass e.g. 30min, 1h or 900s")
+    return float(match.group(1)) * units[match.group(2)]
 
 
 def main() -> None:

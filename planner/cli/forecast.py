@@ -7,7 +7,7 @@ from typing import Annotated, Any
 
 import typer
 
-from planner.cli.app import JsonFlag, app, guarded
+from planner.cli.app import EngineOption, JsonFlag, SchedulerOption, WorkersOption, app, guarded, use_engine
 from planner.console import print_table, progress_bar, stderr
 from planner.storage import file_sha256
 
@@ -30,8 +30,9 @@ def forecast(
     metadata_out: Annotated[
         Path | None, typer.Option("--metadata", help="Metadata JSON to write (default: <out>.meta.json).")
     ] = None,
-    engine: Annotated[str, typer.Option(help="Where fits run: local, processes or auto.")] = "auto",
-    workers: Annotated[int | None, typer.Option(help="Worker processes (default: one per core).")] = None,
+    engine: EngineOption = "auto",
+    workers: WorkersOption = None,
+    scheduler: SchedulerOption = None,
     seed: Annotated[int, typer.Option(help="Seed recorded with the run.")] = 0,
     as_json: JsonFlag = False,
 ) -> None:
@@ -46,6 +47,7 @@ def forecast(
     )
 
     check_table_suffix(out)
+    use_engine(engine, scheduler, workers)
     meta_path = metadata_out or out.with_name(out.name.removesuffix(out.suffix) + ".meta.json")
     horizon_hours = parse_horizon(horizon)
     levels = parse_quantiles(quantiles)

@@ -7,23 +7,22 @@ from typing import Annotated, Any
 
 import typer
 
-from planner.cli.app import JsonFlag, app, guarded, print_outputs
-from planner.console import print_table, stderr
+from planner.cli.app import (
+    EngineOption,
+    JsonFlag,
+    SchedulerOption,
+    WorkersOption,
+    app,
+    guarded,
+    parse_duration_s,
+    print_outputs,
+    use_engine,
+)
+from planner.console import print_table, progress_bar, stderr
 from planner.errors import InputError
 
+
 # --------------------------------------------------------------------------- simulate
-_DURATION = {"s": 1, "m": 60, "min": 60, "h": 3600}
-
-
-def _parse_duration_s(text: str) -> float:
-    import re
-
-    match = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*(s|m|min|h)\s*", text)
-    if not match or float(match.group(1)) <= 0:
-        raise InputError(f"--duration {text!r} is not a positive duration", fix="pass e.g. 30min, 1h or 900s")
-    return float(match.group(1)) * _DURATION[match.group(2)]
-
-
 def _forecast_window(scenario: Any, plan: Any, forecast: Any, window: str) -> tuple[str, Any]:
     """(plan period, serving demand) from a forecast hour, for plans without flows."""
     from planner.sim.forecast_demand import (
@@ -71,6 +70,9 @@ def simulate(
     histogram: Annotated[
         Path | None, typer.Option(help="Token-length histogram from `planner ingest` (default: per-class lognormals).")
     ] = None,
+    engine: EngineOption = "auto",
+    workers: WorkersOption = None,
+    scheduler: SchedulerOption = None,
     as_json: JsonFlag = False,
 ) -> None:
     """Simulate a plan's replicas at the demand of one window and check every class's latency SLO."""
@@ -85,7 +87,8 @@ def simulate(
     from planner.storage import check_table_suffix, read_table
 
     check_table_suffix(out)
-    duration_s = _parse_duration_s(duration)
+    use_engine(engine, scheduler, workers)
+    duration_s = parse_duration_s(duration)
     loaded = load_scenario(scenario)
     plan_frame = read_table(plan)
     if forecast is not None:
@@ -100,11 +103,13 @@ def simulate(
                 "<plan>.flows.csv)",
             )
         period, demand = select_window(plan_frame, read_table(flows_path), window)
-    with stderr.status(f"Simulating period {period}: {replications} replication(s) of {duration}..."):
+    with progress_bar(f"Simulating period {period}: pools x {replications} replication(s) of {duration}",
+                      console=stderr) as advance:
         result = simulate_plan(
             loaded, plan_frame, demand, load_profiles(), load_catalog(),
             policy=policy, duration_s=duration_s, replications=replications, seed=seed,
             histogram=read_table(histogram) if histogram else None, period=period,
+            engine=engine, workers=workers, progress=advance,
         )
     written = write_simulation_outputs(result, out)
     print_outputs(

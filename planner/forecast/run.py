@@ -203,15 +203,16 @@ def clean_history(history: pd.DataFrame, measure: str = "requests") -> list[tupl
 def forecast_history(history: pd.DataFrame, *, horizon_hours: int, quantiles: list[float],
                      measure: str = "requests", backtest: bool = True, seed: int = 0, engine: str = "local",
                      workers: int | None = None, progress: Callable[[int, int], None] | None = None,
-                     spec: ModelSpec | None = None) -> ForecastResult:
+                     spec: ModelSpec | None = None, scheduler: str | None = None) -> ForecastResult:
     """Forecast every (region, model, traffic_class) series of ``history``; see the module docstring.
 
     ``horizon_hours``: hours after the history's last hour (``parse_horizon``).
     ``quantiles``: levels in (0, 1), one output column each (``parse_quantiles``).
     ``measure``: one of ``MEASURES``. ``backtest``: run the rolling-origin backtest
     (about 4x the fitting work). ``seed``: recorded only (no random draws).
-    ``engine``/``workers``: ``planner.engine`` (``local``, ``processes`` or ``auto``);
-    they never change the output. ``progress(done, total)`` is called per series.
+    ``engine``/``workers``/``scheduler``: ``planner.engine.run_tasks`` (``local``,
+    ``processes``, ``dask`` or ``auto``; ``scheduler`` is a Dask scheduler address for
+    ``dask``); they never change the output. ``progress(done, total)`` is called per series.
     ``spec``: the model's search space (``ModelSpec()`` by default).
     Raises InputError for invalid input; model failures become visible fallbacks.
     """
@@ -233,7 +234,7 @@ def forecast_history(history: pd.DataFrame, *, horizon_hours: int, quantiles: li
         cleans.append((key, name, clean))
         tasks.append(SeriesTask(key, t_start_abs, clean.values, clean.filled, clean.observed,
                                 gap + horizon_hours, horizon_hours, tuple(levels), spec, backtest))
-    outcomes = run_tasks(run_series, tasks, engine=engine, workers=workers, progress=progress)
+    outcomes = run_tasks(run_series, tasks, engine=engine, workers=workers, progress=progress, scheduler=scheduler)
 
     hour = pd.Timedelta(hours=1)
     start = pd.Timestamp(global_end * HOUR_NS, tz="UTC") + hour

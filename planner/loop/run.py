@@ -170,7 +170,8 @@ def run_loop(scenario: Scenario, forecast: pd.DataFrame, catalog: Catalog, profi
             say(f"{policy_name}: round {number}, simulating the {window.name} ({window.period})")
             result = simulate_plan(scenario, placement.plan, window.demand, profiles, catalog, policy=policy_name,
                                    duration_s=settings.sim_duration_s, replications=settings.sim_replications,
-                                   seed=settings.seed, histogram=histogram, period=window.period)
+                                   seed=settings.seed, histogram=histogram, period=window.period,
+                                   engine=settings.engine, workers=settings.workers)
             frames.append(result.per_class.assign(window=window.name, period=window.period))
             sim_meta.append({"window": window.name, **result.meta})
             misses += find_misses(result.per_class, window.name, window.period,

@@ -14,6 +14,11 @@ run (placement already counts only a fraction of them); a class with no traffic 
 ``no_traffic`` and counts as met. Randomness: the pool (region, model) draws from
 ``SeedSequence(seed, spawn_key=(crc32(region), crc32(model)))``, so a pool's results do
 not depend on which other pools the plan has.
+
+Fan-out: every (pool, replication) is one task of :func:`planner.engine.run_tasks` carrying
+the pool's :class:`PoolConfig` and replication i's child of the pool's seed (``spawn``, as a
+serial run draws them), so ``local``, ``processes`` and ``dask`` give byte-identical
+results. The engine is not recorded in the result for that reason.
 """
 
 from __future__ import annotations
@@ -21,6 +26,7 @@ from __future__ import annotations
 import math
 import re
 import zlib
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -28,13 +34,25 @@ import pandas as pd
 
 from planner import __version__
 from planner.catalog import Catalog
+from planner.engine import check_engine, run_tasks
 from planner.errors import InputError
 from planner.profiles import profile_for
 from planner.scenario import Scenario
 from planner.sim.policies import get_policy
-from planner.sim.replica.pool import DEFAULT_TOKEN_BUDGET, ClassSpec, PoolConfig, ReplicaSpec
+from planner.sim.replica.pool import (
+    DEFAULT_TOKEN_BUDGET,
+    ClassSpec,
+    PoolConfig,
+    ReplicaSpec,
+    check_config,
+)
 from planner.sim.replica.routing import router_code
-from planner.sim.replica.run import simulate_pool
+from planner.sim.replica.run import (
+    ReplicationTask,
+    replication_tasks,
+    run_replication_task,
+    summarise_pool,
+)
 from planner.sim.result import SimulationResult, write_simulation_outputs
 from planner.sim.workload import workloads_for
 
@@ -150,6 +168,9 @@ def simulate_plan(
     seed: int | None = None,
     histogram: pd.DataFrame | None = None,
     engine: str = "local",
+    workers: int | None = None,
+    scheduler: str | None = None,
+    progress: Callable[[int, int], None] | None = None,
     period: str | None = None,
     routing: str = "jsq",
     router_d: int = 2,
@@ -166,9 +187,13 @@ def simulate_plan(
     time-scaled to each pool's total rate. ``routing`` is a rule of
     :data:`planner.sim.replica.routing.ROUTERS`; ``token_budget`` is the tokens per step;
     the warm-up defaults to 10 % of the duration and is excluded from every metric.
+
+    ``engine`` (``local``, ``processes``, ``dask`` or ``auto``), ``workers`` and ``scheduler``
+    say where the (pool x replication) tasks run (:func:`planner.engine.run_tasks`);
+    ``progress(done, total)`` is called per finished replication. None of them changes the
+    result: every replication carries its own child seed.
     """
-    if engine != "local":
-        raise InputError(f"unknown simulation engine {engine!r}", where="--engine", fix="use 'local'")
+    check_engine(engine, scheduler, workers)
     if not duration_s > 0 or replications < 1:
         raise InputError("duration must be > 0 and replications >= 1", where="--duration/--replications",
                          fix="e.g. --duration 1h --replications 5")
@@ -180,15 +205,15 @@ def simulate_plan(
     pools = _pools(rows, profiles, catalog)
     rates = _demand_rates(demand, scenario)
     params, admission = scenario.policy.params, scenario.policy.admission
-    frames: list[pd.DataFrame] = []
-    pool_meta: list[dict[str, Any]] = []
-    for key in sorted(set(pools) | set(rates)):
+    trace = tuple(np.asarray(arrival_trace_s, dtype=float)) if arrival_trace_s is not None else None
+    keys = sorted(set(pools) | set(rates))
+    configs: dict[tuple[str, str], tuple[PoolConfig, dict[str, Any]]] = {}
+    tasks: list[ReplicationTask] = []
+    for key in keys:
+        if key not in pools:
+            continue
         region, model = key
         pool_rates = rates.get(key, {})
-        if key not in pools:
-            frames.append(pd.DataFrame(_unserved_rows(region, model, pool_rates, scenario, duration_s - warmup)))
-            pool_meta.append({"region": region, "model": model, "replicas": {}, "note": "demand but no replicas"})
-            continue
         laws = workloads_for(model, scenario.class_names, histogram)
         classes = tuple(ClassSpec(k.name, pool_rates.get(k.name, 0.0), k.weight, k.priority_jump,
                                   float(k.drr_quantum_tokens), k.max_queue_wait_ms, k.ttft_p99_ms, k.e2e_p99_ms,
@@ -198,9 +223,25 @@ def simulate_plan(
             kv_fraction=admission.kv_fraction, output_quantile_reserve=admission.output_quantile_reserve,
             aging_rate=params.aging_rate, trail_c=params.trail_c, prediction_sigma=params.prediction_noise_sigma,
             router=routing, router_d=router_d, token_budget=token_budget, arrival_kind=arrival, arrival_cv=arrival_cv,
-            arrival_trace_s=tuple(np.asarray(arrival_trace_s, dtype=float)) if arrival_trace_s is not None else None)
-        result = simulate_pool(config, replications=replications, seed=pool_seed(seed, region, model),
-                               labels={"region": region, "model": model})
+            arrival_trace_s=trace)
+        check_config(config)
+        configs[key] = (config, laws)
+        tasks += replication_tasks(config, replications, pool_seed(seed, region, model))
+    metrics = run_tasks(run_replication_task, tasks, engine=engine, workers=workers, progress=progress,
+                        scheduler=scheduler)
+    frames: list[pd.DataFrame] = []
+    pool_meta: list[dict[str, Any]] = []
+    done = 0
+    for key in keys:
+        region, model = key
+        if key not in configs:
+            frames.append(pd.DataFrame(_unserved_rows(region, model, rates.get(key, {}), scenario,
+                                                      duration_s - warmup)))
+            pool_meta.append({"region": region, "model": model, "replicas": {}, "note": "demand but no replicas"})
+            continue
+        config, laws = configs[key]
+        result = summarise_pool(config, metrics[done:done + replications], labels={"region": region, "model": model})
+        done += replications
         frames.append(result.per_class)
         pool_meta.append({
             "region": region, "model": model,
@@ -221,7 +262,7 @@ def simulate_plan(
         "seed": seed, "token_budget": token_budget, "arrival": arrival, "arrival_cv": arrival_cv,
         "kv_fraction": admission.kv_fraction, "output_quantile_reserve": admission.output_quantile_reserve,
         "prediction_noise_sigma": params.prediction_noise_sigma, "aging_rate": params.aging_rate,
-        "trail_c": params.trail_c, "engine": engine, "version": __version__,
+        "trail_c": params.trail_c, "version": __version__,
         "length_source": "ingest histogram" if histogram is not None else "trace defaults",
         "pools": pool_meta,
     }

@@ -4,6 +4,12 @@ Replication i draws its requests from child i of the pool's SeedSequence, so the
 seed gives identical results, and two policies simulated with the same seed see the same
 arrivals, lengths and prediction errors (common random numbers).
 
+Running and summarising are apart so replications can fan out: :class:`ReplicationTask`
+(the pool's config and one child seed, a few kilobytes) is all a worker needs, and
+:func:`run_replication_task` returns only the per-class and pool figures of that
+replication (dicts of floats), never the engine's arrays. :func:`summarise_pool` then
+combines them in replication order, so the table does not depend on where each ran.
+
 Every metric of :mod:`.metrics` appears as its mean over replications and, beside it,
 ``<metric>_ci95``: the Student-t half-width of the 95 % interval (infinite with one
 replication). SLO columns: ``slo_ttft_met``/``slo_e2e_met`` compare the mean p99
@@ -37,15 +43,39 @@ class PoolResult:
     pool: dict[str, Any]
 
 
+ReplicationMetrics = tuple[list[dict[str, float]], dict[str, float]]
+
+
+@dataclass(frozen=True)
+class ReplicationTask:
+    """One replication of one pool: its config and its own child SeedSequence."""
+
+    config: PoolConfig
+    seed: np.random.SeedSequence
+
+
+def replication_tasks(config: PoolConfig, replications: int, seed: np.random.SeedSequence) -> list[ReplicationTask]:
+    """Replication i gets child i of ``seed`` (``seed.spawn``), as a serial run would."""
+    return [ReplicationTask(config, child) for child in seed.spawn(max(1, replications))]
+
+
+def run_replication_task(task: ReplicationTask) -> ReplicationMetrics:
+    """(per-class rows, pool figures) of one replication. Top-level so it pickles."""
+    return replication_metrics(run_replication(task.config, task.seed))
+
+
 def simulate_pool(config: PoolConfig, *, replications: int, seed: np.random.SeedSequence,
                   labels: dict[str, str] | None = None) -> PoolResult:
-    """Run ``replications`` independent replications and summarise them."""
-    per_rep_rows: list[list[dict[str, float]]] = []
-    per_rep_pool: list[dict[str, float]] = []
-    for child in seed.spawn(max(1, replications)):
-        rows, pool = replication_metrics(run_replication(config, child))
-        per_rep_rows.append(rows)
-        per_rep_pool.append(pool)
+    """Run ``replications`` independent replications here and summarise them."""
+    metrics = [run_replication_task(task) for task in replication_tasks(config, replications, seed)]
+    return summarise_pool(config, metrics, labels)
+
+
+def summarise_pool(config: PoolConfig, metrics: list[ReplicationMetrics],
+                   labels: dict[str, str] | None = None) -> PoolResult:
+    """Per-class rows with means and 95 % half-widths over ``metrics`` (one entry per replication)."""
+    per_rep_rows = [rows for rows, _ in metrics]
+    per_rep_pool = [pool for _, pool in metrics]
     pool_summary: dict[str, Any] = {}
     for name in POOL_METRICS:
         mean, half = combine([p[name] for p in per_rep_pool])

@@ -1,0 +1,215 @@
+"""``planner calibrate`` and ``planner plan``: the fast loop's capacity, and the whole two-timescale loop."""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+from planner.cli.app import (
+    EngineOption,
+    JsonFlag,
+    SchedulerOption,
+    WorkersOption,
+    app,
+    guarded,
+    parse_duration_s,
+    print_outputs,
+    session,
+    use_engine,
+)
+from planner.console import print_table, progress_bar, stderr
+from planner.errors import ExitCode, InputError
+
+PeriodsOption = Annotated[
+    str, typer.Option(help="Planning periods: 'hourly', or 'how:N' for N-hour hour-of-week blocks.")
+]
+
+
+def _names(text: str | None) -> list[str] | None:
+    return [part.strip() for part in text.split(",") if part.strip()] if text else None
+
+
+@contextlib.contextmanager
+def narrated(first: str) -> Iterator[Callable[[str], None]]:
+    """A spinner on stderr whose text each step of a long run updates."""
+    with stderr.status(first) as status:
+        yield lambda text: status.update(text)
+
+
+# --------------------------------------------------------------------------- calibrate
+@app.command()
+@guarded
+def calibrate(
+    scenario: Annotated[Path, typer.Option(help="Scenario TOML file.")],
+    out: Annotated[Path, typer.Option("--out", "-o", help="Capacity table to write (.csv or .parquet), "
+                                                         "the input of `planner place --capacity`.")],
+    policy: Annotated[str | None, typer.Option(help="Scheduling policy (default: the scenario's).")] = None,
+    models: Annotated[str | None, typer.Option(help="Only these models, comma-separated.")] = None,
+    skus: Annotated[str | None, typer.Option(help="Only these SKUs, comma-separated.")] = None,
+    histogram: Annotated[
+        Path | None, typer.Option(help="Token-length histogram from `planner ingest` (default: per-class lognormals).")
+    ] = None,
+    duration: Annotated[str, typer.Option(help="Simulated time per replication and probed rate.")] = "1h",
+    replications: Annotated[int, typer.Option(min=2, help="Replications per probed rate (for the interval).")] = 8,
+    tolerance: Annotated[float, typer.Option(help="Relative width at which the bisection stops.")] = 0.02,
+    pool_replicas: Annotated[int, typer.Option(min=1, help="Replicas in the simulated pool.")] = 1,
+    seed: Annotated[int | None, typer.Option(help="Base seed (default: the scenario's).")] = None,
+    cache: Annotated[bool, typer.Option("--cache/--no-cache", help="Reuse results for unchanged inputs.")] = True,
+    cache_dir: Annotated[
+        Path | None, typer.Option(help="Calibration cache (default: $PLANNER_CACHE_DIR/calibration or "
+                                       "~/.cache/planner/calibration).")
+    ] = None,
+    engine: EngineOption = "auto",
+    workers: WorkersOption = None,
+    scheduler: SchedulerOption = None,
+    as_json: JsonFlag = False,
+) -> None:
+    """Measure each (model, SKU)'s capacity by simulation: the highest req/s per replica meeting every p99 SLO."""
+    from planner.calibrate import calibrate as run_calibration
+    from planner.calibrate import write_calibration
+    from planner.profiles import load_profiles
+    from planner.scenario import load_scenario
+    from planner.storage import check_table_suffix, read_table
+
+    check_table_suffix(out)
+    use_engine(engine, scheduler, workers)
+    loaded = load_scenario(scenario)
+    with progress_bar("Calibrating (model, SKU) pairs", console=stderr) as advance:
+        result = run_calibration(
+            loaded, load_profiles(), policy=policy, histogram=read_table(histogram) if histogram else None,
+            models=_names(models), skus=_names(skus), pool_replicas=pool_replicas,
+            duration_s=parse_duration_s(duration), replications=replications, seed=seed, rel_tol=tolerance,
+            engine=engine, workers=workers, cache_dir=cache_dir, use_cache=cache, progress=advance,
+        )
+    written = write_calibration(result, out)
+    if session.run is not None:
+        session.run.add_figures(pairs=int(result.table[["model", "sku"]].drop_duplicates().shape[0]),
+                                simulated=result.n_simulated, cached=result.n_cached, failures=len(result.failures))
+    columns = ["model", "sku", "traffic_class", "max_rps_per_replica", "mix_rps_per_replica", "binding_class",
+               "binding_metric", "cached"]
+    rows = result.table[[c for c in columns if c in result.table.columns]].to_dict("records")
+    print_outputs(rows, title=f"Capacity per replica, {result.meta.get('policy', policy)} "
+                              f"({result.n_simulated} simulated, {result.n_cached} from cache)",
+                  as_json=as_json, written=written, failures=result.failures)
+    if result.failures and not as_json:
+        print_table(result.failures, title="Pairs that meet no SLO at any load (no row written)")
+
+
+# --------------------------------------------------------------------------- plan
+def loop_settings(*, max_rounds: int, periods: str, solver: str, time_limit: float, gap: float,
+                  quantile: float | None, sim_duration: str, replications: int, seed: int | None, engine: str,
+                  workers: int | None, cache_dir: Path | None) -> Any:
+    from planner.loop import LoopSettings
+
+    if max_rounds < 1:
+        raise InputError("--max-rounds must be at least 1", where="--max-rounds", fix="pass e.g. --max-rounds 4")
+    return LoopSettings(max_rounds=max_rounds, periods=periods, solver=solver, time_limit_s=time_limit, gap=gap,
+                        quantile=quantile, sim_duration_s=parse_duration_s(sim_duration, "--sim-duration"),
+                        sim_replications=replications, seed=seed, engine=engine, workers=workers,
+                        cache_dir=cache_dir)
+
+
+def loop_figures(result: Any) -> dict[str, Any]:
+    """The key figures of a pipeline run, for the run history."""
+    loop = result.loop
+    figures = {"plan_cost_usd": round(loop.cost_usd, 2), "total_gpus": loop.gpus_peak,
+               "slo_classes_failed": len(loop.misses), "rounds": len(loop.rounds), "converged": loop.converged,
+               "policy": loop.policy, "n_series": int(result.forecast.metadata.get("n_series", 0)),
+               "forecast_requests_total": round(float(result.forecast.forecast["mean"].sum()), 1)}
+    if result.comparison:
+        figures["policies"] = {o.policy: {"usd": round(o.result.cost_usd, 2), "gpus": o.result.gpus_peak,
+                                          "slo_met": o.result.converged} for o in result.comparison}
+    return figures
+
+
+def fail_if_not_converged(result: Any) -> None:
+    """Exit 5 naming what still fails (the outputs are already written)."""
+    loop = result.loop
+    if loop.converged:
+        return
+    from planner.console import print_error
+
+    lines = [m.describe() for m in loop.misses[:8]]
+    more = f" (and {len(loop.misses) - 8} more)" if len(loop.misses) > 8 else ""
+    print_error(f"the SLO check still fails after {len(loop.rounds)} round(s): " + "; ".join(lines) + more,
+                fix="raise --max-rounds, loosen the SLOs, allow more SKUs or regions, or change the policy",
+                code=ExitCode.SLO_FAILED)
+    raise typer.Exit(ExitCode.SLO_FAILED)
+
+
+@app.command()
+@guarded
+def plan(
+    scenario: Annotated[Path, typer.Option(help="Scenario TOML file.")],
+    history: Annotated[Path, typer.Option(help="Demand history from `planner ingest` (.csv or .parquet).")],
+    out: Annotated[Path, typer.Option("--out", "-o", help="Folder for the plan, forecast, capacity, SLO "
+                                                         "results and the loop's rounds.")] = Path("out/plan"),
+    as_of: Annotated[
+        str | None, typer.Option(help="Plan as of this time: only history before it is used (ISO-8601).")
+    ] = None,
+    compare_policies: Annotated[
+        str | None, typer.Option(help="Also run the loop for these policies, e.g. fcfs,cmu,wspt,drr-wspt.")
+    ] = None,
+    capacity: Annotated[
+        Path | None, typer.Option(help="Start from this capacity table instead of calibrating.")
+    ] = None,
+    histogram: Annotated[
+        Path | None, typer.Option(help="Token-length histogram from `planner ingest` (default: per-class lognormals).")
+    ] = None,
+    max_rounds: Annotated[int, typer.Option(help="Rounds of place -> simulate -> correct before giving up.")] = 4,
+    periods: PeriodsOption = "how:4",
+    solver: Annotated[str, typer.Option(help="Placement backend: highs, cbc or ortools.")] = "highs",
+    time_limit: Annotated[float, typer.Option(help="Placement time limit per round, seconds.")] = 60.0,
+    gap: Annotated[float, typer.Option(help="Placement optimality gap to stop at.")] = 0.02,
+    quantile: Annotated[float | None, typer.Option(help="Forecast quantile to provision for.")] = None,
+    sim_duration: Annotated[str, typer.Option(help="Simulated time per window and replication.")] = "30min",
+    replications: Annotated[int, typer.Option(min=1, help="Simulation replications per window.")] = 3,
+    seed: Annotated[int | None, typer.Option(help="Base seed (default: the scenario's).")] = None,
+    cache_dir: Annotated[Path | None, typer.Option(help="Calibration cache folder.")] = None,
+    engine: EngineOption = "auto",
+    workers: WorkersOption = None,
+    scheduler: SchedulerOption = None,
+    as_json: JsonFlag = False,
+) -> None:
+    """The whole loop: forecast, calibrate, place, simulate peak and trough, correct until every SLO holds."""
+    from planner.catalog import load_catalog
+    from planner.loop.compare import comparison_table, parse_policies
+    from planner.loop.outputs import write_plan_run
+    from planner.loop.pipeline import parse_as_of, run_pipeline
+    from planner.placement.capacity import validate_capacity
+    from planner.profiles import load_profiles
+    from planner.scenario import load_scenario
+    from planner.storage import file_sha256, read_table
+
+    use_engine(engine, scheduler, workers)
+    settings = loop_settings(max_rounds=max_rounds, periods=periods, solver=solver, time_limit=time_limit, gap=gap,
+                             quantile=quantile, sim_duration=sim_duration, replications=replications, seed=seed,
+                             engine=engine, workers=workers, cache_dir=cache_dir)
+    policies = parse_policies(compare_policies) if compare_policies else None
+    loaded = load_scenario(scenario)
+    table = validate_capacity(read_table(capacity), where=capacity) if capacity else None
+    hashes = {"scenario": file_sha256(scenario), "history": file_sha256(history)}
+    with narrated("Reading the history...") as say:
+        result = run_pipeline(loaded, read_table(history), load_catalog(), load_profiles(), settings,
+                              as_of=parse_as_of(as_of), compare=policies, capacity=table,
+                              histogram=read_table(histogram) if histogram else None, input_hashes=hashes,
+                              notify=say)
+    written = write_plan_run(result, settings, out)
+    if session.run is not None:
+        session.run.add_figures(**loop_figures(result))
+        session.run.save_forecast(result.forecast.forecast)
+        session.run.save_plan(result.loop.placement.plan)
+    print_outputs(result.loop.rounds and [
+        {k: r[k] for k in ("round", "failed", "shortfall", "cost_usd", "gpus_peak", "placement_status", "change")}
+        for r in result.loop.rounds], title=f"Plan loop, {result.loop.policy}: "
+                                            f"{'every SLO met' if result.loop.converged else 'SLO STILL MISSED'}",
+                  as_json=as_json, written=written, converged=result.loop.converged,
+                  cost_usd=round(result.loop.cost_usd, 2), gpus_peak=result.loop.gpus_peak)
+    if result.comparison and not as_json:
+        print_table(comparison_table(result.comparison).to_dict("records"),
+                    title="GPUs and USD each policy needs for the same SLOs")
+    fail_if_not_converged(result)

@@ -1,0 +1,41 @@
+"""Tasks the engine tests run on workers: report the pid, kill the worker, fail and count attempts.
+
+They live in their own module, not in a test module, so workers import them by name like
+any planner task (``tests/`` is on the workers' ``sys.path``, inherited from the process
+that starts them).
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+
+def worker_pid(_: Any) -> int:
+    return os.getpid()
+
+
+def exit_first_time(marker: str) -> int:
+    """Kill this worker process the first time (no marker yet); return the pid on a retry."""
+    path = Path(marker)
+    if not path.exists():
+        path.write_text("died once\n")
+        os._exit(1)
+    return os.getpid()
+
+
+def always_exit(_: Any) -> None:
+    os._exit(1)
+
+
+def count_then_raise(spec: tuple[str, str]) -> None:
+    """Append one line per attempt to ``spec[0]``, then raise the error named by ``spec[1]``."""
+    from planner.errors import InputError
+
+    path, kind = spec
+    with open(path, "a") as fh:
+        fh.write("attempt\n")
+    if kind == "input":
+        raise InputError("bad row in a task", where="task", fix="fix the row")
+    raise OSError("transient failure")

@@ -1,0 +1,71 @@
+"""planner.engine: option checks, engine resolution, and a dying worker in the process pool.
+
+Order, progress and task errors of ``local`` and ``processes`` are in
+``test_forecast_engine.py``; the ``dask`` engine is in ``test_engine_dask.py``.
+"""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+from engine_tasks import always_exit
+
+from planner.engine import (
+    ENGINES,
+    SCHEDULER_ENV,
+    WorkerLostError,
+    check_engine,
+    resolve_engine,
+    run_tasks,
+)
+from planner.errors import ExitCode, InputError
+
+
+def test_engines_and_their_resolution():
+    assert ENGINES == ("local", "processes", "dask", "auto")
+    assert resolve_engine("dask", 10, 3) == ("dask", 3)
+    assert resolve_engine("dask", 2, 8) == ("dask", 2)
+    assert resolve_engine("auto", 1, None) == ("local", 1)
+
+
+@pytest.mark.parametrize("address", ["tcp://scheduler:8786", "tls://10.0.0.5:8786", "scheduler.dask.svc:8786",
+                                     "tcp://[::1]:8786", "tcp://simple-scheduler.default.svc.cluster.local:8786"])
+def test_good_scheduler_addresses(address):
+    check_engine("dask", address)
+
+
+@pytest.mark.parametrize(("engine", "scheduler", "workers", "message", "where"), [
+    ("ray", None, None, "unknown engine 'ray'", "--engine"),
+    ("processes", "tcp://scheduler:8786", None, "--scheduler needs --engine dask", "--scheduler"),
+    ("auto", "tcp://scheduler:8786", None, "--scheduler needs --engine dask", "--scheduler"),
+    ("dask", "scheduler", None, "not a Dask scheduler address", "--scheduler"),
+    ("dask", "http://scheduler:8786", None, "not a Dask scheduler address", "--scheduler"),
+    ("dask", "tcp://scheduler:99999", None, "not a Dask scheduler address", "--scheduler"),
+    ("dask", None, 0, "at least 1", "--workers"),
+])
+def test_bad_engine_options_are_input_errors(engine, scheduler, workers, message, where):
+    with pytest.raises(InputError, match=message) as err:
+        check_engine(engine, scheduler, workers)
+    assert err.value.where == where and err.value.fix and err.value.exit_code == ExitCode.INVALID_INPUT
+
+
+def test_run_tasks_checks_the_options_before_any_work():
+    with pytest.raises(InputError, match="--scheduler needs --engine dask"):
+        run_tasks(math.sqrt, [1.0], engine="local", scheduler="tcp://scheduler:8786")
+
+
+def test_environment_address_is_checked_for_dask_only(monkeypatch):
+    monkeypatch.setenv(SCHEDULER_ENV, "not an address")
+    with pytest.raises(InputError) as err:
+        check_engine("dask")
+    assert err.value.where == SCHEDULER_ENV
+    check_engine("processes")
+    assert run_tasks(math.sqrt, [4.0], engine="local") == [2.0]
+
+
+def test_a_dying_process_worker_is_a_clear_error():
+    with pytest.raises(WorkerLostError) as err:
+        run_tasks(always_exit, [0, 1, 2], engine="processes", workers=2)
+    assert "(always_exit)" in str(err.value) and "no result was kept" in str(err.value)
+    assert err.value.exit_code == ExitCode.UNEXPECTED and "memory" in err.value.fix
