@@ -1,5 +1,5 @@
 # Two commands do all set-up on a fresh machine:
-#   make run   - create .venv, install, run the main job on the demo scenario
+#   make run   - create .venv, install, write the demo's monthly capacity reports (reports/)
 #   make test  - create .venv, install, run the whole test suite
 PYTHON ?= python3
 VENV   := .venv
@@ -16,16 +16,17 @@ $(STAMP): pyproject.toml
 
 venv: $(STAMP)
 
+# The main job: the monthly capacity report on the demo scenario and history. October first
+# (so that November's report can compare with last month's forecast and plan), then November
+# with the policy comparison. Runs are recorded in out/demo/history.duckdb; reports land in reports/.
+DEMO_HISTORY_DB := out/demo/history.duckdb
+DEMO := --scenario scenarios/demo.toml --history data/history/demo_history.parquet
+
 run: $(STAMP)
 	$(BIN)/planner validate scenarios/demo.toml
-	$(BIN)/planner ingest data/samples/azure_llm_2023/AzureLLMInferenceTrace_conv.csv --format azure \
-	    --region eu-west --model llama3-8b --traffic-class interactive --freq 1min \
-	    --out out/demo/azure_conv_demand.csv
-	$(BIN)/planner catalog --region eu-west
-	$(BIN)/planner forecast data/history/demo_history.parquet --horizon 14d --backtest \
-	    --out out/demo/forecast.csv --plots out/demo/forecast_plots
-	$(BIN)/planner simulate --scenario scenarios/demo.toml --plan scenarios/fleets/demo_current.csv \
-	    --forecast out/demo/forecast.csv --duration 10min --replications 3 --out out/demo/current_fleet_slo.csv
+	$(BIN)/planner --history-file $(DEMO_HISTORY_DB) report --month 2026-10 $(DEMO) --compare-policies none
+	$(BIN)/planner --history-file $(DEMO_HISTORY_DB) report --month 2026-11 $(DEMO)
+	$(BIN)/planner --history-file $(DEMO_HISTORY_DB) history
 
 test: $(STAMP)
 	$(BIN)/python -m pytest -q
@@ -34,4 +35,4 @@ bench: $(STAMP)
 	for b in benchmarks/*.py; do $(BIN)/python $$b || exit 1; done
 
 clean:
-	rm -rf $(VENV) out
+	rm -rf $(VENV) out reports
