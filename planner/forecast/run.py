@@ -140,12 +140,17 @@ def _validate(history: pd.DataFrame, measure: str) -> pd.DataFrame:
             raise InputError(f"empty {col} in row {int(np.flatnonzero(bad.to_numpy())[0])}",
                              where=f"history row {int(np.flatnonzero(bad.to_numpy())[0])}, column {col}",
                              fix=f"every row needs a {col}")
-        frame[col] = frame[col].astype(str)
+        # Categorical keys: sorting and grouping millions of rows move small integer codes,
+        # not strings (categories sort lexicographically, so the series order is unchanged).
+        frame[col] = frame[col].astype(str).astype("category")
     ts = frame["ts"]
     if pd.api.types.is_datetime64_any_dtype(ts):
         parsed = ts.dt.tz_localize("UTC") if ts.dt.tz is None else ts.dt.tz_convert("UTC")
     else:
-        parsed = pd.to_datetime(ts.astype(str), utc=True, format="ISO8601", errors="coerce")
+        # An hourly history repeats each timestamp once per series: parse each distinct text once.
+        codes, distinct = pd.factorize(ts.astype(str))
+        stamps = pd.to_datetime(pd.Series(distinct), utc=True, format="ISO8601", errors="coerce")
+        parsed = pd.Series(stamps.array[codes], index=ts.index)
     bad = parsed.isna().to_numpy()
     if bad.any():
         row = int(np.flatnonzero(bad)[0])
@@ -197,7 +202,7 @@ def clean_history(history: pd.DataFrame, measure: str = "requests") -> list[tupl
     frame = _validate(history, measure)
     return [((str(key[0]), str(key[1]), str(key[2])),
              clean_series("/".join(key), group["ts_ns"].to_numpy(), group["value"].to_numpy()))
-            for key, group in frame.groupby(list(KEY_COLUMNS), sort=True)]
+            for key, group in frame.groupby(list(KEY_COLUMNS), sort=True, observed=True)]
 
 
 def forecast_history(history: pd.DataFrame, *, horizon_hours: int, quantiles: list[float],
