@@ -18,8 +18,11 @@ q99 = 1.45× it. The history has no mixtral-8x22b, so its series are llama2-70b'
 the rate. ``--scale`` multiplies every rate. The capacity coefficients are the analytic
 estimate (no calibration yet).
 
-Every figure comes from this machine and this run; the script prints a table and writes
-nothing unless ``--json PATH`` is given. Usage::
+Every figure comes from this machine and this run; the script prints a table (with one
+line per block under each run: models, serving regions, integers, objective, bound, LP
+bound, warm start, gap, seconds, and the 1-minute load average before and after the run,
+since the machine may be shared) and writes nothing unless ``--json PATH`` is given.
+Usage::
 
     python benchmarks/placement_speed.py [--time-limit 120] [--sections target,backends]
 """
@@ -28,6 +31,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import time
 from pathlib import Path
 from typing import Any
@@ -37,12 +41,12 @@ import pandas as pd
 from planner.catalog import load_catalog
 from planner.engine import available_cores
 from planner.paths import PROJECT_ROOT, data_dir
+from planner.placement import highs_backend
 from planner.placement.capacity import analytic_capacity
 from planner.placement.instance import build_instance
 from planner.placement.periods import demand_from_forecast, parse_periods
 from planner.placement.problem import formulate
 from planner.placement.solve import solve_instance
-from planner.placement import highs_backend
 from planner.profiles import load_profiles
 from planner.scenario import load_scenario
 
@@ -107,14 +111,19 @@ def _fewer_regions(scenario, forecast: pd.DataFrame, n_regions: int):
 
 
 def run(inst, backend: str, time_limit: float, gap: float, strategy: str = "auto") -> dict[str, Any]:
+    load_before = os.getloadavg()[0]
     began = time.perf_counter()
     summary = solve_instance(inst, backend=backend, time_limit_s=time_limit, gap=gap, strategy=strategy)
     wall = time.perf_counter() - began
+    blocks = [{key: block.to_dict()[key] for key in ("models", "regions", "integers", "status", "objective", "bound",
+                                                     "lp_bound", "warm_start_objective", "gap", "seconds")}
+              for block in summary.blocks]
     return {"backend": backend, "strategy": summary.strategy, "status": summary.status.value,
             "objective_usd": round(summary.objective, 2) if summary.status.has_solution else None,
             "bound_usd": round(summary.bound, 2), "gap_pct": round(100 * summary.gap, 3)
             if summary.status.has_solution else None, "wall_s": round(wall, 1),
-            "reached_target": summary.status.value in ("optimal", "feasible_within_gap")}
+            "reached_target": summary.status.value in ("optimal", "feasible_within_gap"),
+            "load_avg_1min": f"{load_before:.1f}->{os.getloadavg()[0]:.1f}", "blocks": blocks}
 
 
 def _size(inst) -> dict[str, int]:
@@ -171,10 +180,15 @@ def main() -> None:
 
 def _table(title: str, rows: list[dict[str, Any]]) -> None:
     print(f"\n{title}")
-    columns = list(rows[0])
+    columns = [c for c in rows[0] if c != "blocks"]
     print(" | ".join(columns))
     for row in rows:
         print(" | ".join(str(row[c]) for c in columns))
+        for block in row.get("blocks", []):
+            where = ",".join(block["regions"]) if block["regions"] else "all regions"
+            print(f"    {'+'.join(block['models'])} [{where}]: {block['integers']} integers, {block['status']}, "
+                  f"{block['objective']} vs bound {block['bound']} (LP {block['lp_bound']}, warm start "
+                  f"{block['warm_start_objective']}), gap {block['gap']}, {block['seconds']} s")
 
 
 if __name__ == "__main__":

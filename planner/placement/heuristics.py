@@ -1,38 +1,64 @@
-"""LP-guided warm starts: plans built from the LP relaxation, then improved by local search.
+"""LP-guided warm starts: serving sets and reserved vectors ranked by LP, then solved as MILPs.
 
 The LP relaxation of a block puts reserved replicas R at fractional values just under what
 the peak needs, and serving indicators y at 0/1 or in between. A warm start fixes y to a
-serving set and R to the LP's values rounded up, which leaves a MILP in on-demand and spot
-replicas and flows only: it solves in seconds where the whole block takes minutes.
+serving set and R to an integer vector, which leaves a MILP in on-demand and spot replicas
+and flows only: it solves in seconds where the whole block takes minutes.
 
 * Serving sets, best LP value first: the LP's own (y > 0, and y ≥ 0.5) and every one-region
-  change of the better of the two (the LP with y fixed costs ~0.3 s).
-* Two roundings of R, ``⌈R − 0.05⌉`` and ``⌈R − 0.35⌉``, each repaired to the quota rows
-  (rounding every R up can over-subscribe a quota; there the units rounded furthest above
-  their LP value go down one replica at a time).
-* Local search: one reserved replica fewer on a unit, most expensive units first, y and
-  the other R kept, re-solved for on-demand and spot; the first improvement is taken.
+  change of the better of the two (the LP with y fixed costs ~0.3 s); the best
+  ``SERVING_SETS`` are searched.
+* Reserved vectors: start at the LP's ``⌈R − 0.35⌉`` (repaired to the quota rows: where
+  rounding up over-subscribes a quota, the units rounded furthest above their LP value go
+  down one replica at a time), then steepest descent, ±1 replica on one unit of a served
+  region, on the value of the LP with the rounded capacity cuts (``strengthen.py``) and
+  y, R fixed. That LP stays loaded and re-solves from the previous basis (0.05–0.1 s per
+  vector); with the cuts it charges a too-small R the on-demand replicas the peaks need
+  and their switching, so it ranks vectors much like the MILP does.
+* The ``RESERVED_CANDIDATES`` best vectors of each serving set are solved as MILPs (with
+  the cut rows, which roughly halves their time), best cut-LP value first; that value
+  bounds the MILP from below, so a candidate whose value is above the best plan found ends
+  the search. If none of them is solved in time, the generous rounding ``⌈R − 0.05⌉`` of
+  the best serving set (little on-demand left: the easiest MILP) is solved in the
+  ``FALLBACK_RESERVE`` share of the time kept for it; with more than
+  ``LONG_HORIZON_PERIODS`` periods it is solved first, since the LPs then take most of
+  the time (720 hourly periods: ~70 s for the LP of llama2-70b's US block at load 3).
 
-On the global scenario (llama2-70b, 10k integers) this reaches 12,792 USD in ~25 s, where
-HiGHS on the whole block from scratch had 12,784 → 12,668 USD after 140 s.
+Measured (global scenario, 168 hourly periods, one block at a time, load 1–3 on 2 cores):
+llama2-70b on the US and Tokyo regions reaches 9,546 USD in 12 s (60 LP evaluations in
+3 s, one MILP in 7 s; gcp:us-central1 6×A100-80GB, gcp:us-east4 2×B200, Tokyo 3×B200
+reserved). The earlier search (two roundings of R, then one reserved replica fewer at a
+time, each move a MILP without cuts) had 9,789 after 60 s and 9,796 for the plain
+``⌈R − 0.05⌉`` rounding. On llama2-70b's EU block it finds the optimum (2,983 USD) in
+1.2 s; on llama3-8b's EU block 2,264–2,277 in 2–19 s depending on which candidate's MILP
+the time allows.
 """
 
 from __future__ import annotations
 
+import math
 import time
 from dataclasses import replace
 
+import highspy
 import numpy as np
 
 from planner.placement import highs_backend
 from planner.placement.backends import run_backend
 from planner.placement.problem import Milp
 from planner.placement.status import SolveOutcome
+from planner.placement.strengthen import group_cuts
 
-ROUNDING_SLACKS = (0.05, 0.35)
-HEURISTIC_MAX_S = 12.0
+ROUNDING_SLACK = 0.35
+FALLBACK_SLACK = 0.05
+FALLBACK_RESERVE = 0.3
+LONG_HORIZON_PERIODS = 168
+HEURISTIC_MAX_S = 20.0
 SEARCH_MAX_S = 8.0
-LOCAL_MOVE_MAX_S = 5.0
+RESERVED_SEARCH_MAX_S = 20.0
+RESERVED_SEARCH_SHARE = 0.3
+RESERVED_CANDIDATES = 3
+SERVING_SETS = 2
 
 
 def _with_y(milp: Milp, y_values: np.ndarray) -> Milp:
@@ -107,59 +133,107 @@ def _serving_candidates(milp: Milp, lp_x: np.ndarray, deadline: float) -> list[t
     return sorted(out, key=lambda item: item[0])
 
 
-def warm_start(milp: Milp, lp: SolveOutcome, backend: str, gap: float, deadline: float) -> SolveOutcome | None:
-    """The best plan among fixed-core MILPs: serving sets y by LP value × reserved roundings.
+class _ReservedLp:
+    """The block's LP with rounded capacity cuts and y fixed, kept loaded so that a reserved
+    vector is priced by changing R's bounds and re-solving from the previous basis."""
 
-    A serving set whose LP value is already above the best plan found cannot improve it
-    and ends the search.
+    def __init__(self, milp: Milp, y_values: np.ndarray, deadline: float) -> None:
+        fixed = _with_y(milp, y_values) if y_values.size else milp
+        self.r = milp.cols["R"]
+        self.highs = highs_backend.new_highs()
+        highs_backend.load(group_cuts(fixed).relaxed(), self.highs)
+        self.deadline = deadline
+        self.index = np.arange(self.r.start, self.r.stop, dtype=np.int32)
+        self.values: dict[bytes, float] = {}
+
+    def value(self, reserved: np.ndarray) -> float:
+        key = reserved.astype(np.int64).tobytes()
+        if key not in self.values:
+            left = self.deadline - time.perf_counter()
+            if left <= 0:
+                return math.inf
+            self.highs.setOptionValue("time_limit", float(left))
+            self.highs.changeColsBounds(self.index.size, self.index, reserved.astype(float), reserved.astype(float))
+            self.highs.run()
+            ok = self.highs.getModelStatus() == highspy.HighsModelStatus.kOptimal
+            self.values[key] = float(self.highs.getInfo().objective_function_value) if ok else math.inf
+        return self.values[key]
+
+
+def _descend(milp: Milp, lp: _ReservedLp, start: np.ndarray, movable: np.ndarray) -> None:
+    """Steepest descent on the cut LP's value over reserved vectors: ±1 replica on one unit."""
+    r = milp.cols["R"]
+    lo, hi = milp.col_lo[r.start:r.stop], milp.col_hi[r.start:r.stop]
+    current = np.clip(start, lo, hi)
+    value = lp.value(current)
+    while time.perf_counter() < lp.deadline:
+        best, best_value = None, value
+        for i in np.flatnonzero(movable):
+            for step in (-1.0, 1.0):
+                trial = current.copy()
+                trial[i] += step
+                if trial[i] < lo[i] or trial[i] > hi[i]:
+                    continue
+                v = lp.value(trial)
+                if v < best_value - 1e-6:
+                    best, best_value = trial, v
+        if best is None:
+            return
+        current, value = best, best_value
+
+
+def warm_start(milp: Milp, lp: SolveOutcome, backend: str, gap: float, deadline: float) -> SolveOutcome | None:
+    """The best plan among fixed-core MILPs: serving sets y by LP value, reserved vectors by
+    cut-LP value (module docstring). None when no candidate was solved in time.
+
+    Deterministic for a given machine speed; a deadline that cuts the descent or a MILP
+    can change which plan is returned.
     """
     if "y" in milp.cols:
         candidates = _serving_candidates(milp, lp.x, min(deadline, time.perf_counter() + SEARCH_MAX_S))
     else:
         candidates = [(lp.objective, np.zeros(0), lp.x)]
-    best: SolveOutcome | None = None
-    for lp_value, y_values, x_lp in candidates:
-        if best is not None and lp_value >= best.objective:
-            break
+    trials: list[tuple[float, int, Milp]] = []  # (lower bound of the trial's MILP, order, trial)
+    fallback: Milp | None = None
+    for lp_value, y_values, x_lp in candidates[:SERVING_SETS]:
         fixed = _with_y(milp, y_values) if y_values.size else milp
-        for slack in ROUNDING_SLACKS:
-            if time.perf_counter() >= deadline:
-                return best
-            trial = _round_reserved(fixed, x_lp, slack) if "R" in milp.cols else fixed
-            budget = min(HEURISTIC_MAX_S, deadline - time.perf_counter())
-            attempt = run_backend(backend, trial, time_limit_s=budget, gap=gap / 2)
-            if attempt.status.has_solution and (best is None or attempt.objective < best.objective):
-                best = attempt
-    if best is not None and "R" in milp.cols:
-        best = _improve_reserved(milp, best, backend, gap, deadline)
-    return best
-
-
-def _improve_reserved(milp: Milp, best: SolveOutcome, backend: str, gap: float, deadline: float) -> SolveOutcome:
-    """Local search on reserved replicas: one fewer reserved replica of a unit, with y and every
-    other R kept, re-solved for on-demand and spot; the first improvement is kept, most
-    expensive units first, until a pass finds nothing or the time is up."""
-    r = milp.cols["R"]
-    order = np.argsort(-milp.c[r.start:r.stop], kind="stable")
-    improved = True
-    while improved and time.perf_counter() < deadline:
-        improved = False
-        reserved = np.rint(best.x[r.start:r.stop])
-        for i in order:
-            if reserved[i] <= 0 or time.perf_counter() >= deadline:
-                continue
-            lo, hi = milp.col_lo.copy(), milp.col_hi.copy()
-            trial_r = reserved.copy()
-            trial_r[i] -= 1
-            lo[r.start:r.stop] = trial_r
-            hi[r.start:r.stop] = trial_r
-            if "y" in milp.cols:
-                y = milp.cols["y"]
-                lo[y.start:y.stop] = hi[y.start:y.stop] = np.rint(best.x[y.start:y.stop])
-            budget = min(LOCAL_MOVE_MAX_S, deadline - time.perf_counter())
-            attempt = run_backend(backend, replace(milp, col_lo=lo, col_hi=hi, _names={}), time_limit_s=budget,
-                                  gap=gap / 2)
-            if attempt.status.has_solution and attempt.objective < best.objective - 1e-6:
-                best, improved = attempt, True
-                break
+        if "R" not in milp.cols:
+            trials.append((lp_value, len(trials), fixed))
+            continue
+        r = milp.cols["R"]
+        span = min(RESERVED_SEARCH_MAX_S, RESERVED_SEARCH_SHARE * (deadline - time.perf_counter()))
+        search = _ReservedLp(milp, y_values, time.perf_counter() + span)
+        start = np.rint(_round_reserved(fixed, x_lp, ROUNDING_SLACK).col_lo[r.start:r.stop])
+        if fallback is None:
+            fallback = _round_reserved(fixed, x_lp, FALLBACK_SLACK)
+        movable = np.ones(r.size, dtype=bool)
+        if y_values.size:
+            served = [int(g) for g, on in zip(milp.cols["y"].index["r"], y_values, strict=True) if on > 0.5]
+            movable = np.isin(milp.instance.unit_region[r.index["u"]], served)
+        _descend(milp, search, start, movable)
+        ranked = sorted((v, key) for key, v in search.values.items() if math.isfinite(v))
+        for value, key in ranked[:RESERVED_CANDIDATES]:
+            values = np.frombuffer(key, dtype=np.int64).astype(float)
+            lo, hi = fixed.col_lo.copy(), fixed.col_hi.copy()
+            lo[r.start:r.stop] = hi[r.start:r.stop] = values
+            trials.append((value, len(trials), replace(fixed, col_lo=lo, col_hi=hi, _names={})))
+    best: SolveOutcome | None = None
+    if fallback is not None and milp.instance.n_periods > LONG_HORIZON_PERIODS:
+        # a long horizon leaves little time after the LPs: the easiest MILP first
+        first = run_backend(backend, group_cuts(fallback), time_limit_s=max(deadline - time.perf_counter(), 0.1),
+                            gap=gap / 2)
+        best, fallback = (first if first.status.has_solution else None), None
+    trials_until = deadline - FALLBACK_RESERVE * max(deadline - time.perf_counter(), 0.0)
+    for value, _, trial in sorted(trials, key=lambda item: item[:2]):
+        if time.perf_counter() >= trials_until or (best is not None and value >= best.objective):
+            break
+        budget = min(HEURISTIC_MAX_S, trials_until - time.perf_counter())
+        attempt = run_backend(backend, group_cuts(trial), time_limit_s=budget, gap=gap / 2)
+        if attempt.status.has_solution and (best is None or attempt.objective < best.objective):
+            best = attempt
+    if best is None and fallback is not None and time.perf_counter() < deadline:
+        # no ranked candidate was solved in time (very long horizons): the generous rounding
+        # ⌈R − 0.05⌉ leaves the easiest MILP (little on-demand), so at least a plan comes back
+        best = run_backend(backend, group_cuts(fallback), time_limit_s=deadline - time.perf_counter(), gap=gap / 2)
+        best = best if best.status.has_solution else None
     return best

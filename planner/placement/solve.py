@@ -1,52 +1,69 @@
-"""How the placement MILP is solved: decomposition by model, side by side, from LP-guided starts.
+"""How the placement MILP is solved: blocks by model and region component, side by side.
 
 What was measured (``scenarios/global.toml``, 168 hourly periods, the demo-history stand-in
-forecast, 2 cores; ``benchmarks/placement_speed.py`` prints the current figures):
+forecast, 2 cores shared with other jobs, load average 2–5; ``benchmarks/placement_speed.py``
+prints the current figures, per block):
 
 * The joint model has 124k columns, 113k rows and 29k integers. Handed to HiGHS as it is
   (same warm starts), the LP relaxation alone takes 15–40 s and the run ends with a 43 %
   gap (58,108 USD against a bound of 33,080), overrunning its 120 s limit to 238 s.
-* The structure that matters: **models share nothing but the quota rows** (and the
-  budget). Each model's block (34–47k columns, 8–11k integers) is solved with the full
-  quota; that is a relaxation of the joint problem, so the blocks' bounds add up to a
-  valid bound. The blocks run **side by side in worker processes**, one HiGHS thread
-  each: HiGHS's LP and most of its branch-and-bound are serial, so the two cores give each
-  big block the whole time limit instead of half of it.
+* **Blocks.** Models share nothing but the quota rows (and the budget), and within a model
+  the components of the origin–region graph share nothing at all (``components.py``):
+  on the global scenario each model splits into Europe and the US with Tokyo, six blocks
+  of 2.4–7.4k integers. Each is solved with the full quota, a relaxation of the joint
+  problem, so the blocks' bounds add up to a valid bound. The blocks are dealt to worker
+  processes, one HiGHS thread each (HiGHS's LP and most of its branch-and-bound are
+  serial), heaviest first to the least loaded worker; a worker solves its blocks lightest
+  first, each with its share of the time left by integer count, so time a block does not
+  need (mixtral-8x22b's LPs are integral) passes to the next.
+* **Per block**: LP relaxation; warm start (``heuristics.py``: serving sets by LP value,
+  reserved vectors by steepest descent on a cut LP, the best few solved as MILPs); then
+  the backend on the block *with* the rounded capacity cuts (``strengthen.py``) from the warm start,
+  until the gap target or the time limit. On whole-model blocks the cuts stalled HiGHS's
+  root cut loop past the limit; on the component blocks they close llama2-70b's Europe
+  block (LP 2,716, optimum 2,983 USD) in 5–13 s, where without them it stopped at 5.9 %
+  after 60 s. Per component, the bounds reached without the cuts were 1–5 % lower
+  (llama2-70b Europe 2,824 against 2,964–2,980 now, US 9,338 against 9,411–9,449).
 * The plans are then joined under the shared quota rows. A block whose plan
   over-subscribes a (region, SKU) that earlier blocks use is repaired against the quota
   they leave in every period: first locally (only the replicas of the regions touching
   the over-subscribed row may move), else by re-solving the block under that residual
-  quota. On the global scenario llama2-70b and llama3-8b both want gcp:us-central1's
-  A100-80GB; the local repair costs llama3-8b 20–50 USD of 9,800.
-* **Warm starts from the LP** (``heuristics.py``): HiGHS on a whole block from scratch
-  found 12,784 → 12,668 USD in 140 s on llama2-70b; fixing the serving regions and the
-  LP's reserved replicas rounded up leaves a MILP in on-demand and spot replicas that
-  solves in 1–6 s, and a local search on the reserved replicas reaches 12,792 in ~25 s.
-  The backend then works on the whole block from that start for the rest of the time.
-* Result: 1.99–2.3 % in 104–107 s (33,944–34,055 USD against bounds of 33,267–33,269);
-  0.63 % in 33 s with 24 periods; with 720 hourly periods (125k integers) the blocks get no
-  usable plan in time (84 % gap): fold a month into hour-of-week periods instead.
-  The 1 % target is not reached on 168 hourly periods.
-* **The bound is the hard part.** The LP relaxation is 3–7 % below the best plans: a model
-  fleet of a few replicas per region rounds up lumpily (one 8-GPU replica more is several
-  percent of a model's cost), and a reserved replica is one integer for all 168 periods.
-  Rounded capacity cuts per region group (``strengthen.py``) add 0.5–1.7 %, and an LP with
-  them is taken as a bound when it beats the solver's. Cuts inside HiGHS's own model
-  made its root cut loop stall past the time limit, so the MILP runs without them.
+  quota.
+* **Result** (1 % target, six runs at load 2–4): 0.77–0.95 % in 108–115 s, e.g. 33,729 USD
+  against a bound of 33,469; before the component blocks and the cut-LP descent it
+  was 1.99–2.9 % in 104–114 s. With a 0.5 % target the runs end at the limit with
+  0.63–0.78 %: what is left is llama2-70b's US block (9,546 against 9,411–9,449: reserved
+  replicas rounding in three regions) and llama3-8b's Europe block (2,264–2,277 against
+  2,205: one reserved SKU and per-hour spot replicas, where HiGHS branches slowly), about
+  1.2 % and 2.7 % of their blocks. With 24 hourly periods: 0.53 % in 17 s. With 720
+  hourly periods the LP of llama2-70b's US block alone takes 70–80 s at load 3–5 and the
+  run ends without a plan for it (the earlier whole-model layout returned one at 84 %):
+  fold a month into hour-of-week periods instead.
+* **Tried and dropped**: a Lagrangian
+  relaxation of the period coupling (reserved copies per period or per day, switching rows
+  dualised, multipliers from the LP duals). Per period it gave 11,914 on llama2-70b
+  against the LP's 11,831 in 105 s; per day 2,912 on its Europe block (LP 2,716) but
+  needed 75 s of 445-integer sub-MILPs, and with 4 s per day it fell to 2,772. Probing
+  the serving indicators against the warm start (fix y_j when the cut LP with y_j flipped
+  costs more than the plan) fixed all six of llama2-70b's US block in 8–9 s, but its bound
+  after the search stayed in the same 9,411–9,449 range as without; probing reserved
+  replicas (R ≤ R̄ − 1, R ≥ R̄ + 1) settled none. A per-period "perfectly elastic" bound
+  per component (2,837 on llama2-70b's Europe block) is below what the cut search proves.
 * Time limits: HiGHS was seen to overrun its ``time_limit`` by up to a minute in long root
-  phases; every call also gets an interrupt callback, the main solve keeps 10 % of the
-  limit for repairs, and each block's full phase keeps 20 % for the cut LP.
+  phases; every call also gets an interrupt callback and the main solve keeps 10 % of the
+  limit for repairs. The gap and plan reached depend on the machine's speed where a time
+  limit cuts a search (warm start, branch-and-bound).
 
 A problem with at most ``DIRECT_MAX_INTEGERS`` integers (tests, small scenarios) is solved
-as one block with all models; so is one whose budget row binds. LPs always go to HiGHS
-(fast, with duals); MILPs go to the chosen backend.
+as one block with all models and no cut rows; so is one whose budget row binds. LPs always
+go to HiGHS (fast, with duals); MILPs go to the chosen backend.
 """
 
 from __future__ import annotations
 
 import math
 import time
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -54,12 +71,20 @@ import numpy as np
 from planner.engine import available_cores, run_tasks
 from planner.placement import highs_backend
 from planner.placement.backends import run_backend
+from planner.placement.components import Part, lift, split
 from planner.placement.heuristics import warm_start
 from planner.placement.instance import PlacementInstance
 from planner.placement.problem import Milp, formulate
-from planner.placement.result import Fleet, add_solution, drop_idle, empty_fleet, fleet_cost
+from planner.placement.quota_repair import local_repair, with_quota
+from planner.placement.result import (
+    Fleet,
+    add_solution,
+    drop_idle,
+    empty_fleet,
+    fleet_cost,
+)
+from planner.placement.status import SolveStatus, classify, relative_gap
 from planner.placement.strengthen import group_cuts
-from planner.placement.status import SolveOutcome, SolveStatus, classify, relative_gap
 
 DIRECT_MAX_INTEGERS = 3000
 WARM_START_SHARE = 0.6
@@ -81,10 +106,12 @@ class BlockOutcome:
     heuristic_objective: float
     seconds: float
     message: str = ""
+    regions: tuple[str, ...] = ()  # the block's serving regions (empty: every region)
 
     def to_dict(self) -> dict[str, Any]:
         return {
             "models": list(self.models),
+            "regions": list(self.regions),
             "columns": self.milp.n_cols,
             "rows": self.milp.n_rows,
             "integers": self.milp.n_integer,
@@ -122,8 +149,13 @@ def _num(value: float) -> float | None:
 
 
 def solve_block(milp: Milp, models: tuple[str, ...], *, backend: str, time_limit_s: float,
-                gap: float) -> BlockOutcome:
-    """LP relaxation, LP-guided warm start, then the backend on the whole block."""
+                gap: float, cuts: bool = False) -> BlockOutcome:
+    """LP relaxation, LP-guided warm start, then the backend on the whole block.
+
+    With ``cuts`` the backend works on the block with the rounded capacity cuts of
+    ``strengthen.py`` added (valid inequalities: same plans, same columns, a tighter LP);
+    without, the cut LP is solved at the end and kept as a bound when it beats the backend's.
+    """
     began = time.perf_counter()
     deadline = began + time_limit_s
 
@@ -149,7 +181,8 @@ def solve_block(milp: Milp, models: tuple[str, ...], *, backend: str, time_limit
     best_x, best_obj, best_bound = (start.x, start.objective, lp_bound) if start else (None, math.inf, lp_bound)
     message = ""
     if start is None or relative_gap(best_obj, best_bound) > gap:
-        full = run_backend(backend, milp, time_limit_s=FULL_PHASE_SHARE * left(), gap=gap,
+        full = run_backend(backend, group_cuts(milp) if cuts else milp,
+                           time_limit_s=(1.0 if cuts else FULL_PHASE_SHARE) * left(), gap=gap,
                            start=start.x if start is not None else None)
         if full.status == SolveStatus.INFEASIBLE and start is None:
             return BlockOutcome(models, milp, SolveStatus.INFEASIBLE, None, math.nan, math.inf, lp_bound,
@@ -159,7 +192,7 @@ def solve_block(milp: Milp, models: tuple[str, ...], *, backend: str, time_limit
         if math.isfinite(full.bound):
             best_bound = max(best_bound, full.bound)
         message = full.message
-    if best_x is not None and relative_gap(best_obj, best_bound) > gap and left() > 0.2:
+    if not cuts and best_x is not None and relative_gap(best_obj, best_bound) > gap and left() > 0.2:
         cut_lp = highs_backend.solve(group_cuts(milp).relaxed(), time_limit_s=left(), gap=gap)
         if cut_lp.status == SolveStatus.OPTIMAL:
             best_bound = max(best_bound, cut_lp.objective)
@@ -171,13 +204,14 @@ def solve_block(milp: Milp, models: tuple[str, ...], *, backend: str, time_limit
                         heuristic, time.perf_counter() - began, message)
 
 
-def _blocks(inst: PlacementInstance, strategy: str) -> list[tuple[int, ...]]:
+def _parts(inst: PlacementInstance, strategy: str) -> list[Part]:
+    """The blocks: all models at once ('direct'), else one per model and component of its regions."""
     demanded = [m for m in range(len(inst.models)) if inst.demand_rps[:, m].sum() > 0]
     if not demanded:
         return []
     if strategy == "direct":
-        return [tuple(demanded)]
-    return [(m,) for m in demanded]
+        return [Part(tuple(demanded), tuple(range(len(inst.regions))), inst, np.arange(inst.n_units))]
+    return [part for m in demanded for part in split(inst, m)]
 
 
 def _gpu_use(inst: PlacementInstance, fleet: Fleet) -> np.ndarray:
@@ -185,45 +219,6 @@ def _gpu_use(inst: PlacementInstance, fleet: Fleet) -> np.ndarray:
     gpus = np.zeros((len(inst.regions), len(inst.skus), inst.n_periods))
     np.add.at(gpus, (inst.unit_region, inst.unit_sku), fleet.replicas.sum(axis=1) * inst.unit_gpus[:, None])
     return gpus
-
-
-def with_quota(inst: PlacementInstance, quota_by_period: np.ndarray, *, keep_units: bool = False) -> PlacementInstance:
-    """The instance under a per-period residual quota.
-
-    Units that no longer fit one replica are dropped, unless ``keep_units`` (then they stay
-    with a bound of zero replicas, so the MILP keeps the same columns as before).
-    """
-    quota_by_period = np.maximum(quota_by_period, 0).astype(np.int64)
-    most = quota_by_period.max(axis=2)[inst.unit_region, inst.unit_sku] // inst.unit_gpus
-    base = replace(inst, quota_by_period=quota_by_period,
-                   unit_max_replicas=np.minimum(inst.unit_max_replicas, most))
-    return base if keep_units else base.restricted(base.unit_max_replicas >= 1)
-
-
-def _local_repair(milp: Milp, x: np.ndarray, over: np.ndarray, backend: str, gap: float,
-                  time_limit_s: float) -> SolveOutcome:
-    """Re-solve only the replicas of the (region, model) pairs that touch an over-subscribed
-    (region, SKU) row; every other integer stays where the plan had it."""
-    inst = milp.instance
-    region_hit = np.zeros((len(inst.regions), len(inst.models)), dtype=bool)
-    for r, s in zip(*np.nonzero(over), strict=True):
-        touching = (inst.unit_region == r) & (inst.unit_sku == s)
-        region_hit[inst.unit_region[touching], inst.unit_model[touching]] = True
-    lo, hi = milp.col_lo.copy(), milp.col_hi.copy()
-    for name in ("R", "D", "S", "y"):
-        block = milp.cols.get(name)
-        if block is None or block.size == 0:
-            continue
-        if name == "y":
-            free = region_hit[block.index["r"], block.index["m"]]
-        else:
-            u = block.index["u"]
-            free = region_hit[inst.unit_region[u], inst.unit_model[u]]
-        cols = block.start + np.flatnonzero(~free)
-        fixed = np.clip(np.rint(x[cols]), lo[cols], hi[cols])
-        lo[cols] = fixed
-        hi[cols] = fixed
-    return run_backend(backend, replace(milp, col_lo=lo, col_hi=hi, _names={}), time_limit_s=time_limit_s, gap=gap)
 
 
 def solve_instance(inst: PlacementInstance, *, backend: str = "highs", time_limit_s: float = 120.0,
@@ -246,10 +241,14 @@ def solve_instance(inst: PlacementInstance, *, backend: str = "highs", time_limi
     return summary
 
 
+
+
 @dataclass(frozen=True)
-class _BlockTask:
-    inst: PlacementInstance
-    models: tuple[int, ...]
+class _BinTask:
+    """Blocks one worker solves in turn, each with its share of the time left."""
+
+    parts: tuple[Part, ...]
+    weights: tuple[float, ...]
     backend: str
     deadline: float  # time.monotonic() value, comparable across processes on one machine
     gap: float
@@ -257,16 +256,36 @@ class _BlockTask:
     threads: int | None
 
 
-def _run_block_task(task: _BlockTask) -> dict[str, Any]:
-    """Solve one block (in a worker process or here); returns plain values that pickle."""
+def _run_bin(task: _BinTask) -> list[dict[str, Any]]:
+    """Solve a worker's blocks in order (in a worker process or here); plain values that pickle.
+
+    Block i gets (time left) × w_i / Σ_{j ≥ i} w_j; a block that reaches the gap target early
+    leaves its time to the next ones. Which plan a block ends with can therefore depend on
+    how fast the blocks before it were solved (only when a time limit cuts a search).
+    """
     if task.threads is not None:
         highs_backend.use_threads(task.threads)
-    milp = formulate(task.inst, task.models, budget=task.direct, cuts=False)
-    names = tuple(task.inst.models[m] for m in task.models)
-    outcome = solve_block(milp, names, backend=task.backend,
-                          time_limit_s=max(task.deadline - time.monotonic(), 0.5), gap=task.gap)
-    fields = ("status", "x", "objective", "bound", "lp_bound", "heuristic_objective", "seconds", "message")
-    return {name: getattr(outcome, name) for name in fields}
+    out = []
+    for position, part in enumerate(task.parts):
+        milp = formulate(part.inst, part.models, budget=task.direct, cuts=False)
+        share = max(task.deadline - time.monotonic(), 0.5) * task.weights[position] / sum(task.weights[position:])
+        names = tuple(part.inst.models[m] for m in part.models)
+        outcome = solve_block(milp, names, backend=task.backend, time_limit_s=share, gap=task.gap,
+                              cuts=not task.direct)
+        fields = ("status", "x", "objective", "bound", "lp_bound", "heuristic_objective", "seconds", "message")
+        out.append({name: getattr(outcome, name) for name in fields})
+    return out
+
+
+def _bins(weights: list[float], count: int) -> list[list[int]]:
+    """Blocks to workers: heaviest first to the lightest worker; each worker's list lightest first."""
+    loads = [0.0] * count
+    bins: list[list[int]] = [[] for _ in range(count)]
+    for i in sorted(range(len(weights)), key=lambda i: (-weights[i], i)):
+        j = min(range(count), key=lambda j: (loads[j], j))
+        bins[j].append(i)
+        loads[j] += weights[i]
+    return [sorted(b, key=lambda i: (weights[i], i)) for b in bins if b]
 
 
 def _solve_blocks(inst: PlacementInstance, backend: str, time_limit_s: float, gap: float, strategy: str,
@@ -274,33 +293,36 @@ def _solve_blocks(inst: PlacementInstance, backend: str, time_limit_s: float, ga
     """Solve the blocks, side by side on the available cores, then make them fit the quotas.
 
     Every block is solved with the full quota, so its bound is valid for its part of the
-    joint problem (dropping the other models relaxes the quota rows). The blocks then join
-    the plan one by one; a block whose plan over-subscribes a (region, SKU) that earlier
-    blocks use is repaired against the residual quota of every period: first locally (only
-    the replicas of the regions that touch the over-subscribed rows may change), else by
-    solving the whole block again under the residual quota. Both are restrictions, so the
-    union stays feasible, and the bound keeps the unrestricted value.
+    joint problem (dropping the other models relaxes the quota rows; components of one
+    model share no row, see ``components.py``). The blocks then join the plan one by one; a
+    block whose plan over-subscribes a (region, SKU) that earlier blocks use is repaired
+    against the residual quota of every period: first locally (only the replicas of the
+    regions that touch the over-subscribed rows may change), else by solving the whole
+    block again under the residual quota. Both are restrictions, so the union stays
+    feasible, and the bound keeps the unrestricted value.
 
-    With two or more cores the blocks run in worker processes, one HiGHS thread each (the
-    LP and most of branch-and-bound are serial, so two blocks at once nearly halve the
-    wall time); each worker gets the whole time limit minus a reserve for the repairs.
+    With two or more cores the blocks are dealt to worker processes, one HiGHS thread each
+    (the LP and most of branch-and-bound are serial, so two blocks at once nearly halve the
+    wall time); each worker solves its blocks in turn within the time limit minus a reserve
+    for the repairs.
     """
     direct = strategy == "direct"
-    groups = _blocks(inst, strategy)
-    milps = {models: formulate(inst, models, budget=direct, cuts=False) for models in groups}
-    groups.sort(key=lambda models: (milps[models].n_integer, models))
-    workers = min(available_cores(), len(groups))
+    parts = _parts(inst, strategy)
+    milps = [formulate(part.inst, part.models, budget=direct, cuts=False) for part in parts]
+    weights = [float(milp.n_integer + 1) for milp in milps]
+    workers = max(min(available_cores(), len(parts)), 1)
     solve_deadline = time.monotonic() + max(time_limit_s - (time.perf_counter() - began), 0.5) * (1 - REPAIR_RESERVE)
-    if workers > 1:
-        tasks = [_BlockTask(inst, models, backend, solve_deadline, gap, direct, 1) for models in groups]
-        results = run_tasks(_run_block_task, tasks, engine="processes", workers=workers)
+    bins = _bins(weights, workers)
+    tasks = [_BinTask(tuple(parts[i] for i in b), tuple(weights[i] for i in b), backend, solve_deadline, gap,
+                      direct, 1 if len(bins) > 1 else None) for b in bins]
+    if len(tasks) > 1:
+        done = run_tasks(_run_bin, tasks, engine="processes", workers=len(tasks))
     else:
-        results = []
-        for position, models in enumerate(groups):
-            weights = [milps[m].n_integer + 1 for m in groups[position:]]
-            share = max(solve_deadline - time.monotonic(), 0.5) * weights[0] / sum(weights)
-            task = _BlockTask(inst, models, backend, time.monotonic() + share, gap, direct, None)
-            results.append(_run_block_task(task))
+        done = [_run_bin(task) for task in tasks]
+    results: dict[int, dict[str, Any]] = {}
+    for members, outcomes_of_bin in zip(bins, done, strict=True):
+        results.update(zip(members, outcomes_of_bin, strict=True))
+    order = sorted(range(len(parts)), key=lambda i: (weights[i], i))
     deadline = began + time_limit_s
     quota = inst.quota_per_period()
     used = np.zeros_like(quota, dtype=float)
@@ -308,53 +330,54 @@ def _solve_blocks(inst: PlacementInstance, backend: str, time_limit_s: float, ga
     outcomes: list[BlockOutcome] = []
     bound = lp_bound = objective = 0.0
     repaired = False
-    for position, (models, result) in enumerate(zip(groups, results, strict=True)):
-        names = tuple(inst.models[m] for m in models)
-        outcome = BlockOutcome(models=names, milp=milps[models], **result)
+    for position, i in enumerate(order):
+        part = parts[i]
+        names, regions = part.label(inst)
+        outcome = BlockOutcome(models=names, milp=milps[i], regions=regions if not direct else (), **results[i])
         if not outcome.status.has_solution:
             return SolveSummary(outcome.status, None, math.nan, outcome.bound, outcome.lp_bound,
                                 [*outcomes, outcome], strategy, message=outcome.message)
-        part = add_solution(empty_fleet(inst), outcome.milp, outcome.x)
-        over = (used + _gpu_use(inst, part) > quota).any(axis=2)
+        piece = lift(inst, part, add_solution(empty_fleet(part.inst), outcome.milp, outcome.x))
+        over = (used + _gpu_use(inst, piece) > quota).any(axis=2)
         if over.any():
             repaired = True
-            share = max(deadline - time.perf_counter(), 0.5) / (len(groups) - position)
-            fixed = _repair(inst, outcome.milp, outcome, names, quota - used, over, backend, gap, share)
+            share = max(deadline - time.perf_counter(), 0.5) / (len(order) - position)
+            fixed = _repair(inst, part, outcome, quota - used, over, backend, gap, share)
             if fixed is None:
                 return SolveSummary(SolveStatus.INFEASIBLE, None, math.nan, bound + outcome.bound,
                                     lp_bound + outcome.lp_bound, [*outcomes, outcome], strategy,
                                     message=f"{', '.join(names)} does not fit in the quota the other models leave")
-            outcome, part = fixed
+            outcome, piece = fixed
         outcomes.append(outcome)
         bound += outcome.bound
         lp_bound += outcome.lp_bound
         objective += outcome.objective
-        used += _gpu_use(inst, part)
-        fleet = Fleet(fleet.replicas + part.replicas, np.vstack([fleet.flows, part.flows]),
-                      np.vstack([fleet.loads, part.loads]))
+        used += _gpu_use(inst, piece)
+        fleet = Fleet(fleet.replicas + piece.replicas, np.vstack([fleet.flows, piece.flows]),
+                      np.vstack([fleet.loads, piece.loads]))
     fleet = drop_idle(inst, fleet)
     return SolveSummary(classify(objective, bound, gap), fleet, objective, bound, lp_bound, outcomes, strategy,
                         repaired_quota=repaired)
 
 
-def _repair(inst: PlacementInstance, milp: Milp, outcome: BlockOutcome, names: tuple[str, ...],
-            residual: np.ndarray, over: np.ndarray, backend: str, gap: float,
-            time_limit_s: float) -> tuple[BlockOutcome, Fleet] | None:
+def _repair(inst: PlacementInstance, part: Part, outcome: BlockOutcome, residual: np.ndarray, over: np.ndarray,
+            backend: str, gap: float, time_limit_s: float) -> tuple[BlockOutcome, Fleet] | None:
     """Fit one block's plan into the residual quota (see ``_solve_blocks``)."""
     began = time.perf_counter()
-    sub = with_quota(inst, residual, keep_units=True)
-    sub_milp = formulate(sub, milp.models, budget=False, cuts=False)
-    local = _local_repair(sub_milp, outcome.x, over, backend, gap, time_limit_s / 2)
+    sub = with_quota(part.inst, residual, keep_units=True)
+    sub_milp = formulate(sub, part.models, budget=False, cuts=False)
+    local = local_repair(sub_milp, outcome.x, over, backend, gap, time_limit_s / 2)
     if local.status.has_solution:
         x, objective = local.x, local.objective
     else:
-        again = solve_block(sub_milp, names, backend=backend, time_limit_s=max(time_limit_s - (time.perf_counter() - began), 0.5),
-                            gap=gap)
+        again = solve_block(sub_milp, outcome.models, backend=backend,
+                            time_limit_s=max(time_limit_s - (time.perf_counter() - began), 0.5), gap=gap)
         if not again.status.has_solution:
             return None
         x, objective = again.x, again.objective
     bound = min(outcome.bound, objective)
-    repaired = BlockOutcome(names, sub_milp, classify(objective, bound, gap), x, objective, bound, outcome.lp_bound,
-                            outcome.heuristic_objective, outcome.seconds + time.perf_counter() - began,
-                            "repaired to fit the quota left by the other models")
-    return repaired, add_solution(empty_fleet(inst), sub_milp, x)
+    repaired = BlockOutcome(outcome.models, sub_milp, classify(objective, bound, gap), x, objective, bound,
+                            outcome.lp_bound, outcome.heuristic_objective,
+                            outcome.seconds + time.perf_counter() - began,
+                            "repaired to fit the quota left by the other models", outcome.regions)
+    return repaired, lift(inst, part, add_solution(empty_fleet(sub), sub_milp, x))
