@@ -23,7 +23,7 @@ DEMO_HISTORY_DB := out/demo/history.duckdb
 DEMO := --scenario scenarios/demo.toml --history data/history/demo_history.parquet
 
 run: $(STAMP)
-	$(BIN)/planner validate scenarios/demo.toml
+	$(BIN)/planner --history-file $(DEMO_HISTORY_DB) validate scenarios/demo.toml
 	$(BIN)/planner --history-file $(DEMO_HISTORY_DB) report --month 2026-10 $(DEMO) --compare-policies none
 	$(BIN)/planner --history-file $(DEMO_HISTORY_DB) report --month 2026-11 $(DEMO)
 	$(BIN)/planner --history-file $(DEMO_HISTORY_DB) history
