@@ -167,7 +167,7 @@ def risks_section(inputs: ReportInputs) -> Section:
     if info:
         section.bullets.append(f"[info] {info} series with data-quality findings (table below).")
     section.paragraphs.append(f"Checks: quota at or above {100 * QUOTA_NEAR_SHARE:.0f} % of its limit, utilisation "
-                              f"at or above the knee {KNEE_UTILISATION}, SLO misses and marginal passes, forecast "
+                              f"above the knee {KNEE_UTILISATION}, SLO misses and marginal passes, forecast "
                               "fallbacks, data-quality findings, solver status and infeasibilities.")
     section.tables.append(Table("risks", "Risks, most severe first", table))
     section.facts = {"high": int(counts.get("high", 0)), "medium": int(counts.get("medium", 0)),
