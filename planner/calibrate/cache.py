@@ -65,10 +65,11 @@ def key_material(task: PairTask) -> dict[str, Any]:
         "profile": {"a_ms": r.a_ms, "b_ms_per_kv_token": r.b_ms_per_kv_token,
                     "c_ms_per_prefill_token": r.c_ms_per_prefill_token, "kv_capacity_tokens": r.kv_capacity_tokens,
                     "max_batch": r.max_batch},
-        "classes": [{"name": c.name, "share": c.share, "weight": c.weight, "priority_jump": c.priority_jump,
-                     "drr_quantum_tokens": c.drr_quantum_tokens, "max_queue_wait_ms": c.max_queue_wait_ms,
-                     "ttft_p99_ms": c.ttft_p99_ms, "e2e_p99_ms": c.e2e_p99_ms,
-                     "prompt": law_fingerprint(c.workload.prompt), "output": law_fingerprint(c.workload.output)}
+        "classes": [{"name": c.name, "share": c.share, "weight": c.spec.weight, "priority_jump": c.spec.priority_jump,
+                     "drr_quantum_tokens": c.spec.drr_quantum_tokens, "max_queue_wait_ms": c.spec.max_queue_wait_ms,
+                     "ttft_p99_ms": c.spec.ttft_p99_ms, "e2e_p99_ms": c.spec.e2e_p99_ms,
+                     "prompt": law_fingerprint(c.spec.workload.prompt),
+                     "output": law_fingerprint(c.spec.workload.output)}
                     for c in task.classes],
         "settings": asdict(task.settings),
         "search": {"floor_fraction": FLOOR_FRACTION, "growth": GROWTH, "max_growths": MAX_GROWTHS},

@@ -22,8 +22,8 @@ from planner.errors import InputError
 from planner.placement.capacity import TokenLengths, requests_per_second
 from planner.scenario import SKU_NAMES, Scenario
 from planner.sim.policies import get_policy
-from planner.sim.replica.pool import DEFAULT_TOKEN_BUDGET, ReplicaSpec
-from planner.sim.workload import ClassWorkload, workloads_for
+from planner.sim.replica.pool import DEFAULT_TOKEN_BUDGET, ClassSpec, ReplicaSpec
+from planner.sim.workload import workloads_for
 
 MIX_TOLERANCE = 1e-6
 MIN_CLASS_REQUESTS = 1000
@@ -59,18 +59,15 @@ class Settings:
 
 @dataclass(frozen=True)
 class ClassInput:
-    """One traffic class of the mix: scheduling parameters, SLOs, length laws and analytic ceiling X_k."""
+    """One traffic class of the mix: its share p_k, its simulator spec (rate filled in per probe) and ceiling X_k."""
 
-    name: str
+    spec: ClassSpec
     share: float
-    weight: float
-    priority_jump: float
-    drr_quantum_tokens: float
-    max_queue_wait_ms: float
-    ttft_p99_ms: float
-    e2e_p99_ms: float
-    workload: ClassWorkload
     ceiling_rps: float
+
+    @property
+    def name(self) -> str:
+        return self.spec.name
 
 
 @dataclass(frozen=True)
@@ -190,10 +187,8 @@ def build_tasks(scenario: Scenario, profiles: pd.DataFrame, pairs: list[tuple[st
         for k in scenario.classes:
             law = laws[k.name]
             lengths = TokenLengths(law.prompt.mean(), law.output.mean())
-            classes.append(ClassInput(
-                k.name, shares[k.name], float(k.weight), float(k.priority_jump), float(k.drr_quantum_tokens),
-                float(k.max_queue_wait_ms), float(k.ttft_p99_ms), float(k.e2e_p99_ms), law,
-                requests_per_second(row, lengths, settings.kv_fraction)))
+            classes.append(ClassInput(ClassSpec.of(k, 0.0, law), shares[k.name],
+                                      requests_per_second(row, lengths, settings.kv_fraction)))
         tasks.append(PairTask(model, sku, _replica(row, sku, settings.pool_replicas), str(row["source"]),
                               tuple(classes), settings))
     return tasks

@@ -54,14 +54,14 @@ from __future__ import annotations
 
 import math
 import zlib
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
 from planner.calibrate.inputs import PairTask
 from planner.sim.policies import get_policy
 from planner.sim.replica.metrics import replication_metrics
-from planner.sim.replica.pool import ClassSpec, PoolConfig, run_replication
+from planner.sim.replica.pool import PoolConfig, run_replication
 from planner.sim.stats import replication_ci
 
 METRICS = ("ttft", "e2e")
@@ -94,8 +94,7 @@ def pool_config(task: PairTask, rate_rps_per_replica: float) -> PoolConfig:
     s = task.settings
     total = rate_rps_per_replica * task.replica.count
     duration = run_length_s(task, rate_rps_per_replica)
-    classes = tuple(ClassSpec(c.name, total * c.share, c.weight, c.priority_jump, c.drr_quantum_tokens,
-                              c.max_queue_wait_ms, c.ttft_p99_ms, c.e2e_p99_ms, c.workload) for c in task.classes)
+    classes = tuple(replace(c.spec, rate_rps=total * c.share) for c in task.classes)
     return PoolConfig(
         (task.replica,), classes, get_policy(s.policy), duration_s=duration, warmup_s=s.warmup_fraction * duration,
         kv_fraction=s.kv_fraction, output_quantile_reserve=s.output_quantile_reserve, aging_rate=s.aging_rate,
@@ -178,6 +177,6 @@ def probe(task: PairTask, rate_rps_per_replica: float) -> Probe:
         klass = task.classes[k]
         for m in METRICS:
             upper, mean, why = upper_bound(p99[(k, m)], task.settings.confidence)
-            slo = klass.ttft_p99_ms if m == "ttft" else klass.e2e_p99_ms
+            slo = klass.spec.ttft_p99_ms if m == "ttft" else klass.spec.e2e_p99_ms
             bounds.append(Bound(klass.name, m, upper, slo, mean, why))
     return Probe(rate_rps_per_replica, tuple(bounds), config.duration_s, run, {k: v / run for k, v in arrivals.items()})

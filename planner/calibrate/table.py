@@ -113,9 +113,9 @@ def pair_meta(task: PairTask, result: dict[str, Any], cached: bool) -> dict[str,
                     "c_ms_per_prefill_token": task.replica.c_ms_per_prefill_token,
                     "kv_capacity_tokens": task.replica.kv_capacity_tokens, "max_batch": task.replica.max_batch},
         "classes": {c.name: {"share": c.share, "ceiling_rps_per_replica": c.ceiling_rps,
-                             "ttft_p99_slo_ms": c.ttft_p99_ms, "e2e_p99_slo_ms": c.e2e_p99_ms,
-                             "length_source": c.workload.source, "prompt": c.workload.prompt.describe(),
-                             "output": c.workload.output.describe()} for c in task.classes},
+                             "ttft_p99_slo_ms": c.spec.ttft_p99_ms, "e2e_p99_slo_ms": c.spec.e2e_p99_ms,
+                             "length_source": c.spec.workload.source, "prompt": c.spec.workload.prompt.describe(),
+                             "output": c.spec.workload.output.describe()} for c in task.classes},
         "trace": result["probes"],
     }
 

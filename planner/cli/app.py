@@ -176,6 +176,11 @@ SchedulerOption = Annotated[
                       "$DASK_SCHEDULER_ADDRESS, else an embedded LocalCluster)."),
 ]
 
+HistogramOption = Annotated[
+    Path | None, typer.Option(help="Token-length histogram from `planner ingest` (default: per-class lognormals).")
+]
+SeedOption = Annotated[int | None, typer.Option(help="Base seed (default: the scenario's).")]
+
 
 def use_engine(engine: str, scheduler: str | None, workers: int | None) -> None:
     """Check the engine options before any work starts; a --scheduler reaches every fan-out through the env."""

@@ -11,8 +11,10 @@ import typer
 
 from planner.cli.app import (
     EngineOption,
+    HistogramOption,
     JsonFlag,
     SchedulerOption,
+    SeedOption,
     WorkersOption,
     app,
     guarded,
@@ -27,6 +29,16 @@ from planner.errors import ExitCode, InputError
 PeriodsOption = Annotated[
     str, typer.Option(help="Planning periods: 'hourly', or 'how:N' for N-hour hour-of-week blocks.")
 ]
+
+# Options of the whole loop, shared by `planner plan` and `planner report`.
+HistoryOption = Annotated[Path, typer.Option(help="Demand history from `planner ingest` (.csv or .parquet).")]
+MaxRoundsOption = Annotated[int, typer.Option(help="Rounds of place -> simulate -> correct before giving up.")]
+SolverOption = Annotated[str, typer.Option(help="Placement backend: highs, cbc or ortools.")]
+TimeLimitOption = Annotated[float, typer.Option(help="Placement time limit per round, seconds.")]
+GapOption = Annotated[float, typer.Option(help="Placement optimality gap to stop at.")]
+SimDurationOption = Annotated[str, typer.Option(help="Simulated time per window and replication.")]
+SimReplicationsOption = Annotated[int, typer.Option(min=1, help="Simulation replications per window.")]
+CacheDirOption = Annotated[Path | None, typer.Option(help="Calibration cache folder.")]
 
 
 def _names(text: str | None) -> list[str] | None:
@@ -50,14 +62,12 @@ def calibrate(
     policy: Annotated[str | None, typer.Option(help="Scheduling policy (default: the scenario's).")] = None,
     models: Annotated[str | None, typer.Option(help="Only these models, comma-separated.")] = None,
     skus: Annotated[str | None, typer.Option(help="Only these SKUs, comma-separated.")] = None,
-    histogram: Annotated[
-        Path | None, typer.Option(help="Token-length histogram from `planner ingest` (default: per-class lognormals).")
-    ] = None,
+    histogram: HistogramOption = None,
     duration: Annotated[str, typer.Option(help="Simulated time per replication and probed rate.")] = "1h",
     replications: Annotated[int, typer.Option(min=2, help="Replications per probed rate (for the interval).")] = 8,
     tolerance: Annotated[float, typer.Option(help="Relative width at which the bisection stops.")] = 0.02,
     pool_replicas: Annotated[int, typer.Option(min=1, help="Replicas in the simulated pool.")] = 1,
-    seed: Annotated[int | None, typer.Option(help="Base seed (default: the scenario's).")] = None,
+    seed: SeedOption = None,
     cache: Annotated[bool, typer.Option("--cache/--no-cache", help="Reuse results for unchanged inputs.")] = True,
     cache_dir: Annotated[
         Path | None, typer.Option(help="Calibration cache (default: $PLANNER_CACHE_DIR/calibration or "
@@ -145,7 +155,7 @@ def fail_if_not_converged(result: Any) -> None:
 @guarded
 def plan(
     scenario: Annotated[Path, typer.Option(help="Scenario TOML file.")],
-    history: Annotated[Path, typer.Option(help="Demand history from `planner ingest` (.csv or .parquet).")],
+    history: HistoryOption,
     out: Annotated[Path, typer.Option("--out", "-o", help="Folder for the plan, forecast, capacity, SLO "
                                                          "results and the loop's rounds.")] = Path("out/plan"),
     as_of: Annotated[
@@ -157,19 +167,17 @@ def plan(
     capacity: Annotated[
         Path | None, typer.Option(help="Start from this capacity table instead of calibrating.")
     ] = None,
-    histogram: Annotated[
-        Path | None, typer.Option(help="Token-length histogram from `planner ingest` (default: per-class lognormals).")
-    ] = None,
-    max_rounds: Annotated[int, typer.Option(help="Rounds of place -> simulate -> correct before giving up.")] = 4,
+    histogram: HistogramOption = None,
+    max_rounds: MaxRoundsOption = 4,
     periods: PeriodsOption = "how:4",
-    solver: Annotated[str, typer.Option(help="Placement backend: highs, cbc or ortools.")] = "highs",
-    time_limit: Annotated[float, typer.Option(help="Placement time limit per round, seconds.")] = 60.0,
-    gap: Annotated[float, typer.Option(help="Placement optimality gap to stop at.")] = 0.02,
+    solver: SolverOption = "highs",
+    time_limit: TimeLimitOption = 60.0,
+    gap: GapOption = 0.02,
     quantile: Annotated[float | None, typer.Option(help="Forecast quantile to provision for.")] = None,
-    sim_duration: Annotated[str, typer.Option(help="Simulated time per window and replication.")] = "30min",
-    replications: Annotated[int, typer.Option(min=1, help="Simulation replications per window.")] = 3,
-    seed: Annotated[int | None, typer.Option(help="Base seed (default: the scenario's).")] = None,
-    cache_dir: Annotated[Path | None, typer.Option(help="Calibration cache folder.")] = None,
+    sim_duration: SimDurationOption = "30min",
+    replications: SimReplicationsOption = 3,
+    seed: SeedOption = None,
+    cache_dir: CacheDirOption = None,
     engine: EngineOption = "auto",
     workers: WorkersOption = None,
     scheduler: SchedulerOption = None,

@@ -10,8 +10,10 @@ import typer
 
 from planner.cli.app import (
     EngineOption,
+    HistogramOption,
     JsonFlag,
     SchedulerOption,
+    SeedOption,
     WorkersOption,
     app,
     guarded,
@@ -20,7 +22,15 @@ from planner.cli.app import (
     use_engine,
 )
 from planner.cli.loop import (
+    CacheDirOption,
+    GapOption,
+    HistoryOption,
+    MaxRoundsOption,
     PeriodsOption,
+    SimDurationOption,
+    SimReplicationsOption,
+    SolverOption,
+    TimeLimitOption,
     fail_if_not_converged,
     loop_figures,
     loop_settings,
@@ -37,7 +47,7 @@ DEFAULT_POLICIES = "fcfs,cmu,wspt,drr-wspt"
 def report(
     month: Annotated[str, typer.Option(help="The month the report is for, YYYY-MM.")],
     scenario: Annotated[Path, typer.Option(help="Scenario TOML file.")],
-    history: Annotated[Path, typer.Option(help="Demand history from `planner ingest` (.csv or .parquet).")],
+    history: HistoryOption,
     as_of: Annotated[
         str | None,
         typer.Option(help="'Now' for this report (ISO-8601): only history before it is used. "
@@ -47,18 +57,16 @@ def report(
     compare_policies: Annotated[
         str, typer.Option(help="Policies to compare, comma-separated, or 'none'.")
     ] = DEFAULT_POLICIES,
-    histogram: Annotated[
-        Path | None, typer.Option(help="Token-length histogram from `planner ingest` (default: per-class lognormals).")
-    ] = None,
-    max_rounds: Annotated[int, typer.Option(help="Rounds of place -> simulate -> correct before giving up.")] = 4,
+    histogram: HistogramOption = None,
+    max_rounds: MaxRoundsOption = 4,
     periods: PeriodsOption = "how:4",
-    solver: Annotated[str, typer.Option(help="Placement backend: highs, cbc or ortools.")] = "highs",
-    time_limit: Annotated[float, typer.Option(help="Placement time limit per round, seconds.")] = 60.0,
-    gap: Annotated[float, typer.Option(help="Placement optimality gap to stop at.")] = 0.02,
-    sim_duration: Annotated[str, typer.Option(help="Simulated time per window and replication.")] = "30min",
-    replications: Annotated[int, typer.Option(min=1, help="Simulation replications per window.")] = 3,
-    seed: Annotated[int | None, typer.Option(help="Base seed (default: the scenario's).")] = None,
-    cache_dir: Annotated[Path | None, typer.Option(help="Calibration cache folder.")] = None,
+    solver: SolverOption = "highs",
+    time_limit: TimeLimitOption = 60.0,
+    gap: GapOption = 0.02,
+    sim_duration: SimDurationOption = "30min",
+    replications: SimReplicationsOption = 3,
+    seed: SeedOption = None,
+    cache_dir: CacheDirOption = None,
     engine: EngineOption = "auto",
     workers: WorkersOption = None,
     scheduler: SchedulerOption = None,
@@ -85,14 +93,15 @@ def report(
                              engine=engine, workers=workers, cache_dir=cache_dir)
     policies = None if compare_policies.strip().lower() in ("", "none") else parse_policies(compare_policies)
     loaded = load_scenario(scenario)
+    catalog = load_catalog()
     previous = last_month(RunHistory(session.history_file), month)
     hashes = {"scenario": file_sha256(scenario), "history": file_sha256(history)}
     with narrated(f"Capacity report {month}: reading the history...") as say:
-        result = run_pipeline(loaded, read_table(history), load_catalog(), load_profiles(), settings,
+        result = run_pipeline(loaded, read_table(history), catalog, load_profiles(), settings,
                               as_of=stamp, compare=policies, histogram=read_table(histogram) if histogram else None,
                               input_hashes=hashes, notify=say)
         say("writing the report")
-        inputs = report_inputs(month, f"{stamp:%Y-%m-%dT%H:%M:%SZ}", loaded, result, load_catalog(), previous)
+        inputs = report_inputs(month, f"{stamp:%Y-%m-%dT%H:%M:%SZ}", loaded, result, catalog, previous)
         model = build_report(inputs)
         written = write_report(model, reports, generated_at=datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"))
     if session.run is not None:

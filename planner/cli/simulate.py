@@ -9,8 +9,10 @@ import typer
 
 from planner.cli.app import (
     EngineOption,
+    HistogramOption,
     JsonFlag,
     SchedulerOption,
+    SeedOption,
     WorkersOption,
     app,
     guarded,
@@ -59,7 +61,7 @@ def simulate(
     ] = "peak",
     duration: Annotated[str, typer.Option(help="Simulated time per replication, e.g. 30min, 1h.")] = "1h",
     replications: Annotated[int, typer.Option(min=1, help="Independent replications for confidence intervals.")] = 3,
-    seed: Annotated[int | None, typer.Option(help="Base seed (default: the scenario's).")] = None,
+    seed: SeedOption = None,
     flows: Annotated[
         Path | None, typer.Option(help="Routed demand per period (default: <plan>.flows.csv beside the plan).")
     ] = None,
@@ -67,9 +69,7 @@ def simulate(
         Path | None,
         typer.Option(help="Route this forecast's demand instead of flows (for plans written by hand)."),
     ] = None,
-    histogram: Annotated[
-        Path | None, typer.Option(help="Token-length histogram from `planner ingest` (default: per-class lognormals).")
-    ] = None,
+    histogram: HistogramOption = None,
     engine: EngineOption = "auto",
     workers: WorkersOption = None,
     scheduler: SchedulerOption = None,

@@ -66,8 +66,9 @@ class Miss:
         return out
 
 
-def _value(row: Any, column: str) -> float:
-    value = row.get(column) if isinstance(row, dict) else getattr(row, column, None)
+def _value(row: dict[str, Any], column: str) -> float:
+    """A finite number, or +inf for a missing, non-numeric or NaN value (a p99 the simulator could not give)."""
+    value = row.get(column)
     try:
         number = float(value)
     except (TypeError, ValueError):

@@ -48,11 +48,13 @@ def capacity_utilisation(per_class: pd.DataFrame, plan: pd.DataFrame, capacity: 
     caps = {(str(m), str(s), str(k)): float(v) for m, s, k, v in capacity[
         ["model", "sku", "traffic_class", "max_rps_per_replica"]].itertuples(index=False)}
     replicas = plan.groupby([plan["period"].astype(str), "region", "model", "sku"])["replicas"].sum()
+    pools: dict[tuple[str, str, str], list[tuple[str, int]]] = {}
+    for (period, region, model, sku), n in replicas.items():
+        pools.setdefault((str(period), str(region), str(model)), []).append((str(sku), int(n)))
     load: dict[tuple[str, str, str], float] = {}
     for row in per_class.itertuples(index=False):
         key = (str(row.period), str(row.region), str(row.model))
-        pooled = sum(int(n) * caps.get((key[2], str(sku), str(row.traffic_class)), 0.0)
-                     for (period, region, model, sku), n in replicas.items() if (period, region, model) == key)
+        pooled = sum(n * caps.get((key[2], sku, str(row.traffic_class)), 0.0) for sku, n in pools.get(key, []))
         rate = float(row.offered_rps)
         load[key] = load.get(key, 0.0) + (rate / pooled if pooled > 0 else (float("inf") if rate > 0 else 0.0))
     return pd.Series([load[(str(r.period), str(r.region), str(r.model))] for r in per_class.itertuples(index=False)],

@@ -215,9 +215,7 @@ def simulate_plan(
         region, model = key
         pool_rates = rates.get(key, {})
         laws = workloads_for(model, scenario.class_names, histogram)
-        classes = tuple(ClassSpec(k.name, pool_rates.get(k.name, 0.0), k.weight, k.priority_jump,
-                                  float(k.drr_quantum_tokens), k.max_queue_wait_ms, k.ttft_p99_ms, k.e2e_p99_ms,
-                                  laws[k.name]) for k in scenario.classes)
+        classes = tuple(ClassSpec.of(k, pool_rates.get(k.name, 0.0), laws[k.name]) for k in scenario.classes)
         config = PoolConfig(
             tuple(pools[key]), classes, spec, duration_s=duration_s, warmup_s=warmup,
             kv_fraction=admission.kv_fraction, output_quantile_reserve=admission.output_quantile_reserve,

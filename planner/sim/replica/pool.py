@@ -25,6 +25,7 @@ from __future__ import annotations
 import math
 import time
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -65,6 +66,13 @@ class ClassSpec:
     ttft_p99_ms: float
     e2e_p99_ms: float
     workload: ClassWorkload
+
+    @classmethod
+    def of(cls, klass: Any, rate_rps: float, workload: ClassWorkload) -> ClassSpec:
+        """A scenario traffic class (``planner.scenario.TrafficClass``) at ``rate_rps`` with its length laws."""
+        return cls(klass.name, float(rate_rps), float(klass.weight), float(klass.priority_jump),
+                   float(klass.drr_quantum_tokens), float(klass.max_queue_wait_ms), float(klass.ttft_p99_ms),
+                   float(klass.e2e_p99_ms), workload)
 
 
 @dataclass(frozen=True)
