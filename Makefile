@@ -6,15 +6,40 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: run test venv clean bench
+.PHONY: run test venv clean bench lock
 
-$(STAMP): pyproject.toml
+# constraints.txt pins every installed package to one exact version, so a fresh machine
+# installs what the tests and the committed reports were made with; a changed pin reinstalls.
+$(STAMP): pyproject.toml constraints.txt
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
-	$(BIN)/pip install --quiet -e '.[dev]'
+	$(BIN)/pip install --quiet -c constraints.txt -e '.[dev]'
 	touch $(STAMP)
 
 venv: $(STAMP)
+
+# Re-pin constraints.txt to the newest versions PyPI has today: install the project into a
+# throwaway venv without constraints and freeze what that installed (the project excluded).
+# Then `make test` reinstalls .venv from the new pins.
+define LOCK_HEADER
+# Exact versions of every package that `pip install -e '.[dev]'` installs, so that every machine
+# runs the tests and writes the reports with the same libraries (pyproject.toml keeps only lower
+# bounds). The Makefile installs with `pip install -c constraints.txt -e '.[dev]'`.
+# Regenerate with `make lock`: it installs the project into a throwaway venv without constraints
+# (so with the newest versions PyPI has that day) and writes `pip freeze --exclude-editable` here.
+endef
+export LOCK_HEADER
+
+lock:
+	set -e; lock_venv=$$(mktemp -d); trap 'rm -rf "$$lock_venv"' EXIT; \
+	$(PYTHON) -m venv "$$lock_venv"; \
+	"$$lock_venv/bin/pip" install --quiet --upgrade pip; \
+	"$$lock_venv/bin/pip" install --quiet -e '.[dev]'; \
+	{ echo "$$LOCK_HEADER"; \
+	  echo "# Generated with $$("$$lock_venv/bin/python" --version) on $$(uname -sm)."; \
+	  "$$lock_venv/bin/pip" freeze --exclude-editable; } > constraints.txt.tmp; \
+	mv constraints.txt.tmp constraints.txt
+	@echo "wrote constraints.txt; review it with git diff constraints.txt"
 
 # The main job: the monthly capacity report on the demo scenario and history. October first
 # (so that November's report can compare with last month's forecast and plan), then November

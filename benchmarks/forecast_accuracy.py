@@ -9,7 +9,7 @@ What it does:
    MASE of the model and of the 24 h and 168 h seasonal naives, sMAPE, scaled
    pinball losses and 80 %/90 % interval coverage. Targets: model MASE at most
    0.85x the better naive's; 90 % coverage in [0.80, 0.97].
-2. **ServeGen** (``../shared/data/servegen_aggregate/``, Alibaba Bailian m-large and
+2. **ServeGen** (``data/sources/servegen_aggregate/``, Alibaba Bailian m-large and
    m-mid, 10-minute mean rates over 14 days). Hourly requests = sum over the six
    windows of rate x 600 s, so zero windows (collection gaps) pull an hour down and
    all-zero hours become outages for the data-quality pass. Window 0 is placed at
@@ -57,7 +57,7 @@ from planner.forecast.quality import HOUR_NS  # noqa: E402
 from planner.forecast.run import clean_history, forecast_history  # noqa: E402
 
 QUANTILES = [0.5, 0.9, 0.95, 0.99]
-SERVEGEN = ROOT.parent / "shared" / "data" / "servegen_aggregate" / "rate_rps_10min_m-large_m-mid.csv"
+SERVEGEN = ROOT / "data" / "sources" / "servegen_aggregate" / "rate_rps_10min_m-large_m-mid.csv"
 SERVEGEN_START = pd.Timestamp("2025-01-06T00:00:00Z")
 
 

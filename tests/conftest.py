@@ -1,8 +1,11 @@
-"""Shared fixtures: where the bundled data and the read-only shared data live."""
+"""Shared fixtures: where the bundled data lives, and a private run history and cache per test.
+
+Every file a test reads is inside the checkout: the vendored public tables in
+``data/sources/`` and the real request traces in ``data/samples/``.
+"""
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import pytest
@@ -10,15 +13,14 @@ import pytest
 REPO_ROOT = Path(__file__).resolve().parents[1]
 
 
-def shared_data_dir() -> Path:
-    """The public reference data beside the checkout (``../shared/data``), or ``PLANNER_SHARED_DIR``."""
-    env = os.environ.get("PLANNER_SHARED_DIR")
-    candidates = [Path(env)] if env else []
-    candidates.append(REPO_ROOT.parent / "shared" / "data")
-    for candidate in candidates:
-        if candidate.exists():
-            return candidate
-    raise FileNotFoundError(f"shared data not found in any of {candidates}; set PLANNER_SHARED_DIR")
+def sources_dir() -> Path:
+    """The vendored public source tables (price snapshots, GPU specs, ServeGen rates): ``data/sources/``."""
+    return REPO_ROOT / "data" / "sources"
+
+
+def samples_dir() -> Path:
+    """The real request traces bundled for ingest and the demo history: ``data/samples/``."""
+    return REPO_ROOT / "data" / "samples"
 
 
 @pytest.fixture(autouse=True)

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-from conftest import REPO_ROOT, shared_data_dir
+from conftest import REPO_ROOT, sources_dir
 
 from planner.catalog import OFFER_COLUMNS, SKU_COLUMNS, Catalog, load_catalog, offers_table
 from planner.errors import InputError
@@ -26,7 +26,7 @@ def catalog() -> Catalog:
 
 @pytest.fixture(scope="module")
 def pricing_dir() -> Path:
-    return shared_data_dir() / "gpu_pricing_skypilot"
+    return sources_dir() / "gpu_pricing_skypilot"
 
 
 def _raw(pricing_dir: Path, name: str) -> pd.DataFrame:
@@ -187,7 +187,8 @@ def test_rebuilding_gives_byte_identical_files(tmp_path, monkeypatch):
     monkeypatch.setitem(sys.modules, "build_catalog", module)  # dataclasses look their module up here
     monkeypatch.setattr(sys, "path", list(sys.path))  # the script prepends its own folder
     spec.loader.exec_module(module)
-    module.build(shared_data_dir(), tmp_path)
+    assert module.SOURCES_DIR == sources_dir()  # the script's default input is the vendored copy
+    assert module.main(["--out", str(tmp_path), "--quiet"]) == 0
     for name in ("skus.csv", "offers.csv"):
         assert (tmp_path / name).read_bytes() == (REPO_ROOT / "data" / "catalog" / name).read_bytes(), name
 

@@ -16,9 +16,10 @@ from itertools import product
 import numpy as np
 import pandas as pd
 import pytest
-from conftest import REPO_ROOT, shared_data_dir
+from conftest import REPO_ROOT
 from scipy.special import ndtr, ndtri
 
+from planner.errors import InputError
 from planner.storage import file_sha256
 
 BUILD = REPO_ROOT / "data" / "build"
@@ -169,9 +170,27 @@ def test_generation_is_seeded_and_pure():
 
 
 def test_constants_match_the_real_traces(meta):
-    measured = sources.measure_all(shared_data_dir())
+    assert sources.DATA_DIR == REPO_ROOT / "data"  # the measured traces are the copies in the checkout
+    measured = sources.measure_all()
     assert gen.provenance_mismatches(measured) == []
     assert json.loads(json.dumps(measured)) == meta["measured_sources"]
+
+
+@pytest.mark.slow
+def test_the_script_rebuilds_the_committed_files_from_the_bundled_traces(tmp_path, history, meta):
+    assert gen.main(["--out-dir", str(tmp_path)]) == 0
+    rebuilt = json.loads((tmp_path / "demo_history_meta.json").read_text(encoding="utf-8"))
+    # The Parquet bytes (and so their hash) may differ with the pyarrow version; the values may not.
+    assert rebuilt.pop("sha256") == file_sha256(tmp_path / "demo_history.parquet")
+    assert rebuilt == {k: v for k, v in meta.items() if k != "sha256"}
+    pd.testing.assert_frame_equal(pd.read_parquet(tmp_path / "demo_history.parquet"), history)
+
+
+def test_a_missing_trace_names_the_file_and_the_data_dir_option(tmp_path):
+    with pytest.raises(InputError) as caught:
+        sources.measure_all(tmp_path)
+    assert str(tmp_path / sources.SERVEGEN_FILE) in str(caught.value)
+    assert "--data-dir" in str(caught.value)
 
 
 def test_small_hours_draw_every_request_exactly():

@@ -14,7 +14,7 @@ import duckdb
 import numpy as np
 import pandas as pd
 import pytest
-from conftest import shared_data_dir
+from conftest import samples_dir
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -585,8 +585,8 @@ def _independent_azure(path: Path, minutes: bool = False) -> tuple[int, int, int
 
 @pytest.mark.parametrize("trace", ["conv", "code"])
 def test_real_azure_trace_end_to_end(tmp_path: Path, trace: str) -> None:
-    path = shared_data_dir() / "azure_llm_2023" / f"AzureLLMInferenceTrace_{trace}.csv"
-    assert path.exists(), f"the Azure trace is missing at {path}; set PLANNER_SHARED_DIR to the shared data folder"
+    path = samples_dir() / "azure_llm_2023" / f"AzureLLMInferenceTrace_{trace}.csv"
+    assert path.exists(), f"the bundled Azure trace is missing at {path}"
     n, prompt, output, per_hour = _independent_azure(path)
     written = run_ingest([str(path)], tmp_path / "azure.csv", "azure", labels=LABELS)
     demand = pd.read_csv(written[0])
@@ -600,8 +600,8 @@ def test_real_azure_trace_end_to_end(tmp_path: Path, trace: str) -> None:
 
 
 def test_real_mooncake_sample(tmp_path: Path) -> None:
-    path = shared_data_dir() / "mooncake_sample" / "conversation_trace_head200.jsonl"
-    assert path.exists(), f"the Mooncake sample is missing at {path}; set PLANNER_SHARED_DIR"
+    path = samples_dir() / "mooncake" / "conversation_trace_head200.jsonl"
+    assert path.exists(), f"the bundled Mooncake sample is missing at {path}"
     records = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
     start = datetime(2024, 5, 1, tzinfo=UTC)
     result = ingest_logs([str(path)], "mooncake", start=start, labels=LABELS, freq="1min")

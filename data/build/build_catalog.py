@@ -1,11 +1,11 @@
 """Build the bundled GPU catalog (data/catalog/skus.csv and offers.csv) from public sources.
 
-Inputs (read-only, under the shared data folder):
+Inputs (read-only, under a sources folder; by default the vendored copies in data/sources/):
   gpu_specs_epoch/ml_hardware.csv      Epoch AI ML hardware table (CC-BY-4.0)
   gpu_pricing_skypilot/*.csv           SkyPilot catalog v8 rows, USD per instance-hour
 
 Run from the repository root:
-  python data/build/build_catalog.py [SHARED_DATA_DIR] [--out data/catalog]
+  python data/build/build_catalog.py [SOURCES_DIR] [--out data/catalog]
 
 The output is deterministic: every choice below is a fixed rule, rows are sorted, and
 floats are written with a fixed rounding, so two runs give byte-identical files.
@@ -34,6 +34,7 @@ from pathlib import Path
 import pandas as pd
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
+SOURCES_DIR = REPO_ROOT / "data" / "sources"
 sys.path[:0] = [str(REPO_ROOT), str(Path(__file__).resolve().parent)]
 from planner.storage import write_table_atomic  # noqa: E402
 
@@ -355,10 +356,10 @@ def offers_frame(offers: list[Candidate]) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=OFFER_COLUMNS)
 
 
-def build(shared: Path, out_dir: Path) -> BuildLog:
+def build(sources: Path, out_dir: Path) -> BuildLog:
     log = BuildLog()
-    skus = build_skus(_read(shared / "gpu_specs_epoch" / "ml_hardware.csv"))
-    pricing = shared / "gpu_pricing_skypilot"
+    skus = build_skus(_read(sources / "gpu_specs_epoch" / "ml_hardware.csv"))
+    pricing = sources / "gpu_pricing_skypilot"
     candidates = (aws_candidates(pricing, log) + gcp_candidates(pricing, log)
                   + nebius_candidates(pricing, log) + lambda_candidates(pricing, log))
     unknown = {c.sku for c in candidates} - set(skus["sku"])
@@ -378,12 +379,12 @@ def build(shared: Path, out_dir: Path) -> BuildLog:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("shared", nargs="?", type=Path, default=REPO_ROOT.parent / "shared" / "data",
-                        help="shared data folder (default: ../shared/data from the repository root)")
+    parser.add_argument("sources", nargs="?", type=Path, default=SOURCES_DIR,
+                        help="folder holding gpu_specs_epoch/ and gpu_pricing_skypilot/ (default: data/sources)")
     parser.add_argument("--out", type=Path, default=REPO_ROOT / "data" / "catalog", help="output folder")
     parser.add_argument("--quiet", action="store_true", help="do not print the build log")
     args = parser.parse_args(argv)
-    log = build(args.shared, args.out)
+    log = build(args.sources, args.out)
     if not args.quiet:
         print("\n".join(log.lines))
         print(f"wrote {args.out / 'skus.csv'} and {args.out / 'offers.csv'}")

@@ -1,19 +1,22 @@
 """Measure the real traces that shape the demo demand history.
 
 The demo history (``make_demo_history.py``) is synthetic, but each of its shape
-parameters is a figure measured here from public traces in the shared data folder:
+parameters is a figure measured here from public traces kept in the repository's
+``data/`` folder (paths below are relative to it):
 
-* ServeGen (Alibaba Bailian, ``servegen_aggregate/rate_rps_10min_m-large_m-mid.csv``):
+* ServeGen (Alibaba Bailian, ``sources/servegen_aggregate/rate_rps_10min_m-large_m-mid.csv``):
   10-minute request rates over 14 days, ``window_start_s = 0`` at 00:00 local time.
   Daily cycle, hourly noise (size, persistence, tail weight), day-to-day level shifts,
   drift and collection gaps.
-* Azure LLM inference traces 2023 (``azure_llm_2023/AzureLLMInferenceTrace_{conv,code}.csv``):
-  one row per request over about one hour. Per-minute burstiness and token lengths.
-* Mooncake conversation trace, first 200 lines (``mooncake_sample/``): long outputs.
+* Azure LLM inference traces 2023
+  (``samples/azure_llm_2023/AzureLLMInferenceTrace_{conv,code}.csv``): one row per request
+  over about one hour. Per-minute burstiness and token lengths.
+* Mooncake conversation trace, first 200 lines (``samples/mooncake/``): long outputs.
 
 Every function takes a path and returns plain numbers (floats rounded to 4 significant
 digits so the recorded JSON is stable), so the generator's constants can be checked
-against the data they came from.
+against the data they came from. The recorded ``file`` of each source is its path
+relative to the data folder, so the JSON does not depend on where the checkout lives.
 
 Maths used below:
 
@@ -46,12 +49,19 @@ from scipy import stats
 
 from planner.errors import InputError
 
-SERVEGEN_FILE = Path("servegen_aggregate/rate_rps_10min_m-large_m-mid.csv")
+# The repository's data folder; the source paths below are relative to it. The public tables
+# are vendored in sources/, the request traces (also ingest samples) live once, in samples/.
+DATA_DIR = Path(__file__).resolve().parents[1]
+SERVEGEN_FILE = Path("sources/servegen_aggregate/rate_rps_10min_m-large_m-mid.csv")
 AZURE_FILES = {
-    "conv": Path("azure_llm_2023/AzureLLMInferenceTrace_conv.csv"),
-    "code": Path("azure_llm_2023/AzureLLMInferenceTrace_code.csv"),
+    "conv": Path("samples/azure_llm_2023/AzureLLMInferenceTrace_conv.csv"),
+    "code": Path("samples/azure_llm_2023/AzureLLMInferenceTrace_code.csv"),
 }
-MOONCAKE_FILE = Path("mooncake_sample/conversation_trace_head200.jsonl")
+MOONCAKE_FILE = Path("samples/mooncake/conversation_trace_head200.jsonl")
+MISSING_SOURCE_FIX = (
+    "restore it from the repository (git checkout -- data/), or point --data-dir at a folder "
+    "laid out like data/ (sources/servegen_aggregate/, samples/azure_llm_2023/, samples/mooncake/)"
+)
 Z99 = float(stats.norm.ppf(0.99))
 HARMONICS = 3
 
@@ -66,11 +76,7 @@ def sig(value: float, digits: int = 4) -> float:
 
 def _require(path: Path, columns: list[str]) -> pd.DataFrame:
     if not path.exists():
-        raise InputError(
-            "source trace not found",
-            where=path,
-            fix="point --sources (or PLANNER_SHARED_DIR) at the shared data folder",
-        )
+        raise InputError("source trace not found", where=path, fix=MISSING_SOURCE_FIX)
     frame = pd.read_csv(path)
     missing = [c for c in columns if c not in frame.columns]
     if missing:
@@ -184,7 +190,7 @@ def measure_history(frame: pd.DataFrame, utc_offset_hours: dict[str, int]) -> di
     epoch_hour = (hours - hours.min()).dt.total_seconds().to_numpy() // 3600
     local_hour = epoch_hour + frame["region"].map(utc_offset_hours).to_numpy()
     local_hour = (local_hour - local_hour.min() // 24 * 24).astype(np.int64)
-    weekday = (hours + pd.to_timedelta(frame["region"].map(utc_offset_hours), unit="h")).dt.dayofweek
+    weekday = (hours + pd.to_timedelta(frame["region"].map(utc_offset_hours), unit="h")).dt.day_of_week
     out: dict[str, Any] = {"daily_cycle_llama3_8b": {}, "weekend_over_weekday": {}, "mean_tokens": {}}
     for (region, model, traffic_class), idx in frame.groupby(["region", "model", "traffic_class"]).groups.items():
         if model != "llama3-8b":
@@ -276,7 +282,7 @@ def measure_azure(path: Path, name: str) -> dict[str, Any]:
 def measure_mooncake(path: Path) -> dict[str, Any]:
     """Token lengths of the 200-request Mooncake sample (long prompts, long outputs)."""
     if not path.exists():
-        raise InputError("source trace not found", where=path, fix="point --sources at the shared data folder")
+        raise InputError("source trace not found", where=path, fix=MISSING_SOURCE_FIX)
     rows = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
     return {
         "file": str(MOONCAKE_FILE),
@@ -286,12 +292,12 @@ def measure_mooncake(path: Path) -> dict[str, Any]:
     }
 
 
-def measure_all(sources: Path) -> dict[str, Any]:
-    """Every figure the demo history is shaped by, keyed by source."""
-    sources = Path(sources)
+def measure_all(data_dir: Path = DATA_DIR) -> dict[str, Any]:
+    """Every figure the demo history is shaped by, keyed by source; ``data_dir`` is laid out like ``data/``."""
+    data_dir = Path(data_dir)
     return {
-        "servegen": measure_servegen(sources / SERVEGEN_FILE),
-        "azure_conv": measure_azure(sources / AZURE_FILES["conv"], "conv"),
-        "azure_code": measure_azure(sources / AZURE_FILES["code"], "code"),
-        "mooncake_sample": measure_mooncake(sources / MOONCAKE_FILE),
+        "servegen": measure_servegen(data_dir / SERVEGEN_FILE),
+        "azure_conv": measure_azure(data_dir / AZURE_FILES["conv"], "conv"),
+        "azure_code": measure_azure(data_dir / AZURE_FILES["code"], "code"),
+        "mooncake_sample": measure_mooncake(data_dir / MOONCAKE_FILE),
     }

@@ -5,7 +5,10 @@ Writes ``data/history/demo_history.parquet`` (the demand-history contract of
 ``data/history/demo_history_meta.json`` (seed, parameters, events, outages, and the
 real figures they came from). Run from the repository root:
 
-    .venv/bin/python data/build/make_demo_history.py [--sources ../shared/data]
+    .venv/bin/python data/build/make_demo_history.py [--data-dir data] [--out-dir data/history]
+
+The real traces it measures are read from the repository (``data/sources/`` and
+``data/samples/``); ``--data-dir`` points at another folder laid out like ``data/``.
 
 Model, per series s = (region r, model m, class c) and UTC hour t, with local time
 l = t + offset_r (fixed offsets; daylight saving is ignored):
@@ -33,7 +36,6 @@ child spawns three streams (episodes, counts, tokens). No global RNG.
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -264,22 +266,22 @@ def provenance_mismatches(measured: dict, rel_tol: float = 2e-3, abs_tol: float 
 
 
 def main(argv: list[str] | None = None) -> int:
-    from demo_history_sources import measure_all, measure_history
+    from demo_history_sources import DATA_DIR, measure_all, measure_history
 
     from planner.errors import InputError
     from planner.storage import file_sha256, write_json_atomic, write_table_atomic
 
-    default_sources = os.environ.get("PLANNER_SHARED_DIR", str(HERE.parents[2] / "shared" / "data"))
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--sources", type=Path, default=Path(default_sources), help="shared real-data folder")
+    parser.add_argument("--data-dir", type=Path, default=DATA_DIR,
+                        help="folder laid out like data/ holding the measured traces (default: this repository's data/)")
     parser.add_argument("--out-dir", type=Path, default=HERE.parent / "history", help="output folder")
     args = parser.parse_args(argv)
 
-    measured = measure_all(args.sources)
+    measured = measure_all(args.data_dir)
     stale = provenance_mismatches(measured)
     if stale:
         raise InputError("constants differ from the measured traces: " + "; ".join(stale),
-                         where=args.sources, fix="update the constants in make_demo_history.py")  # fmt: skip
+                         where=args.data_dir, fix="update the constants in make_demo_history.py")  # fmt: skip
     history = generate_with_events(SEED, START, END)
     parquet = write_table_atomic(args.out_dir / "demo_history.parquet", history.frame)
     meta = {
