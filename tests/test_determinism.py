@@ -30,17 +30,19 @@ WALL_CLOCK = frozenset({"solve_time_s", "seconds"})
 QUANTILE_FACTORS = {"q50": 1.0, "q90": 1.15, "q95": 1.25, "q99": 1.45}
 
 
-def demo_week_forecast(path: Path) -> Path:
-    """The demo history's last week moved one week ahead, as a forecast (no model: fast and exact)."""
+def demo_fortnight_forecast(path: Path) -> Path:
+    """The demo history's last 14 days (the demo's horizon) moved 14 days ahead, as a forecast
+    (no model: fast and exact)."""
+    hours = 14 * 24
     history = pd.read_parquet(REPO_ROOT / "data" / "history" / "demo_history.parquet")
     stamps = pd.to_datetime(history["ts"], utc=True)
-    week = history[stamps > stamps.max() - pd.Timedelta(hours=168)]
-    frame = week[["region", "model", "traffic_class"]].copy()
-    frame["ts"] = (pd.to_datetime(week["ts"], utc=True) + pd.Timedelta(hours=168)).dt.strftime("%Y-%m-%dT%H:%M:%SZ")
-    frame["mean"] = week["requests"].astype(float)
+    last = history[stamps > stamps.max() - pd.Timedelta(hours=hours)]
+    frame = last[["region", "model", "traffic_class"]].copy()
+    frame["ts"] = (pd.to_datetime(last["ts"], utc=True) + pd.Timedelta(hours=hours)).dt.strftime("%Y-%m-%dT%H:%M:%SZ")
+    frame["mean"] = last["requests"].astype(float)
     for column, factor in QUANTILE_FACTORS.items():
         frame[column] = frame["mean"] * factor
-    frame["model_used"] = "demo history, last week"
+    frame["model_used"] = "demo history, last 14 days"
     frame.sort_values(["region", "model", "traffic_class", "ts"]).to_csv(path, index=False, lineterminator="\n")
     return path
 
@@ -58,7 +60,7 @@ def _plan_json(path: Path) -> dict:
 
 @pytest.mark.slow
 def test_the_demo_placement_is_the_same_on_a_busy_machine_and_matches_the_golden_plan(tmp_path):
-    forecast = demo_week_forecast(tmp_path / "forecast.csv")
+    forecast = demo_fortnight_forecast(tmp_path / "forecast.csv")
     runs = {name: _place(tmp_path, forecast, name) for name in ("a", "b")}
     for name, proc in runs.items():
         _, err = proc.communicate(timeout=900)
@@ -70,7 +72,7 @@ def test_the_demo_placement_is_the_same_on_a_busy_machine_and_matches_the_golden
     meta_b["files"] = meta_a["files"]
     assert meta_a == meta_b
     assert meta_a["reproducible"] is True and meta_a["time_limit_hits"] == []
-    golden = GOLDEN / "demo_place_week"
+    golden = GOLDEN / "demo_place"
     assert a.read_bytes() == (golden / "plan.csv").read_bytes()
     expected = json.loads((golden / "plan.json").read_text())
     meta_a["files"] = expected["files"]
