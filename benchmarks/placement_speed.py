@@ -3,9 +3,9 @@
 Sections (``--sections``, default all):
 
 * ``target``: the default backend on 168 hourly periods with gap targets 1 % and 0.5 %
-  under the time limit: time to reach each target, or the gap left when the clock ran out;
+  under the node limit: the time each search takes, and the gap it ends at;
 * ``backends``: HiGHS, CBC (PuLP) and OR-Tools (SCIP) side by side on the same instance,
-  same time limit, gap target 1 %;
+  same node limit, gap target 1 %;
 * ``periods``: the default backend on 24, 168 and 720 hourly periods;
 * ``regions``: the default backend with the first 4, 7 and 10 serving regions of the
   scenario (origins whose traffic has no region left are dropped);
@@ -24,7 +24,12 @@ bound, warm start, gap, seconds, and the 1-minute load average before and after 
 since the machine may be shared) and writes nothing unless ``--json PATH`` is given.
 Usage::
 
-    python benchmarks/placement_speed.py [--time-limit 120] [--sections target,backends]
+    python benchmarks/placement_speed.py [--node-limit 2000] [--time-limit 900] [--sections target,backends]
+
+Every search stops on its gap or its node limit, so the plans and gaps are the same on
+any machine; only the seconds vary with the machine and its load. ``--time-limit`` is
+the safety net; a run it stops is marked ``time_limit_hits`` (and then does not
+reproduce).
 """
 
 from __future__ import annotations
@@ -43,6 +48,7 @@ from planner.engine import available_cores
 from planner.paths import PROJECT_ROOT, data_dir
 from planner.placement import highs_backend
 from planner.placement.capacity import analytic_capacity
+from planner.placement.limits import DEFAULT_NODE_LIMIT, DEFAULT_TIME_LIMIT_S
 from planner.placement.instance import build_instance
 from planner.placement.periods import demand_from_forecast, parse_periods
 from planner.placement.problem import formulate
@@ -110,10 +116,12 @@ def _fewer_regions(scenario, forecast: pd.DataFrame, n_regions: int):
     return reduced, forecast[forecast["region"].isin(reduced.origin_names)]
 
 
-def run(inst, backend: str, time_limit: float, gap: float, strategy: str = "auto") -> dict[str, Any]:
+def run(inst, backend: str, limits: tuple[int, float], gap: float, strategy: str = "auto") -> dict[str, Any]:
     load_before = os.getloadavg()[0]
     began = time.perf_counter()
-    summary = solve_instance(inst, backend=backend, time_limit_s=time_limit, gap=gap, strategy=strategy)
+    node_limit, time_limit = limits
+    summary = solve_instance(inst, backend=backend, node_limit=node_limit, time_limit_s=time_limit, gap=gap,
+                             strategy=strategy)
     wall = time.perf_counter() - began
     blocks = [{key: block.to_dict()[key] for key in ("models", "regions", "integers", "status", "objective", "bound",
                                                      "lp_bound", "warm_start_objective", "gap", "seconds")}
@@ -123,6 +131,7 @@ def run(inst, backend: str, time_limit: float, gap: float, strategy: str = "auto
             "bound_usd": round(summary.bound, 2), "gap_pct": round(100 * summary.gap, 3)
             if summary.status.has_solution else None, "wall_s": round(wall, 1),
             "reached_target": summary.status.value in ("optimal", "feasible_within_gap"),
+            "time_limit_hits": len(summary.time_limit_hits),
             "load_avg_1min": f"{load_before:.1f}->{os.getloadavg()[0]:.1f}", "blocks": blocks}
 
 
@@ -134,44 +143,48 @@ def _size(inst) -> dict[str, int]:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--time-limit", type=float, default=120.0)
+    parser.add_argument("--node-limit", type=int, default=DEFAULT_NODE_LIMIT)
+    parser.add_argument("--time-limit", type=float, default=DEFAULT_TIME_LIMIT_S)
     parser.add_argument("--scale", type=float, default=1.0)
     parser.add_argument("--sections", default=",".join(SECTIONS))
     parser.add_argument("--json", type=Path, default=None)
     args = parser.parse_args()
     sections = [s.strip() for s in args.sections.split(",") if s.strip()]
     highs_backend.new_highs()  # mute HiGHS's banner before any solve
-    print(f"placement speed on {available_cores()} cores, time limit {args.time_limit:g} s, demand scale "
+    limits = (args.node_limit, args.time_limit)
+    print(f"placement speed on {available_cores()} cores, node limit {args.node_limit}, safety net "
+          f"{args.time_limit:g} s, demand scale "
           f"{args.scale:g}; forecast: deterministic stand-in from the demo history (not planner forecast output)")
-    results: dict[str, Any] = {"time_limit_s": args.time_limit, "scale": args.scale, "cores": available_cores(),
+    results: dict[str, Any] = {"node_limit": args.node_limit, "time_limit_s": args.time_limit, "scale": args.scale,
+                               "cores": available_cores(),
                                "forecast": "stand-in: last N hours of the demo history, mixtral = 0.5 x llama2-70b"}
     base = build(168, args.scale)
     results["size_168h"] = _size(base)
     print(f"global, 168 hourly periods: {results['size_168h']}")
     if "target" in sections:
-        rows = [{"target_gap_pct": 100 * g, **run(base, "highs", args.time_limit, g)} for g in (0.01, 0.005)]
+        rows = [{"target_gap_pct": 100 * g, **run(base, "highs", limits, g)} for g in (0.01, 0.005)]
         results["target"] = rows
         _table("default backend (highs), 168 hourly periods", rows)
     if "backends" in sections:
-        rows = [run(base, backend, args.time_limit, 0.01) for backend in ("highs", "cbc", "ortools")]
+        rows = [run(base, backend, limits, 0.01) for backend in ("highs", "cbc", "ortools")]
         results["backends"] = rows
         _table("backends side by side, 168 hourly periods, gap target 1 %", rows)
     if "direct" in sections:
-        rows = [run(base, "highs", args.time_limit, 0.01, strategy="direct")]
+        rows = [run(base, "highs", limits, 0.01, strategy="direct")]
         results["direct"] = rows
         _table("undecomposed joint model, HiGHS, 168 hourly periods", rows)
     if "periods" in sections:
         rows = []
         for hours in (24, 168, 720):
             inst = base if hours == 168 else build(hours, args.scale)
-            rows.append({**_size(inst), **run(inst, "highs", args.time_limit, 0.01)})
+            rows.append({**_size(inst), **run(inst, "highs", limits, 0.01)})
         results["periods"] = rows
         _table("growth with periods (highs, gap target 1 %)", rows)
     if "regions" in sections:
         rows = []
         for n in (4, 7, 10):
             inst = build(168, args.scale, n)
-            rows.append({**_size(inst), **run(inst, "highs", args.time_limit, 0.01)})
+            rows.append({**_size(inst), **run(inst, "highs", limits, 0.01)})
         results["regions"] = rows
         _table("growth with serving regions (highs, 168 periods, gap target 1 %)", rows)
     if args.json is not None:

@@ -109,7 +109,7 @@ def test_written_table_reads_back_as_planner_place_reads_it(two_pairs, scenario,
                              "ts": ts.strftime("%Y-%m-%dT%H:%M:%SZ"), "mean": per_hour, "q50": per_hour,
                              "q90": per_hour, "q95": per_hour, "q99": per_hour, "model_used": "test"})
     plan = place_plan(scenario, pd.DataFrame(rows), load_catalog(), profiles, capacity=table, time_limit_s=30,
-                      baselines=False)
+                      baselines=False, periods="hourly")
     assert plan.meta["capacity_source"] == "capacity table"
     assert set(plan.plan["sku"]) <= {"H100", "A100-80GB"}
     assert plan.plan["replicas"].sum() > 0

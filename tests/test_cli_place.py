@@ -68,3 +68,56 @@ def test_quota_too_small_exits_4_and_names_quota(repo_root, forecast_file, tmp_p
     assert result.exit_code == ExitCode.INFEASIBLE, result.output
     assert "quota" in result.output.lower()
     assert not plan.exists()
+
+
+def _last_run(command: str) -> dict:
+    from planner.runs import RunHistory
+
+    return RunHistory().latest(command)
+
+
+def test_place_without_a_capacity_table_says_the_plan_is_not_slo_checked(repo_root, forecast_file, tmp_path):
+    """Analytic capacities have never been simulated: the screen, the plan JSON and the run history say so."""
+    plan = tmp_path / "plan.csv"
+    result = runner.invoke(cli.app, ["place", "--scenario", str(repo_root / "scenarios/demo.toml"),
+                                     "--forecast", str(forecast_file), "--out", str(plan), "--json"])
+    assert result.exit_code == 0, result.output
+    meta = json.loads(plan.with_suffix(".json").read_text())
+    assert meta["slo_checked"] is False and meta["capacity_source"].startswith("analytic")
+    assert any("not SLO-checked" in w for w in meta["warnings"])
+    assert "not SLO-checked" in result.stderr
+    run = _last_run("place")
+    assert run["figures"]["slo_checked"] is False
+    assert any("not SLO-checked" in w for w in run["figures"]["warnings"])
+
+
+def test_place_with_a_capacity_table_has_no_analytic_warning(repo_root, forecast_file, tmp_path):
+    from planner.placement.capacity import analytic_capacity
+    from planner.profiles import load_profiles
+    from planner.scenario import load_scenario
+
+    scenario = load_scenario(repo_root / "scenarios/demo.toml")
+    table, _ = analytic_capacity(load_profiles(), scenario.class_names, kv_fraction=scenario.policy.admission.kv_fraction,
+                                 policy=scenario.policy.name)
+    capacity = tmp_path / "capacity.csv"
+    table.to_csv(capacity, index=False)
+    plan = tmp_path / "plan.csv"
+    result = runner.invoke(cli.app, ["place", "--scenario", str(repo_root / "scenarios/demo.toml"),
+                                     "--forecast", str(forecast_file), "--capacity", str(capacity),
+                                     "--out", str(plan), "--json"])
+    assert result.exit_code == 0, result.output
+    meta = json.loads(plan.with_suffix(".json").read_text())
+    assert meta["slo_checked"] is True and meta["warnings"] == []
+    assert "not SLO-checked" not in result.stderr
+    assert "warnings" not in _last_run("place")["figures"]
+
+
+def test_place_defaults_are_the_plan_loops(repo_root):
+    """`planner place` and `planner plan` (and `report`) share periods, node limit, safety net and gap."""
+    import typer.main
+
+    commands = {c.name: c for c in typer.main.get_command(cli.app).commands.values()}
+    defaults = {name: {p.name: p.default for p in commands[name].params} for name in ("place", "plan", "report")}
+    for option in ("periods", "solver", "node_limit", "time_limit", "gap"):
+        assert defaults["place"][option] == defaults["plan"][option] == defaults["report"][option], option
+    assert defaults["place"]["periods"] == "how:4"

@@ -16,7 +16,6 @@
 from __future__ import annotations
 
 import math
-import time
 
 import numpy as np
 import pytest
@@ -27,6 +26,7 @@ from test_placement_oracle import oracle, tiny_cases
 from planner.placement import highs_backend
 from planner.placement.components import components, split
 from planner.placement.heuristics import warm_start
+from planner.placement.limits import SafetyNet
 from planner.placement.instance import build_instance
 from planner.placement.periods import demand_from_forecast, parse_periods
 from planner.placement.problem import formulate
@@ -120,7 +120,7 @@ def test_cut_rows_and_warm_start_keep_the_exact_optimum(inst):
     plain_lp = highs_backend.solve(milp.relaxed(), time_limit_s=30, gap=0.0)
     if "y" not in milp.cols:
         return
-    start = warm_start(milp, plain_lp, "highs", 0.0, time.perf_counter() + 30)
+    start = warm_start(milp, plain_lp, "highs", 0.0, 200, SafetyNet.starting_now(60))
     if start is None:
         return
     assert start.objective >= expected - tol

@@ -17,7 +17,7 @@ rates = st.lists(st.sampled_from([0.0, 0.3, 1.0, 2.5, 4.0]), min_size=3, max_siz
 
 def _place(case: Case, **kwargs):
     return place_plan(case.scenario, case.forecast, case.catalog, case.profiles, capacity=case.capacity,
-                      time_limit_s=30, gap=0.0, baselines=False, **kwargs)
+                      time_limit_s=30, gap=0.0, baselines=False, periods="hourly", **kwargs)
 
 
 @settings(max_examples=15, deadline=None, derandomize=True)

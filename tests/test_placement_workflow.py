@@ -37,7 +37,7 @@ def _demo_forecast(hours: int) -> pd.DataFrame:
 def demo_result():
     scenario = load_scenario("scenarios/demo.toml")
     return place_plan(scenario, _demo_forecast(4), load_catalog(), load_profiles(), time_limit_s=60, gap=0.01,
-                      input_hashes={"forecast": "abc"})
+                      periods="hourly", input_hashes={"forecast": "abc"})
 
 
 def test_demo_plan_is_checked_and_labelled(demo_result):
@@ -76,7 +76,7 @@ def test_outputs_written_atomically_and_readable(demo_result, tmp_path):
 def test_same_inputs_give_the_same_plan_csv(tmp_path):
     case = two_region_case()
     first, second = (place_plan(case.scenario, case.forecast, case.catalog, case.profiles, capacity=case.capacity,
-                                gap=0.0, baselines=False) for _ in range(2))
+                                gap=0.0, baselines=False, periods="hourly") for _ in range(2))
     write_plan_outputs(first, tmp_path / "a.csv")
     write_plan_outputs(second, tmp_path / "b.csv")
     assert (tmp_path / "a.csv").read_bytes() == (tmp_path / "b.csv").read_bytes()
@@ -86,7 +86,7 @@ def test_same_inputs_give_the_same_plan_csv(tmp_path):
 def test_debug_dir_gets_lp_and_mps(tmp_path):
     case = two_region_case()
     result = place_plan(case.scenario, case.forecast, case.catalog, case.profiles, capacity=case.capacity,
-                        baselines=False, debug_dir=tmp_path / "debug")
+                        baselines=False, periods="hourly", debug_dir=tmp_path / "debug")
     lp = (tmp_path / "debug" / "placement.lp").read_text()
     assert "demand_us_east_llama3_8b_interactive_t0" in lp and "R_aws_us_east_1_L4_llama3_8b" in lp
     assert (tmp_path / "debug" / "placement.mps").stat().st_size > 0
@@ -97,6 +97,7 @@ def test_debug_dir_gets_lp_and_mps(tmp_path):
     ({"solver": "gurobi"}, "unknown solver"),
     ({"gap": 1.5}, "outside"),
     ({"time_limit_s": 0}, "positive"),
+    ({"node_limit": 0}, "positive whole"),
     ({"periods": "weekly"}, "period scheme"),
     ({"quantile": 0.8}, "q80"),
 ])
@@ -104,7 +105,7 @@ def test_bad_options_are_input_errors(kwargs, needle):
     case = two_region_case()
     with pytest.raises(InputError, match=needle):
         place_plan(case.scenario, case.forecast, case.catalog, case.profiles, capacity=case.capacity,
-                   baselines=False, **kwargs)
+                   baselines=False, **{"periods": "hourly", **kwargs})
 
 
 def _shared_quota_case() -> Case:
@@ -136,9 +137,9 @@ def test_capacity_table_is_used_when_given():
     case = two_region_case()
     halved = case.capacity.assign(max_rps_per_replica=case.capacity["max_rps_per_replica"] / 2)
     base = place_plan(case.scenario, case.forecast, case.catalog, case.profiles, capacity=case.capacity,
-                      gap=0.0, baselines=False)
+                      gap=0.0, baselines=False, periods="hourly")
     slower = place_plan(case.scenario, case.forecast, case.catalog, case.profiles, capacity=halved, gap=0.0,
-                        baselines=False)
+                        baselines=False, periods="hourly")
     assert base.meta["capacity_source"] == "capacity table"
     assert slower.meta["cost_usd"]["total"] > base.meta["cost_usd"]["total"]
 
@@ -155,9 +156,9 @@ def test_hour_of_week_periods_cover_every_hour():
 def test_budget_row_is_kept_when_it_binds():
     case = two_region_case()
     free = place_plan(case.scenario, case.forecast, case.catalog, case.profiles, capacity=case.capacity, gap=0.0,
-                      baselines=False)
+                      baselines=False, periods="hourly")
     capped = replace(case, scenario=case.scenario.model_copy(update={"capacity": case.scenario.capacity.model_copy(
         update={"budget_usd": free.meta["cost_usd"]["total"] * 1.001})}))
     again = place_plan(capped.scenario, capped.forecast, capped.catalog, capped.profiles, capacity=capped.capacity,
-                       gap=0.0, baselines=False)
+                       gap=0.0, baselines=False, periods="hourly")
     assert again.meta["cost_usd"]["total"] <= free.meta["cost_usd"]["total"] * 1.001

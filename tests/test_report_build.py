@@ -119,6 +119,26 @@ def test_risks_cover_every_kind_most_severe_first(model):
     assert table[table["kind"] == "utilisation"]["where"].tolist() == ["aws:us-east-1 / llama3-8b / batch"]
 
 
+@pytest.mark.parametrize(("meta", "severity"), [
+    ({"status": "node_limit_with_incumbent", "gap": 0.031}, "medium"),
+    ({"status": "time_limit_with_incumbent", "gap": 0.031}, "high"),
+    ({"status": "error"}, "high"),
+])
+def test_a_search_that_stopped_on_a_limit_is_a_risk_by_its_kind(meta, severity):
+    table = build_report(dataclasses.replace(small_inputs(), plan_meta=meta)).section("risks").table("risks").frame
+    rows = table[table["kind"] == "infeasibility"]
+    assert rows["severity"].tolist() == [severity] and meta["status"] in rows["detail"].iloc[0]
+
+
+def test_a_plan_the_safety_net_cut_short_is_a_high_reproducibility_risk():
+    meta = {"status": "feasible_within_gap", "time_limit_hits": ["the block's branch and bound"]}
+    table = build_report(dataclasses.replace(small_inputs(), plan_meta=meta)).section("risks").table("risks").frame
+    row = table[table["kind"] == "reproducibility"].iloc[0]
+    assert row["severity"] == "high" and "may give another plan" in row["detail"]
+    clean = build_report(dataclasses.replace(small_inputs(), plan_meta={"status": "optimal", "time_limit_hits": []}))
+    assert "reproducibility" not in set(clean.section("risks").table("risks").frame["kind"])
+
+
 def test_slo_verdicts_ratios_and_marginal_passes():
     table = slo_table(small_inputs().slo)
     batch = table[(table["region"] == "aws:us-east-1") & (table["traffic_class"] == "batch")].iloc[0]

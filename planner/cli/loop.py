@@ -23,19 +23,14 @@ from planner.cli.app import (
     session,
     use_engine,
 )
+from planner.cli import placement_options as limits
+from planner.cli.placement_options import GapOption, NodeLimitOption, PeriodsOption, SolverOption, TimeLimitOption
 from planner.console import print_table, progress_bar, stderr
 from planner.errors import ExitCode, InputError
-
-PeriodsOption = Annotated[
-    str, typer.Option(help="Planning periods: 'hourly', or 'how:N' for N-hour hour-of-week blocks.")
-]
 
 # Options of the whole loop, shared by `planner plan` and `planner report`.
 HistoryOption = Annotated[Path, typer.Option(help="Demand history from `planner ingest` (.csv or .parquet).")]
 MaxRoundsOption = Annotated[int, typer.Option(help="Rounds of place -> simulate -> correct before giving up.")]
-SolverOption = Annotated[str, typer.Option(help="Placement backend: highs, cbc or ortools.")]
-TimeLimitOption = Annotated[float, typer.Option(help="Placement time limit per round, seconds.")]
-GapOption = Annotated[float, typer.Option(help="Placement optimality gap to stop at.")]
 SimDurationOption = Annotated[str, typer.Option(help="Simulated time per window and replication.")]
 SimReplicationsOption = Annotated[int, typer.Option(min=1, help="Simulation replications per window.")]
 CacheDirOption = Annotated[Path | None, typer.Option(help="Calibration cache folder.")]
@@ -110,14 +105,15 @@ def calibrate(
 
 
 # --------------------------------------------------------------------------- plan
-def loop_settings(*, max_rounds: int, periods: str, solver: str, time_limit: float, gap: float,
+def loop_settings(*, max_rounds: int, periods: str, solver: str, node_limit: int, time_limit: float, gap: float,
                   quantile: float | None, sim_duration: str, replications: int, seed: int | None, engine: str,
                   workers: int | None, cache_dir: Path | None) -> Any:
     from planner.loop import LoopSettings
 
     if max_rounds < 1:
         raise InputError("--max-rounds must be at least 1", where="--max-rounds", fix="pass e.g. --max-rounds 4")
-    return LoopSettings(max_rounds=max_rounds, periods=periods, solver=solver, time_limit_s=time_limit, gap=gap,
+    return LoopSettings(max_rounds=max_rounds, periods=periods, solver=solver, node_limit=node_limit,
+                        time_limit_s=time_limit, gap=gap,
                         quantile=quantile, sim_duration_s=parse_duration_s(sim_duration, "--sim-duration"),
                         sim_replications=replications, seed=seed, engine=engine, workers=workers,
                         cache_dir=cache_dir)
@@ -134,6 +130,20 @@ def loop_figures(result: Any) -> dict[str, Any]:
         figures["policies"] = {o.policy: {"usd": round(o.result.cost_usd, 2), "gpus": o.result.gpus_peak,
                                           "slo_met": o.result.converged} for o in result.comparison}
     return figures
+
+
+def loop_warnings(result: Any) -> list[str]:
+    """Every placement warning of the run (its own loop and each compared policy's), once each."""
+    loops = [result.loop, *(o.result for o in result.comparison or [])]
+    return list(dict.fromkeys(w for loop in loops for w in loop.warnings))
+
+
+def report_warnings(warnings: list[str]) -> None:
+    """Print the run's warnings on stderr and keep them in the run history."""
+    if session.run is not None:
+        session.run.add_warnings(*warnings)
+    for warning in warnings:
+        stderr.print(f"[yellow]warning:[/] {warning}")
 
 
 def fail_if_not_converged(result: Any) -> None:
@@ -169,10 +179,11 @@ def plan(
     ] = None,
     histogram: HistogramOption = None,
     max_rounds: MaxRoundsOption = 4,
-    periods: PeriodsOption = "how:4",
-    solver: SolverOption = "highs",
-    time_limit: TimeLimitOption = 60.0,
-    gap: GapOption = 0.02,
+    periods: PeriodsOption = limits.PERIODS,
+    solver: SolverOption = limits.SOLVER,
+    node_limit: NodeLimitOption = limits.NODE_LIMIT,
+    time_limit: TimeLimitOption = limits.TIME_LIMIT_S,
+    gap: GapOption = limits.GAP,
     quantile: Annotated[float | None, typer.Option(help="Forecast quantile to provision for.")] = None,
     sim_duration: SimDurationOption = "30min",
     replications: SimReplicationsOption = 3,
@@ -194,7 +205,8 @@ def plan(
     from planner.storage import file_sha256, read_table
 
     use_engine(engine, scheduler, workers)
-    settings = loop_settings(max_rounds=max_rounds, periods=periods, solver=solver, time_limit=time_limit, gap=gap,
+    settings = loop_settings(max_rounds=max_rounds, periods=periods, solver=solver, node_limit=node_limit,
+                             time_limit=time_limit, gap=gap,
                              quantile=quantile, sim_duration=sim_duration, replications=replications, seed=seed,
                              engine=engine, workers=workers, cache_dir=cache_dir)
     policies = parse_policies(compare_policies) if compare_policies else None
@@ -220,4 +232,5 @@ def plan(
     if result.comparison and not as_json:
         print_table(comparison_table(result.comparison).to_dict("records"),
                     title="GPUs and USD each policy needs for the same SLOs")
+    report_warnings(loop_warnings(result))
     fail_if_not_converged(result)

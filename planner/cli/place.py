@@ -7,7 +7,9 @@ from typing import Annotated
 
 import typer
 
-from planner.cli.app import JsonFlag, app, guarded, print_outputs
+from planner.cli import placement_options as limits
+from planner.cli.app import JsonFlag, app, guarded, print_outputs, session
+from planner.cli.placement_options import GapOption, NodeLimitOption, PeriodsOption, SolverOption, TimeLimitOption
 from planner.console import stderr
 from planner.storage import file_sha256
 
@@ -23,15 +25,14 @@ def place(
         Path | None,
         typer.Option(help="Max req/s per replica per (model, sku, traffic_class); default: analytic estimate."),
     ] = None,
-    solver: Annotated[str, typer.Option(help="Backend: highs, cbc or ortools.")] = "highs",
-    time_limit: Annotated[float, typer.Option(help="Solver time limit in seconds.")] = 120.0,
-    gap: Annotated[float, typer.Option(help="Relative optimality gap to stop at, e.g. 0.01.")] = 0.01,
+    solver: SolverOption = limits.SOLVER,
+    node_limit: NodeLimitOption = limits.NODE_LIMIT,
+    time_limit: TimeLimitOption = limits.TIME_LIMIT_S,
+    gap: GapOption = limits.GAP,
     quantile: Annotated[
         float | None, typer.Option(help="Forecast quantile to provision for (default: the scenario's).")
     ] = None,
-    periods: Annotated[
-        str, typer.Option(help="Planning periods: 'hourly', or 'how' / 'how:N' for N-hour hour-of-week blocks.")
-    ] = "hourly",
+    periods: PeriodsOption = limits.PERIODS,
     debug: Annotated[
         Path | None, typer.Option(help="Write the model as LP/MPS files into this folder.")
     ] = None,
@@ -55,7 +56,7 @@ def place(
     with stderr.status(f"Solving the placement program with {solver}..."):
         result = place_plan(
             loaded, read_table(forecast), load_catalog(), load_profiles(),
-            capacity=capacity_table, solver=solver, time_limit_s=time_limit, gap=gap,
+            capacity=capacity_table, solver=solver, node_limit=node_limit, time_limit_s=time_limit, gap=gap,
             quantile=quantile, periods=periods, debug_dir=debug, input_hashes=hashes,
         )
     written = write_plan_outputs(result, out)
@@ -64,4 +65,10 @@ def place(
         f"Plan: {meta.get('status')} via {meta.get('backend')}, objective {meta.get('objective')}, "
         f"gap {meta.get('gap')}, {meta.get('solve_time_s')} s"
     )
+    if session.run is not None:
+        session.run.add_figures(plan_cost_usd=meta["cost_usd"]["total"], status=meta["status"],
+                                slo_checked=meta["slo_checked"], reproducible=meta["reproducible"])
+        session.run.add_warnings(*meta["warnings"])
     print_outputs(result.summary_rows(), title=title, as_json=as_json, written=written, meta=meta)
+    for warning in meta["warnings"]:
+        stderr.print(f"[yellow]warning:[/] {warning}")

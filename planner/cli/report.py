@@ -21,21 +21,21 @@ from planner.cli.app import (
     session,
     use_engine,
 )
+from planner.cli import placement_options as limits
 from planner.cli.loop import (
     CacheDirOption,
-    GapOption,
     HistoryOption,
     MaxRoundsOption,
-    PeriodsOption,
     SimDurationOption,
     SimReplicationsOption,
-    SolverOption,
-    TimeLimitOption,
     fail_if_not_converged,
     loop_figures,
     loop_settings,
+    loop_warnings,
     narrated,
+    report_warnings,
 )
+from planner.cli.placement_options import GapOption, NodeLimitOption, PeriodsOption, SolverOption, TimeLimitOption
 from planner.console import print_table, stderr
 from planner.errors import InputError
 
@@ -59,10 +59,11 @@ def report(
     ] = DEFAULT_POLICIES,
     histogram: HistogramOption = None,
     max_rounds: MaxRoundsOption = 4,
-    periods: PeriodsOption = "how:4",
-    solver: SolverOption = "highs",
-    time_limit: TimeLimitOption = 60.0,
-    gap: GapOption = 0.02,
+    periods: PeriodsOption = limits.PERIODS,
+    solver: SolverOption = limits.SOLVER,
+    node_limit: NodeLimitOption = limits.NODE_LIMIT,
+    time_limit: TimeLimitOption = limits.TIME_LIMIT_S,
+    gap: GapOption = limits.GAP,
     sim_duration: SimDurationOption = "30min",
     replications: SimReplicationsOption = 3,
     seed: SeedOption = None,
@@ -88,7 +89,8 @@ def report(
         raise InputError(f"--month {month!r} is not YYYY-MM", where="--month", fix="pass e.g. --month 2026-11")
     use_engine(engine, scheduler, workers)
     stamp = parse_as_of(as_of or f"{month}-01T00:00:00Z")
-    settings = loop_settings(max_rounds=max_rounds, periods=periods, solver=solver, time_limit=time_limit, gap=gap,
+    settings = loop_settings(max_rounds=max_rounds, periods=periods, solver=solver, node_limit=node_limit,
+                             time_limit=time_limit, gap=gap,
                              quantile=None, sim_duration=sim_duration, replications=replications, seed=seed,
                              engine=engine, workers=workers, cache_dir=cache_dir)
     policies = None if compare_policies.strip().lower() in ("", "none") else parse_policies(compare_policies)
@@ -115,6 +117,7 @@ def report(
                             "converged": result.loop.converged, "previous_month_found": previous is not None})
     if not as_json:
         stderr.print(f"wrote {written.directory}/ ({len(written.files)} files): open report.html, or read report.md")
+    report_warnings(loop_warnings(result))
     fail_if_not_converged(result)
 
 

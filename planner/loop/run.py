@@ -33,7 +33,8 @@ import pandas as pd
 from planner.catalog import Catalog
 from planner.loop.derate import Miss, derate, find_misses
 from planner.loop.windows import loop_windows
-from planner.placement.workflow import PlacementResult, place_plan
+from planner.placement.limits import DEFAULT_NODE_LIMIT, DEFAULT_TIME_LIMIT_S
+from planner.placement.workflow import DEFAULT_GAP, DEFAULT_PERIODS, PlacementResult, place_plan
 from planner.scenario import Scenario
 from planner.sim.simulate import simulate_plan
 
@@ -45,10 +46,11 @@ class LoopSettings:
     """How hard each step works. Defaults suit a monthly run of a scenario like the demo on two cores."""
 
     max_rounds: int = 4
-    periods: str = "how:4"
+    periods: str = DEFAULT_PERIODS
     solver: str = "highs"
-    time_limit_s: float = 60.0
-    gap: float = 0.02
+    node_limit: int = DEFAULT_NODE_LIMIT
+    time_limit_s: float = DEFAULT_TIME_LIMIT_S
+    gap: float = DEFAULT_GAP
     quantile: float | None = None
     sim_duration_s: float = 1800.0
     sim_replications: int = 3
@@ -85,6 +87,11 @@ class LoopResult:
     def gpus_peak(self) -> int:
         return peak_gpus(self.placement.plan)
 
+    @property
+    def warnings(self) -> list[str]:
+        """The placement warnings of every round (e.g. a search the wall-clock safety net cut short)."""
+        return list(dict.fromkeys(w for r in self.rounds for w in r.get("warnings", [])))
+
 
 def peak_gpus(plan: pd.DataFrame) -> int:
     """The most GPUs the plan runs in any one period."""
@@ -120,6 +127,7 @@ def _round_record(number: int, placement: PlacementResult, misses: list[Miss], c
         "gpus_peak": peak_gpus(placement.plan),
         "placement_status": meta.get("status"),
         "placement_gap": meta.get("gap"),
+        "warnings": list(meta.get("warnings", [])),
         "windows": windows,
         "misses": [m.to_dict() for m in misses],
         "changes": changes,
@@ -158,7 +166,8 @@ def run_loop(scenario: Scenario, forecast: pd.DataFrame, catalog: Catalog, profi
         placement = placements.get(key) if placements is not None else None
         if placement is None:
             placement = place_plan(scenario, forecast, catalog, profiles, capacity=table, solver=settings.solver,
-                                   time_limit_s=settings.time_limit_s, gap=settings.gap, quantile=settings.quantile,
+                                   node_limit=settings.node_limit, time_limit_s=settings.time_limit_s,
+                                   gap=settings.gap, quantile=settings.quantile,
                                    periods=settings.periods, input_hashes=input_hashes)
             if placements is not None:
                 placements[key] = placement

@@ -13,15 +13,16 @@ HIDDEN_BACKENDS = ("pulp-highs",)
 """Backends offered on the command line, and the PuLP-HiGHS path the tests use as a cross-check."""
 
 
-def run_backend(backend: str, milp: Milp, *, time_limit_s: float, gap: float,
+def run_backend(backend: str, milp: Milp, *, time_limit_s: float, gap: float, node_limit: int | None = None,
                 start: np.ndarray | None = None) -> SolveOutcome:
-    """Dispatch one MILP to a backend by name."""
+    """Dispatch one MILP to a backend by name (``node_limit``: branch-and-bound nodes; the time is a safety net)."""
+    limits = {"time_limit_s": time_limit_s, "gap": gap, "node_limit": node_limit, "start": start}
     if backend == "highs":
-        return highs_backend.solve(milp, time_limit_s=time_limit_s, gap=gap, start=start)
+        return highs_backend.solve(milp, **limits)
     if backend == "cbc":
-        return pulp_backend.solve(milp, solver="cbc", time_limit_s=time_limit_s, gap=gap, start=start)
+        return pulp_backend.solve(milp, solver="cbc", **limits)
     if backend == "pulp-highs":
-        return pulp_backend.solve(milp, solver="highs", time_limit_s=time_limit_s, gap=gap, start=start)
+        return pulp_backend.solve(milp, solver="highs", **limits)
     if backend == "ortools":
-        return ortools_backend.solve(milp, time_limit_s=time_limit_s, gap=gap, start=start)
+        return ortools_backend.solve(milp, **limits)
     return SolveOutcome(status=SolveStatus.ERROR, backend=backend, message=f"unknown backend {backend!r}")

@@ -98,11 +98,19 @@ def precheck(inst: PlacementInstance) -> list[Finding]:
     return findings
 
 
-def elastic(inst: PlacementInstance, time_limit_s: float = 30.0, integer: bool = False) -> list[Finding]:
-    """Demand the (elastic) LP or MILP leaves unserved, attributed to quota (or integer effects)."""
+DIAGNOSIS_NODE_LIMIT = 500
+"""The elastic MILP only has to show which demand whole replicas cannot place; a bounded
+search keeps the diagnosis the same on any machine."""
+
+
+def elastic(inst: PlacementInstance, time_limit_s: float = 300.0, integer: bool = False) -> list[Finding]:
+    """Demand the (elastic) LP or MILP leaves unserved, attributed to quota (or integer effects).
+
+    The MILP stops at 1 % or ``DIAGNOSIS_NODE_LIMIT`` nodes; ``time_limit_s`` is a safety net.
+    """
     milp = formulate(inst, budget=False, elastic=True, cuts=False)
     problem = milp if integer else milp.relaxed()
-    outcome = highs_backend.solve(problem, time_limit_s=time_limit_s, gap=0.01)
+    outcome = highs_backend.solve(problem, time_limit_s=time_limit_s, gap=0.01, node_limit=DIAGNOSIS_NODE_LIMIT)
     if outcome.x is None:
         return []
     e = milp.cols["e"]

@@ -24,20 +24,16 @@ and flows only: it solves in seconds where the whole block takes minutes.
   ``LONG_HORIZON_PERIODS`` periods it is solved first, since the LPs then take most of
   the time (720 hourly periods: ~70 s for the LP of llama2-70b's US block at load 3).
 
-Measured (global scenario, 168 hourly periods, one block at a time, load 1–3 on 2 cores):
-llama2-70b on the US and Tokyo regions reaches 9,546 USD in 12 s (60 LP evaluations in
-3 s, one MILP in 7 s; gcp:us-central1 6×A100-80GB, gcp:us-east4 2×B200, Tokyo 3×B200
-reserved). The earlier search (two roundings of R, then one reserved replica fewer at a
-time, each move a MILP without cuts) had 9,789 after 60 s and 9,796 for the plain
-``⌈R − 0.05⌉`` rounding. On llama2-70b's EU block it finds the optimum (2,983 USD) in
-1.2 s; on llama3-8b's EU block 2,264–2,277 in 2–19 s depending on which candidate's MILP
-the time allows.
+Every step is bounded by a count, never by the clock (``limits.py``), so the warm start
+is the same on any machine: at most ``2 + |y|`` serving-set LPs, ``DESCENT_EVALUATIONS``
+reserved-vector LPs per serving set, and ``TRIALS`` MILPs of at most ``trial_nodes`` nodes
+each. The wall-clock safety net only skips what is left
+once it has expired, and that is recorded.
 """
 
 from __future__ import annotations
 
 import math
-import time
 from dataclasses import replace
 
 import highspy
@@ -45,20 +41,24 @@ import numpy as np
 
 from planner.placement import highs_backend
 from planner.placement.backends import run_backend
+from planner.placement.limits import SafetyNet
 from planner.placement.problem import Milp
 from planner.placement.status import SolveOutcome
 from planner.placement.strengthen import group_cuts
 
 ROUNDING_SLACK = 0.35
 FALLBACK_SLACK = 0.05
-FALLBACK_RESERVE = 0.3
 LONG_HORIZON_PERIODS = 168
-HEURISTIC_MAX_S = 20.0
-SEARCH_MAX_S = 8.0
-RESERVED_SEARCH_MAX_S = 20.0
-RESERVED_SEARCH_SHARE = 0.3
+DESCENT_EVALUATIONS = 240
+"""Reserved vectors priced per serving set. Each costs one warm-started LP re-solve
+(0.05–0.1 s on the global scenario's blocks); the descent on those blocks settles well
+within this many."""
 RESERVED_CANDIDATES = 3
 SERVING_SETS = 2
+TRIALS = 3
+"""Fixed-core MILPs solved, best cut-LP value first over every serving set. Each costs a
+root solve (seconds to a minute on the global scenario's largest blocks); on the blocks
+measured the best plan came from the first three."""
 
 
 def _with_y(milp: Milp, y_values: np.ndarray) -> Milp:
@@ -99,7 +99,7 @@ def _round_reserved(milp: Milp, lp_x: np.ndarray, slack: float) -> Milp:
     return replace(milp, col_lo=lo, col_hi=hi, _names={})
 
 
-def _serving_candidates(milp: Milp, lp_x: np.ndarray, deadline: float) -> list[tuple[float, np.ndarray, np.ndarray]]:
+def _serving_candidates(milp: Milp, lp_x: np.ndarray, net: SafetyNet) -> list[tuple[float, np.ndarray, np.ndarray]]:
     """Serving sets y to try, best LP value first: the LP's own (y > 0 rounded up, and y ≥ 0.5),
     and every one-region change (drop a served region, add an unserved one) of the better one.
 
@@ -111,11 +111,11 @@ def _serving_candidates(milp: Milp, lp_x: np.ndarray, deadline: float) -> list[t
 
     def evaluate(values: np.ndarray) -> None:
         key = values.astype(np.int8).tobytes()
-        if key in seen or time.perf_counter() > deadline:
+        if key in seen or net.skip("a serving-set LP of the warm start"):
             return
         seen.add(key)
-        lp = highs_backend.solve(_with_y(milp, values).relaxed(), time_limit_s=max(deadline - time.perf_counter(), 0.1),
-                                 gap=1.0)
+        lp = net.watch(highs_backend.solve(_with_y(milp, values).relaxed(), time_limit_s=net.left(), gap=1.0),
+                       "a serving-set LP of the warm start")
         if lp.x is not None:
             out.append((lp.objective, values, lp.x))
 
@@ -137,25 +137,32 @@ class _ReservedLp:
     """The block's LP with rounded capacity cuts and y fixed, kept loaded so that a reserved
     vector is priced by changing R's bounds and re-solving from the previous basis."""
 
-    def __init__(self, milp: Milp, y_values: np.ndarray, deadline: float) -> None:
+    def __init__(self, milp: Milp, y_values: np.ndarray, net: SafetyNet) -> None:
         fixed = _with_y(milp, y_values) if y_values.size else milp
         self.r = milp.cols["R"]
         self.highs = highs_backend.new_highs()
         highs_backend.load(group_cuts(fixed).relaxed(), self.highs)
-        self.deadline = deadline
+        self.net = net
         self.index = np.arange(self.r.start, self.r.stop, dtype=np.int32)
         self.values: dict[bytes, float] = {}
 
+    @property
+    def exhausted(self) -> bool:
+        return len(self.values) >= DESCENT_EVALUATIONS
+
     def value(self, reserved: np.ndarray) -> float:
+        """The cut LP's value with R fixed to ``reserved`` (inf once the evaluations are used up)."""
         key = reserved.astype(np.int64).tobytes()
         if key not in self.values:
-            left = self.deadline - time.perf_counter()
-            if left <= 0:
+            if self.exhausted or self.net.skip("a reserved-vector LP of the warm start"):
                 return math.inf
-            self.highs.setOptionValue("time_limit", float(left))
+            self.highs.setOptionValue("time_limit", float(self.net.left()))
             self.highs.changeColsBounds(self.index.size, self.index, reserved.astype(float), reserved.astype(float))
             self.highs.run()
-            ok = self.highs.getModelStatus() == highspy.HighsModelStatus.kOptimal
+            status = self.highs.getModelStatus()
+            if status in (highspy.HighsModelStatus.kTimeLimit, highspy.HighsModelStatus.kInterrupt):
+                self.net.hits.append("a reserved-vector LP of the warm start")
+            ok = status == highspy.HighsModelStatus.kOptimal
             self.values[key] = float(self.highs.getInfo().objective_function_value) if ok else math.inf
         return self.values[key]
 
@@ -166,7 +173,7 @@ def _descend(milp: Milp, lp: _ReservedLp, start: np.ndarray, movable: np.ndarray
     lo, hi = milp.col_lo[r.start:r.stop], milp.col_hi[r.start:r.stop]
     current = np.clip(start, lo, hi)
     value = lp.value(current)
-    while time.perf_counter() < lp.deadline:
+    while not lp.exhausted:
         best, best_value = None, value
         for i in np.flatnonzero(movable):
             for step in (-1.0, 1.0):
@@ -182,15 +189,16 @@ def _descend(milp: Milp, lp: _ReservedLp, start: np.ndarray, movable: np.ndarray
         current, value = best, best_value
 
 
-def warm_start(milp: Milp, lp: SolveOutcome, backend: str, gap: float, deadline: float) -> SolveOutcome | None:
+def warm_start(milp: Milp, lp: SolveOutcome, backend: str, gap: float, trial_nodes: int,
+               net: SafetyNet) -> SolveOutcome | None:
     """The best plan among fixed-core MILPs: serving sets y by LP value, reserved vectors by
-    cut-LP value (module docstring). None when no candidate was solved in time.
+    cut-LP value (module docstring). None when no candidate gives a plan.
 
-    Deterministic for a given machine speed; a deadline that cuts the descent or a MILP
-    can change which plan is returned.
+    Every step is bounded by a count (``trial_nodes`` per MILP), so the same block gives
+    the same warm start on any machine unless the safety net ``net`` expires.
     """
     if "y" in milp.cols:
-        candidates = _serving_candidates(milp, lp.x, min(deadline, time.perf_counter() + SEARCH_MAX_S))
+        candidates = _serving_candidates(milp, lp.x, net)
     else:
         candidates = [(lp.objective, np.zeros(0), lp.x)]
     trials: list[tuple[float, int, Milp]] = []  # (lower bound of the trial's MILP, order, trial)
@@ -201,8 +209,7 @@ def warm_start(milp: Milp, lp: SolveOutcome, backend: str, gap: float, deadline:
             trials.append((lp_value, len(trials), fixed))
             continue
         r = milp.cols["R"]
-        span = min(RESERVED_SEARCH_MAX_S, RESERVED_SEARCH_SHARE * (deadline - time.perf_counter()))
-        search = _ReservedLp(milp, y_values, time.perf_counter() + span)
+        search = _ReservedLp(milp, y_values, net)
         start = np.rint(_round_reserved(fixed, x_lp, ROUNDING_SLACK).col_lo[r.start:r.stop])
         if fallback is None:
             fallback = _round_reserved(fixed, x_lp, FALLBACK_SLACK)
@@ -217,23 +224,26 @@ def warm_start(milp: Milp, lp: SolveOutcome, backend: str, gap: float, deadline:
             lo, hi = fixed.col_lo.copy(), fixed.col_hi.copy()
             lo[r.start:r.stop] = hi[r.start:r.stop] = values
             trials.append((value, len(trials), replace(fixed, col_lo=lo, col_hi=hi, _names={})))
+
+    def solve(trial: Milp, what: str) -> SolveOutcome | None:
+        outcome = net.watch(run_backend(backend, group_cuts(trial), time_limit_s=net.left(), gap=gap / 2,
+                                        node_limit=trial_nodes), what)
+        return outcome if outcome.status.has_solution else None
+
     best: SolveOutcome | None = None
     if fallback is not None and milp.instance.n_periods > LONG_HORIZON_PERIODS:
-        # a long horizon leaves little time after the LPs: the easiest MILP first
-        first = run_backend(backend, group_cuts(fallback), time_limit_s=max(deadline - time.perf_counter(), 0.1),
-                            gap=gap / 2)
-        best, fallback = (first if first.status.has_solution else None), None
-    trials_until = deadline - FALLBACK_RESERVE * max(deadline - time.perf_counter(), 0.0)
-    for value, _, trial in sorted(trials, key=lambda item: item[:2]):
-        if time.perf_counter() >= trials_until or (best is not None and value >= best.objective):
+        # a long horizon makes every MILP slow: the easiest one first, so a plan is at hand
+        best, fallback = solve(fallback, "the warm start's rounded plan"), None
+    for value, _, trial in sorted(trials, key=lambda item: item[:2])[:TRIALS]:
+        if best is not None and value >= best.objective:
+            break  # the trial's LP value bounds its MILP: no better plan left among the rest
+        if net.skip("a warm-start MILP"):
             break
-        budget = min(HEURISTIC_MAX_S, trials_until - time.perf_counter())
-        attempt = run_backend(backend, group_cuts(trial), time_limit_s=budget, gap=gap / 2)
-        if attempt.status.has_solution and (best is None or attempt.objective < best.objective):
+        attempt = solve(trial, "a warm-start MILP")
+        if attempt is not None and (best is None or attempt.objective < best.objective):
             best = attempt
-    if best is None and fallback is not None and time.perf_counter() < deadline:
-        # no ranked candidate was solved in time (very long horizons): the generous rounding
-        # ⌈R − 0.05⌉ leaves the easiest MILP (little on-demand), so at least a plan comes back
-        best = run_backend(backend, group_cuts(fallback), time_limit_s=deadline - time.perf_counter(), gap=gap / 2)
-        best = best if best.status.has_solution else None
+    if best is None and fallback is not None:
+        # no ranked candidate gave a plan: the generous rounding ⌈R − 0.05⌉ leaves the
+        # easiest MILP (little on-demand), so at least a plan comes back
+        best = solve(fallback, "the warm start's rounded plan")
     return best

@@ -6,6 +6,12 @@ building the same model as PuLP objects costs tenths (issue measurements: 0.3–
 A warm start is handed over with ``setSolution``; HiGHS checks it and keeps it as the
 first incumbent when it is feasible.
 
+Determinism: HiGHS runs single-threaded in every process that places (its simplex is
+serial anyway, and one thread rules out any order-of-completion effect in branch and
+bound), and a MILP stops at its gap or its node limit (``mip_max_nodes``), both of
+which HiGHS reaches after the same work on any machine. The time limit is only a
+safety net: a call that hits it says so (``SolveOutcome.hit_time_limit``).
+
 The first HiGHS object of a process prints a licence banner on the C-level stdout, which
 would corrupt ``--json`` output; :func:`new_highs` creates that first one with stdout
 pointed at /dev/null.
@@ -27,7 +33,7 @@ from planner.placement.problem import Milp
 from planner.placement.status import SolveOutcome, SolveStatus, classify
 
 _BANNER_SHOWN = False
-_THREADS: int | None = None
+_THREADS = 1
 DEADLINE_GRACE_S = 0.5
 """HiGHS checks its time limit only between some phases (cut rounds, sub-MIPs) and was seen
 overrunning by 10–60 s; an interrupt callback stops it this long after the limit."""
@@ -37,8 +43,8 @@ def use_threads(count: int) -> None:
     """Fix HiGHS's thread count for this process; call before its first solve.
 
     HiGHS fixes the count when it first starts its scheduler, and a different value later
-    in the same process makes ``run`` fail, so it is set once per process (worker processes
-    that solve blocks side by side use one thread each).
+    in the same process makes ``run`` fail, so it is set once per process. The default is
+    one thread (module docstring).
     """
     global _THREADS
     _THREADS = int(count)
@@ -54,8 +60,7 @@ def new_highs() -> highspy.Highs:
     else:
         highs = highspy.Highs()
     highs.setOptionValue("output_flag", False)
-    if _THREADS is not None:
-        highs.setOptionValue("threads", _THREADS)
+    highs.setOptionValue("threads", _THREADS)
     return highs
 
 
@@ -115,16 +120,23 @@ def solve(
     *,
     time_limit_s: float,
     gap: float,
+    node_limit: int | None = None,
     start: np.ndarray | None = None,
     options: dict[str, float | int | str | bool] | None = None,
 ) -> SolveOutcome:
-    """Solve the MILP (or LP, when nothing is integer) with HiGHS; never raises on solver trouble."""
+    """Solve the MILP (or LP, when nothing is integer) with HiGHS; never raises on solver trouble.
+
+    A MILP stops at ``gap`` or after ``node_limit`` branch-and-bound nodes (None: no node
+    limit); ``time_limit_s`` is the wall-clock safety net (module docstring).
+    """
     began = time.perf_counter()
     highs = new_highs()
     load(milp, highs)
     highs.setOptionValue("time_limit", float(max(time_limit_s, 0.01)))
     highs.setOptionValue("mip_rel_gap", float(gap))
     highs.setOptionValue("mip_abs_gap", 1e-6)
+    if node_limit is not None:
+        highs.setOptionValue("mip_max_nodes", int(max(node_limit, 1)))
     for key, value in (options or {}).items():
         highs.setOptionValue(key, value)
     if start is not None and milp.integer.any():
@@ -138,7 +150,9 @@ def solve(
     text = highs.modelStatusToString(model_status)
     is_mip = bool(milp.integer.any())
     outcome = SolveOutcome(status=SolveStatus.ERROR, backend="highs", solve_time_s=elapsed - built,
-                           build_time_s=built, message=text)
+                           build_time_s=built, message=text,
+                           hit_time_limit=model_status in (highspy.HighsModelStatus.kTimeLimit,
+                                                           highspy.HighsModelStatus.kInterrupt))
     if model_status == highspy.HighsModelStatus.kInfeasible:
         outcome.status = SolveStatus.INFEASIBLE
         return outcome
@@ -154,7 +168,7 @@ def solve(
         outcome.details = {"nodes": int(info.mip_node_count), "status_text": text}
     else:
         outcome.bound = outcome.objective if model_status == highspy.HighsModelStatus.kOptimal else -math.inf
-    outcome.status = classify(outcome.objective, outcome.bound, gap)
+    outcome.status = classify(outcome.objective, outcome.bound, gap, outcome.hit_time_limit)
     return outcome
 
 

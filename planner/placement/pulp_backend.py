@@ -7,7 +7,9 @@ LP file reads as the formulation does. Building PuLP objects costs tenths of a s
 the reference the others are checked against, and the CBC path.
 
 CBC does not return its best bound through PuLP, so the solver log is written to a
-temporary file and its summary (``Objective value`` / ``Lower bound``) is read back.
+temporary file and its summary (``Objective value`` / ``Lower bound``, and ``Stopped on
+time`` when the wall-clock safety net cut it) is read back. Both solvers run on one
+thread with a node limit, so a search stops after the same work on any machine.
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ from planner.placement.status import SolveOutcome, SolveStatus, classify
 _LOWER_BOUND = re.compile(r"^Lower bound:\s*([-+0-9.eE]+)", re.MULTILINE)
 _OBJECTIVE = re.compile(r"^Objective value:\s*([-+0-9.eE]+)", re.MULTILINE)
 _BEST_POSSIBLE = re.compile(r"best possible ([-+0-9.eE]+)")
+_STOPPED_ON_TIME = re.compile(r"^Result - Stopped on time", re.MULTILINE)
 
 
 def build(milp: Milp) -> tuple[pulp.LpProblem, list[pulp.LpVariable]]:
@@ -71,9 +74,14 @@ def solve(
     solver: str = "cbc",
     time_limit_s: float,
     gap: float,
+    node_limit: int | None = None,
     start: np.ndarray | None = None,
 ) -> SolveOutcome:
-    """Solve with PuLP's CBC (``solver='cbc'``) or HiGHS (``'highs'``); never raises on solver trouble."""
+    """Solve with PuLP's CBC (``solver='cbc'``) or HiGHS (``'highs'``); never raises on solver trouble.
+
+    ``node_limit`` caps the branch-and-bound nodes (None: no cap); ``time_limit_s`` is the
+    wall-clock safety net.
+    """
     began = time.perf_counter()
     problem, variables = build(milp)
     if start is not None:
@@ -88,9 +96,11 @@ def solve(
             with warnings.catch_warnings():  # the CBC binary bundled with PuLP; COIN_CMD needs a separate CBC
                 warnings.simplefilter("ignore", DeprecationWarning)
                 engine = pulp.PULP_CBC_CMD(msg=False, timeLimit=max(1, math.ceil(time_limit_s)), gapRel=gap,
-                                           warmStart=start is not None, logPath=str(log), threads=1)
+                                           warmStart=start is not None, logPath=str(log), threads=1,
+                                           maxNodes=None if node_limit is None else int(max(node_limit, 1)))
         elif solver == "highs":
-            engine = pulp.HiGHS(msg=False, timeLimit=float(time_limit_s), gapRel=gap)
+            nodes = {} if node_limit is None else {"mip_max_nodes": int(max(node_limit, 1))}
+            engine = pulp.HiGHS(msg=False, timeLimit=float(time_limit_s), gapRel=gap, threads=1, **nodes)
         else:
             outcome.message = f"unknown PuLP solver {solver!r}"
             return outcome
@@ -103,6 +113,7 @@ def solve(
         log_text = log.read_text(errors="replace") if log.exists() else ""
     outcome.solve_time_s = time.perf_counter() - began - built
     outcome.message = pulp.LpStatus.get(problem.status, str(problem.status))
+    outcome.hit_time_limit = _hit_time_limit(solver, problem, log_text)
     if problem.sol_status == pulp.LpSolutionInfeasible or problem.status == pulp.LpStatusInfeasible:
         outcome.status = SolveStatus.INFEASIBLE
         return outcome
@@ -112,8 +123,20 @@ def solve(
     outcome.x = x
     outcome.objective = float(milp.c @ x + milp.offset)
     outcome.bound = _bound(solver, problem, log_text, outcome.objective, milp)
-    outcome.status = classify(outcome.objective, outcome.bound, gap)
+    outcome.status = classify(outcome.objective, outcome.bound, gap, outcome.hit_time_limit)
     return outcome
+
+
+def _hit_time_limit(solver: str, problem: pulp.LpProblem, log_text: str) -> bool:
+    """Whether the wall-clock safety net stopped the run (CBC's log summary, HiGHS's model status)."""
+    if solver == "cbc":
+        return _STOPPED_ON_TIME.search(log_text) is not None
+    model = getattr(problem, "solverModel", None)
+    if model is None:
+        return False
+    import highspy
+
+    return model.getModelStatus() in (highspy.HighsModelStatus.kTimeLimit, highspy.HighsModelStatus.kInterrupt)
 
 
 def _bound(solver: str, problem: pulp.LpProblem, log_text: str, objective: float, milp: Milp) -> float:

@@ -33,7 +33,7 @@ def with_quota(inst: PlacementInstance, quota_by_period: np.ndarray, *, keep_uni
     return base if keep_units else base.restricted(base.unit_max_replicas >= 1)
 
 
-def local_repair(milp: Milp, x: np.ndarray, over: np.ndarray, backend: str, gap: float,
+def local_repair(milp: Milp, x: np.ndarray, over: np.ndarray, backend: str, gap: float, node_limit: int,
                  time_limit_s: float) -> SolveOutcome:
     """Re-solve only the replicas of the (region, model) pairs that touch an over-subscribed
     (region, SKU) row; every other integer stays where the plan had it."""
@@ -56,4 +56,5 @@ def local_repair(milp: Milp, x: np.ndarray, over: np.ndarray, backend: str, gap:
         fixed = np.clip(np.rint(x[cols]), lo[cols], hi[cols])
         lo[cols] = fixed
         hi[cols] = fixed
-    return run_backend(backend, replace(milp, col_lo=lo, col_hi=hi, _names={}), time_limit_s=time_limit_s, gap=gap)
+    return run_backend(backend, replace(milp, col_lo=lo, col_hi=hi, _names={}), time_limit_s=time_limit_s, gap=gap,
+                       node_limit=node_limit)

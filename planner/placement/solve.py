@@ -1,69 +1,36 @@
 """How the placement MILP is solved: blocks by model and region component, side by side.
 
-What was measured (``scenarios/global.toml``, 168 hourly periods, the demo-history stand-in
-forecast, 2 cores shared with other jobs, load average 2–5; ``benchmarks/placement_speed.py``
-prints the current figures, per block):
-
-* The joint model has 124k columns, 113k rows and 29k integers. Handed to HiGHS as it is
-  (same warm starts), the LP relaxation alone takes 15–40 s and the run ends with a 43 %
-  gap (58,108 USD against a bound of 33,080), overrunning its 120 s limit to 238 s.
 * **Blocks.** Models share nothing but the quota rows (and the budget), and within a model
   the components of the origin–region graph share nothing at all (``components.py``):
-  on the global scenario each model splits into Europe and the US with Tokyo, six blocks
-  of 2.4–7.4k integers. Each is solved with the full quota, a relaxation of the joint
-  problem, so the blocks' bounds add up to a valid bound. The blocks are dealt to worker
-  processes, one HiGHS thread each (HiGHS's LP and most of its branch-and-bound are
-  serial), heaviest first to the least loaded worker; a worker solves its blocks lightest
-  first, each with its share of the time left by integer count, so time a block does not
-  need (mixtral-8x22b's LPs are integral) passes to the next.
+  on the global scenario each model splits into Europe and the US with Tokyo. Each block
+  is solved with the full quota, a relaxation of the joint problem, so the blocks' bounds
+  add up to a valid bound. The blocks are dealt to worker processes, heaviest first to
+  the least loaded worker; each block's search is bounded by counts alone
+  (``limits.py``), so which worker solves it, and in which order, changes nothing.
 * **Per block**: LP relaxation; warm start (``heuristics.py``: serving sets by LP value,
   reserved vectors by steepest descent on a cut LP, the best few solved as MILPs); then
-  the backend on the block *with* the rounded capacity cuts (``strengthen.py``) from the warm start,
-  until the gap target or the time limit. On whole-model blocks the cuts stalled HiGHS's
-  root cut loop past the limit; on the component blocks they close llama2-70b's Europe
-  block (LP 2,716, optimum 2,983 USD) in 5–13 s, where without them it stopped at 5.9 %
-  after 60 s. Per component, the bounds reached without the cuts were 1–5 % lower
-  (llama2-70b Europe 2,824 against 2,964–2,980 now, US 9,338 against 9,411–9,449).
-* The plans are then joined under the shared quota rows. A block whose plan
+  the backend on the block *with* the rounded capacity cuts (``strengthen.py``), from the
+  warm start, until the gap target or the node limit. Whole-model blocks (``direct``)
+  are searched without the cuts, which can stall the root cut loop on large blocks; the
+  cut LP is then solved at the end and kept as a bound when it beats the backend's.
+* **Joining.** The plans are joined under the shared quota rows. A block whose plan
   over-subscribes a (region, SKU) that earlier blocks use is repaired against the quota
   they leave in every period: first locally (only the replicas of the regions touching
   the over-subscribed row may move), else by re-solving the block under that residual
   quota.
-* **Result** (1 % target, six runs at load 2–4): 0.77–0.95 % in 108–115 s, e.g. 33,729 USD
-  against a bound of 33,469; before the component blocks and the cut-LP descent it
-  was 1.99–2.9 % in 104–114 s. With a 0.5 % target the runs end at the limit with
-  0.63–0.78 %: what is left is llama2-70b's US block (9,546 against 9,411–9,449: reserved
-  replicas rounding in three regions) and llama3-8b's Europe block (2,264–2,277 against
-  2,205: one reserved SKU and per-hour spot replicas, where HiGHS branches slowly), about
-  1.2 % and 2.7 % of their blocks. With 24 hourly periods: 0.53 % in 17 s. With 720
-  hourly periods the LP of llama2-70b's US block alone takes 70–80 s at load 3–5 and the
-  run ends without a plan for it (the earlier whole-model layout returned one at 84 %):
-  fold a month into hour-of-week periods instead.
-* **Tried and dropped**: a Lagrangian
-  relaxation of the period coupling (reserved copies per period or per day, switching rows
-  dualised, multipliers from the LP duals). Per period it gave 11,914 on llama2-70b
-  against the LP's 11,831 in 105 s; per day 2,912 on its Europe block (LP 2,716) but
-  needed 75 s of 445-integer sub-MILPs, and with 4 s per day it fell to 2,772. Probing
-  the serving indicators against the warm start (fix y_j when the cut LP with y_j flipped
-  costs more than the plan) fixed all six of llama2-70b's US block in 8–9 s, but its bound
-  after the search stayed in the same 9,411–9,449 range as without; probing reserved
-  replicas (R ≤ R̄ − 1, R ≥ R̄ + 1) settled none. A per-period "perfectly elastic" bound
-  per component (2,837 on llama2-70b's Europe block) is below what the cut search proves.
-* Time limits: HiGHS was seen to overrun its ``time_limit`` by up to a minute in long root
-  phases; every call also gets an interrupt callback and the main solve keeps 10 % of the
-  limit for repairs. The gap and plan reached depend on the machine's speed where a time
-  limit cuts a search (warm start, branch-and-bound).
 
 A problem with at most ``DIRECT_MAX_INTEGERS`` integers (tests, small scenarios) is solved
 as one block with all models and no cut rows; so is one whose budget row binds. LPs always
-go to HiGHS (fast, with duals); MILPs go to the chosen backend.
+go to HiGHS (fast, with duals); MILPs go to the chosen backend. Measured figures are
+printed by ``benchmarks/placement_speed.py``; the design choices are recorded in
+``docs/decisions/``.
 """
 
 from __future__ import annotations
 
 import math
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
@@ -74,6 +41,7 @@ from planner.placement.backends import run_backend
 from planner.placement.components import Part, lift, split
 from planner.placement.heuristics import warm_start
 from planner.placement.instance import PlacementInstance
+from planner.placement.limits import DEFAULT_NODE_LIMIT, DEFAULT_TIME_LIMIT_S, SafetyNet
 from planner.placement.problem import Milp, formulate
 from planner.placement.quota_repair import local_repair, with_quota
 from planner.placement.result import (
@@ -87,9 +55,13 @@ from planner.placement.status import SolveStatus, classify, relative_gap
 from planner.placement.strengthen import group_cuts
 
 DIRECT_MAX_INTEGERS = 3000
-WARM_START_SHARE = 0.6
-FULL_PHASE_SHARE = 0.8
-REPAIR_RESERVE = 0.1
+TRIAL_NODE_SHARE = 0.1
+"""A warm-start MILP (serving set and reserved replicas fixed) gets this share of the node limit."""
+MIN_TRIAL_NODES = 50
+
+
+def trial_nodes(node_limit: int) -> int:
+    return max(int(node_limit * TRIAL_NODE_SHARE), MIN_TRIAL_NODES)
 
 
 @dataclass
@@ -107,6 +79,7 @@ class BlockOutcome:
     seconds: float
     message: str = ""
     regions: tuple[str, ...] = ()  # the block's serving regions (empty: every region)
+    time_limit_hits: tuple[str, ...] = ()  # solver calls the wall-clock safety net stopped
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -123,6 +96,7 @@ class BlockOutcome:
             "gap": _num(relative_gap(self.objective, self.bound)),
             "seconds": round(self.seconds, 3),
             "message": self.message,
+            "time_limit_hits": list(self.time_limit_hits),
         }
 
 
@@ -138,70 +112,80 @@ class SolveSummary:
     seconds: float = 0.0
     message: str = ""
     repaired_quota: bool = False
+    time_limit_hits: list[str] = field(default_factory=list)
 
     @property
     def gap(self) -> float:
         return relative_gap(self.objective, self.bound)
+
+    @property
+    def reproducible(self) -> bool:
+        """No solver call was stopped by the wall clock: the same inputs give this plan on any machine."""
+        return not self.time_limit_hits
 
 
 def _num(value: float) -> float | None:
     return round(float(value), 6) if math.isfinite(value) else None
 
 
-def solve_block(milp: Milp, models: tuple[str, ...], *, backend: str, time_limit_s: float,
-                gap: float, cuts: bool = False) -> BlockOutcome:
+def solve_block(milp: Milp, models: tuple[str, ...], *, backend: str, gap: float, node_limit: int,
+                net: SafetyNet, cuts: bool = False) -> BlockOutcome:
     """LP relaxation, LP-guided warm start, then the backend on the whole block.
 
     With ``cuts`` the backend works on the block with the rounded capacity cuts of
     ``strengthen.py`` added (valid inequalities: same plans, same columns, a tighter LP);
     without, the cut LP is solved at the end and kept as a bound when it beats the backend's.
+    The search is bounded by ``node_limit`` (and the warm start's counts); ``net`` is the
+    wall-clock safety net, whose hits the outcome lists.
     """
     began = time.perf_counter()
-    deadline = began + time_limit_s
+    hits_before = len(net.hits)
 
-    def left() -> float:
-        return max(deadline - time.perf_counter(), 0.05)
+    def done(status: SolveStatus, x: np.ndarray | None, objective: float, bound: float, lp_bound: float,
+             heuristic: float, message: str = "") -> BlockOutcome:
+        return BlockOutcome(models, milp, status, x, objective, bound, lp_bound, heuristic,
+                            time.perf_counter() - began, message, time_limit_hits=tuple(net.hits[hits_before:]))
 
-    lp = highs_backend.solve(milp.relaxed(), time_limit_s=left(), gap=gap)
+    lp = net.watch(highs_backend.solve(milp.relaxed(), time_limit_s=net.left(), gap=gap), "the LP relaxation")
     if lp.status == SolveStatus.INFEASIBLE:
-        return BlockOutcome(models, milp, SolveStatus.INFEASIBLE, None, math.nan, math.inf, math.inf, math.nan,
-                            time.perf_counter() - began, "LP relaxation infeasible")
+        return done(SolveStatus.INFEASIBLE, None, math.nan, math.inf, math.inf, math.nan, "LP relaxation infeasible")
     if lp.x is None:
-        return BlockOutcome(models, milp, SolveStatus.ERROR, None, math.nan, -math.inf, -math.inf, math.nan,
-                            time.perf_counter() - began, f"LP relaxation failed: {lp.message}")
+        return done(SolveStatus.ERROR, None, math.nan, -math.inf, -math.inf, math.nan,
+                    f"LP relaxation failed: {lp.message}")
     lp_bound = lp.objective
     integral = np.all(np.abs(lp.x[milp.integer] - np.rint(lp.x[milp.integer])) <= 1e-6)
     if integral:
         x = lp.x.copy()
         x[milp.integer] = np.rint(x[milp.integer])
-        return BlockOutcome(models, milp, SolveStatus.OPTIMAL, x, lp_bound, lp_bound, lp_bound, lp_bound,
-                            time.perf_counter() - began, "LP relaxation is integral")
-    start = warm_start(milp, lp, backend, gap, time.perf_counter() + WARM_START_SHARE * left())
+        return done(SolveStatus.OPTIMAL, x, lp_bound, lp_bound, lp_bound, lp_bound, "LP relaxation is integral")
+    start = warm_start(milp, lp, backend, gap, trial_nodes(node_limit), net)
     heuristic = start.objective if start is not None else math.nan
     best_x, best_obj, best_bound = (start.x, start.objective, lp_bound) if start else (None, math.inf, lp_bound)
     message = ""
+    stopped_on_time = False
     if start is None or relative_gap(best_obj, best_bound) > gap:
-        full = run_backend(backend, group_cuts(milp) if cuts else milp,
-                           time_limit_s=(1.0 if cuts else FULL_PHASE_SHARE) * left(), gap=gap,
-                           start=start.x if start is not None else None)
+        full = net.watch(run_backend(backend, group_cuts(milp) if cuts else milp, time_limit_s=net.left(), gap=gap,
+                                     node_limit=node_limit, start=start.x if start is not None else None),
+                         "the block's branch and bound")
+        stopped_on_time = full.hit_time_limit
         if full.status == SolveStatus.INFEASIBLE and start is None:
-            return BlockOutcome(models, milp, SolveStatus.INFEASIBLE, None, math.nan, math.inf, lp_bound,
-                                heuristic, time.perf_counter() - began, full.message)
+            return done(SolveStatus.INFEASIBLE, None, math.nan, math.inf, lp_bound, heuristic, full.message)
         if full.status.has_solution and full.objective < best_obj:
             best_x, best_obj = full.x, full.objective
         if math.isfinite(full.bound):
             best_bound = max(best_bound, full.bound)
         message = full.message
-    if not cuts and best_x is not None and relative_gap(best_obj, best_bound) > gap and left() > 0.2:
-        cut_lp = highs_backend.solve(group_cuts(milp).relaxed(), time_limit_s=left(), gap=gap)
+    if not cuts and best_x is not None and relative_gap(best_obj, best_bound) > gap:
+        cut_lp = net.watch(highs_backend.solve(group_cuts(milp).relaxed(), time_limit_s=net.left(), gap=gap),
+                           "the cut LP bound")
         if cut_lp.status == SolveStatus.OPTIMAL:
             best_bound = max(best_bound, cut_lp.objective)
     if best_x is None:
-        return BlockOutcome(models, milp, SolveStatus.ERROR, None, math.nan, best_bound, lp_bound, heuristic,
-                            time.perf_counter() - began, message or "no feasible plan found within the time limit")
+        return done(SolveStatus.ERROR, None, math.nan, best_bound, lp_bound, heuristic,
+                    message or "no feasible plan found within the node limit")
     best_bound = min(best_bound, best_obj)
-    return BlockOutcome(models, milp, classify(best_obj, best_bound, gap), best_x, best_obj, best_bound, lp_bound,
-                        heuristic, time.perf_counter() - began, message)
+    return done(classify(best_obj, best_bound, gap, stopped_on_time), best_x, best_obj, best_bound, lp_bound,
+                heuristic, message)
 
 
 def _parts(inst: PlacementInstance, strategy: str) -> list[Part]:
@@ -221,58 +205,59 @@ def _gpu_use(inst: PlacementInstance, fleet: Fleet) -> np.ndarray:
     return gpus
 
 
-def solve_instance(inst: PlacementInstance, *, backend: str = "highs", time_limit_s: float = 120.0,
-                   gap: float = 0.01, strategy: str = "auto") -> SolveSummary:
-    """Solve the placement MILP of ``inst`` (strategy 'auto', 'direct' or 'decomposed')."""
+def solve_instance(inst: PlacementInstance, *, backend: str = "highs", node_limit: int = DEFAULT_NODE_LIMIT,
+                   time_limit_s: float = DEFAULT_TIME_LIMIT_S, gap: float = 0.01, strategy: str = "auto",
+                   net: SafetyNet | None = None) -> SolveSummary:
+    """Solve the placement MILP of ``inst`` (strategy 'auto', 'direct' or 'decomposed').
+
+    ``node_limit`` bounds each MILP's search; ``time_limit_s`` is the wall-clock safety net
+    (``net``, when given, is one shared with other solves of the same placement).
+    """
     began = time.perf_counter()
+    net = net if net is not None else SafetyNet.starting_now(time_limit_s)
     if strategy == "auto":
         joint_integers = formulate(inst, budget=False, cuts=False).n_integer
         strategy = "direct" if joint_integers <= DIRECT_MAX_INTEGERS else "decomposed"
-    summary = _solve_blocks(inst, backend, time_limit_s, gap, strategy, began)
+    summary = _solve_blocks(inst, backend, node_limit, gap, strategy, net)
     if summary.fleet is not None and strategy == "decomposed":
         if inst.budget_usd is not None and summary.status.has_solution:
             total = sum(fleet_cost(inst, summary.fleet))
             if total > inst.budget_usd and summary.bound <= inst.budget_usd:
-                joint = _solve_blocks(inst, backend, max(began + time_limit_s - time.perf_counter(), 1.0), gap,
-                                      "direct", time.perf_counter())
+                joint = _solve_blocks(inst, backend, node_limit, gap, "direct", net)
                 joint.bound = max(joint.bound, summary.bound) if joint.status.has_solution else joint.bound
                 summary = joint
     summary.seconds = time.perf_counter() - began
+    summary.time_limit_hits = list(dict.fromkeys(net.hits))
     return summary
-
-
 
 
 @dataclass(frozen=True)
 class _BinTask:
-    """Blocks one worker solves in turn, each with its share of the time left."""
+    """Blocks one worker solves in turn."""
 
     parts: tuple[Part, ...]
-    weights: tuple[float, ...]
     backend: str
-    deadline: float  # time.monotonic() value, comparable across processes on one machine
+    node_limit: int
+    net: SafetyNet
     gap: float
     direct: bool
-    threads: int | None
 
 
 def _run_bin(task: _BinTask) -> list[dict[str, Any]]:
     """Solve a worker's blocks in order (in a worker process or here); plain values that pickle.
 
-    Block i gets (time left) × w_i / Σ_{j ≥ i} w_j; a block that reaches the gap target early
-    leaves its time to the next ones. Which plan a block ends with can therefore depend on
-    how fast the blocks before it were solved (only when a time limit cuts a search).
+    Each block's search is bounded by counts alone, so its result does not depend on the
+    blocks solved before it, on this worker or any other.
     """
-    if task.threads is not None:
-        highs_backend.use_threads(task.threads)
     out = []
-    for position, part in enumerate(task.parts):
+    for part in task.parts:
         milp = formulate(part.inst, part.models, budget=task.direct, cuts=False)
-        share = max(task.deadline - time.monotonic(), 0.5) * task.weights[position] / sum(task.weights[position:])
         names = tuple(part.inst.models[m] for m in part.models)
-        outcome = solve_block(milp, names, backend=task.backend, time_limit_s=share, gap=task.gap,
+        net = replace(task.net, hits=[])
+        outcome = solve_block(milp, names, backend=task.backend, gap=task.gap, node_limit=task.node_limit, net=net,
                               cuts=not task.direct)
-        fields = ("status", "x", "objective", "bound", "lp_bound", "heuristic_objective", "seconds", "message")
+        fields = ("status", "x", "objective", "bound", "lp_bound", "heuristic_objective", "seconds", "message",
+                  "time_limit_hits")
         out.append({name: getattr(outcome, name) for name in fields})
     return out
 
@@ -288,8 +273,8 @@ def _bins(weights: list[float], count: int) -> list[list[int]]:
     return [sorted(b, key=lambda i: (weights[i], i)) for b in bins if b]
 
 
-def _solve_blocks(inst: PlacementInstance, backend: str, time_limit_s: float, gap: float, strategy: str,
-                  began: float) -> SolveSummary:
+def _solve_blocks(inst: PlacementInstance, backend: str, node_limit: int, gap: float, strategy: str,
+                  net: SafetyNet) -> SolveSummary:
     """Solve the blocks, side by side on the available cores, then make them fit the quotas.
 
     Every block is solved with the full quota, so its bound is valid for its part of the
@@ -303,18 +288,15 @@ def _solve_blocks(inst: PlacementInstance, backend: str, time_limit_s: float, ga
 
     With two or more cores the blocks are dealt to worker processes, one HiGHS thread each
     (the LP and most of branch-and-bound are serial, so two blocks at once nearly halve the
-    wall time); each worker solves its blocks in turn within the time limit minus a reserve
-    for the repairs.
+    wall time); each worker solves its blocks in turn.
     """
     direct = strategy == "direct"
     parts = _parts(inst, strategy)
     milps = [formulate(part.inst, part.models, budget=direct, cuts=False) for part in parts]
     weights = [float(milp.n_integer + 1) for milp in milps]
     workers = max(min(available_cores(), len(parts)), 1)
-    solve_deadline = time.monotonic() + max(time_limit_s - (time.perf_counter() - began), 0.5) * (1 - REPAIR_RESERVE)
     bins = _bins(weights, workers)
-    tasks = [_BinTask(tuple(parts[i] for i in b), tuple(weights[i] for i in b), backend, solve_deadline, gap,
-                      direct, 1 if len(bins) > 1 else None) for b in bins]
+    tasks = [_BinTask(tuple(parts[i] for i in b), backend, node_limit, net, gap, direct) for b in bins]
     if len(tasks) > 1:
         done = run_tasks(_run_bin, tasks, engine="processes", workers=len(tasks))
     else:
@@ -322,15 +304,16 @@ def _solve_blocks(inst: PlacementInstance, backend: str, time_limit_s: float, ga
     results: dict[int, dict[str, Any]] = {}
     for members, outcomes_of_bin in zip(bins, done, strict=True):
         results.update(zip(members, outcomes_of_bin, strict=True))
+    for outcome in results.values():
+        net.hits.extend(outcome["time_limit_hits"])
     order = sorted(range(len(parts)), key=lambda i: (weights[i], i))
-    deadline = began + time_limit_s
     quota = inst.quota_per_period()
     used = np.zeros_like(quota, dtype=float)
     fleet = empty_fleet(inst)
     outcomes: list[BlockOutcome] = []
     bound = lp_bound = objective = 0.0
     repaired = False
-    for position, i in enumerate(order):
+    for i in order:
         part = parts[i]
         names, regions = part.label(inst)
         outcome = BlockOutcome(models=names, milp=milps[i], regions=regions if not direct else (), **results[i])
@@ -341,8 +324,7 @@ def _solve_blocks(inst: PlacementInstance, backend: str, time_limit_s: float, ga
         over = (used + _gpu_use(inst, piece) > quota).any(axis=2)
         if over.any():
             repaired = True
-            share = max(deadline - time.perf_counter(), 0.5) / (len(order) - position)
-            fixed = _repair(inst, part, outcome, quota - used, over, backend, gap, share)
+            fixed = _repair(inst, part, outcome, quota - used, over, backend, gap, node_limit, net)
             if fixed is None:
                 return SolveSummary(SolveStatus.INFEASIBLE, None, math.nan, bound + outcome.bound,
                                     lp_bound + outcome.lp_bound, [*outcomes, outcome], strategy,
@@ -356,28 +338,31 @@ def _solve_blocks(inst: PlacementInstance, backend: str, time_limit_s: float, ga
         fleet = Fleet(fleet.replicas + piece.replicas, np.vstack([fleet.flows, piece.flows]),
                       np.vstack([fleet.loads, piece.loads]))
     fleet = drop_idle(inst, fleet)
-    return SolveSummary(classify(objective, bound, gap), fleet, objective, bound, lp_bound, outcomes, strategy,
-                        repaired_quota=repaired)
+    stopped_on_time = any(o.time_limit_hits for o in outcomes)
+    return SolveSummary(classify(objective, bound, gap, stopped_on_time), fleet, objective, bound, lp_bound, outcomes,
+                        strategy, repaired_quota=repaired)
 
 
 def _repair(inst: PlacementInstance, part: Part, outcome: BlockOutcome, residual: np.ndarray, over: np.ndarray,
-            backend: str, gap: float, time_limit_s: float) -> tuple[BlockOutcome, Fleet] | None:
+            backend: str, gap: float, node_limit: int, net: SafetyNet) -> tuple[BlockOutcome, Fleet] | None:
     """Fit one block's plan into the residual quota (see ``_solve_blocks``)."""
     began = time.perf_counter()
+    hits_before = len(net.hits)
     sub = with_quota(part.inst, residual, keep_units=True)
     sub_milp = formulate(sub, part.models, budget=False, cuts=False)
-    local = local_repair(sub_milp, outcome.x, over, backend, gap, time_limit_s / 2)
+    local = net.watch(local_repair(sub_milp, outcome.x, over, backend, gap, node_limit, net.left()),
+                      "a quota repair")
     if local.status.has_solution:
         x, objective = local.x, local.objective
     else:
-        again = solve_block(sub_milp, outcome.models, backend=backend,
-                            time_limit_s=max(time_limit_s - (time.perf_counter() - began), 0.5), gap=gap)
+        again = solve_block(sub_milp, outcome.models, backend=backend, gap=gap, node_limit=node_limit, net=net)
         if not again.status.has_solution:
             return None
         x, objective = again.x, again.objective
     bound = min(outcome.bound, objective)
-    repaired = BlockOutcome(outcome.models, sub_milp, classify(objective, bound, gap), x, objective, bound,
-                            outcome.lp_bound, outcome.heuristic_objective,
+    repaired = BlockOutcome(outcome.models, sub_milp, classify(objective, bound, gap, len(net.hits) > hits_before), x,
+                            objective, bound, outcome.lp_bound, outcome.heuristic_objective,
                             outcome.seconds + time.perf_counter() - began,
-                            "repaired to fit the quota left by the other models", outcome.regions)
+                            "repaired to fit the quota left by the other models", outcome.regions,
+                            (*outcome.time_limit_hits, *net.hits[hits_before:]))
     return repaired, lift(inst, part, add_solution(empty_fleet(sub), sub_milp, x))

@@ -10,12 +10,15 @@ forecast into periods, assemble the instance, run the structural pre-checks (rai
 infeasible solve by elastic slack, re-score the plan independently (``check.py``; a plan
 that fails is never returned), then compute the bounds and the single-SKU baseline.
 
-Time: ``time_limit_s`` bounds the main solve; the elastic bound and the single-SKU baseline
-get at most ``BASELINE_SHARE`` of it more, in total.
+Limits (``limits.py``): every search, the bounds and the baseline included, stops at its
+gap or its node limit, so the same inputs give the same plan, bounds and baseline on any
+machine and under any load. ``time_limit_s`` is a wall-clock safety net over the whole
+placement; if it stops any solver call, the plan JSON's ``reproducible`` is false and its
+``warnings`` say which calls, and the CLI and the run history repeat the warning.
 
-Determinism: when the solve reaches its gap before the time limit, the same inputs give
-the same plan. A solve stopped by the clock returns the best plan found so far, which can
-differ between runs and machines; the JSON records the status and time.
+Capacities: without a capacity table the coefficients are the analytic estimate, which
+no simulation has checked against the SLOs; the plan JSON says so (``slo_checked``
+false, and a warning), and so do the CLI and the run history.
 """
 
 from __future__ import annotations
@@ -41,6 +44,7 @@ from planner.placement.capacity import (
 )
 from planner.placement.check import check_plan
 from planner.placement.instance import PlacementInstance, build_instance
+from planner.placement.limits import DEFAULT_NODE_LIMIT, DEFAULT_TIME_LIMIT_S, SafetyNet
 from planner.placement.periods import Demand, demand_from_forecast, parse_periods
 from planner.placement.problem import formulate
 from planner.placement.result import PlacementResult, fleet_cost, plan_frames
@@ -50,11 +54,15 @@ from planner.scenario import Scenario
 from planner.storage import atomic_path, write_json_atomic, write_table_atomic
 
 DEFAULT_SOLVER = "highs"
-"""By measurement (``benchmarks/placement_speed.py``, global scenario, 168 hourly periods,
-120 s): gaps 2.0–2.3 % for HiGHS, 2.5 % for SCIP (OR-Tools), 3.2 % for CBC, with HiGHS
-holding the best bound; HiGHS also takes arrays directly (no modelling layer)."""
-BASELINE_SHARE = 0.25
+"""HiGHS holds the best bound of the three backends on the bundled scenarios
+(``benchmarks/placement_speed.py --sections backends``) and takes arrays directly."""
+DEFAULT_GAP = 0.02
+DEFAULT_PERIODS = "how:4"
+"""The defaults of ``planner place``, ``plan`` and ``report`` alike: hour-of-week blocks of
+4 hours price a month exactly in 42 periods, and a 2 % gap is within the forecast's error."""
 SOLVERS = BACKENDS
+ANALYTIC_WARNING = ("capacities are analytic estimates (no --capacity table): the plan is not SLO-checked; "
+                    "run `planner calibrate` and pass --capacity, or use `planner plan`, which simulates the plan")
 
 
 def _capacity_table(scenario: Scenario, profiles: pd.DataFrame,
@@ -76,10 +84,13 @@ def _check_solver(solver: str) -> None:
         raise InputError(f"unknown solver {solver!r}", where="--solver", fix=f"use one of {', '.join(BACKENDS)}")
 
 
-def _check_limits(time_limit_s: float, gap: float, quantile: float | None) -> None:
+def _check_limits(node_limit: int, time_limit_s: float, gap: float, quantile: float | None) -> None:
+    if not (isinstance(node_limit, int) and node_limit >= 1):
+        raise InputError(f"node limit {node_limit} is not a positive whole number", where="--node-limit",
+                         fix=f"pass e.g. --node-limit {DEFAULT_NODE_LIMIT}")
     if not (math.isfinite(time_limit_s) and time_limit_s > 0):
         raise InputError(f"time limit {time_limit_s} is not a positive number of seconds", where="--time-limit",
-                         fix="pass e.g. --time-limit 120")
+                         fix=f"pass e.g. --time-limit {DEFAULT_TIME_LIMIT_S:g}")
     if not (0 <= gap < 1):
         raise InputError(f"gap {gap} is outside [0, 1)", where="--gap", fix="pass a relative gap, e.g. --gap 0.01")
     if quantile is not None and not 0 < quantile < 1:
@@ -95,17 +106,19 @@ def place_plan(
     *,
     capacity: pd.DataFrame | None = None,
     solver: str = DEFAULT_SOLVER,
-    time_limit_s: float = 120.0,
-    gap: float = 0.01,
+    node_limit: int = DEFAULT_NODE_LIMIT,
+    time_limit_s: float = DEFAULT_TIME_LIMIT_S,
+    gap: float = DEFAULT_GAP,
     quantile: float | None = None,
-    periods: str = "hourly",
+    periods: str = DEFAULT_PERIODS,
     debug_dir: Path | None = None,
     input_hashes: dict[str, str] | None = None,
     baselines: bool = True,
 ) -> PlacementResult:
     """Place replicas for the forecast; see the module docstring for the order of work."""
     _check_solver(solver)
-    _check_limits(time_limit_s, gap, quantile)
+    _check_limits(node_limit, time_limit_s, gap, quantile)
+    net = SafetyNet.starting_now(time_limit_s)
     spec = parse_periods(periods)
     level = scenario.capacity.forecast_quantile if quantile is None else quantile
     table, capacity_label, capacity_meta = _capacity_table(scenario, profiles, capacity)
@@ -115,7 +128,7 @@ def place_plan(
     if findings:
         diagnose.raise_infeasible(findings)
     debug_files = _write_debug(inst, debug_dir) if debug_dir is not None else []
-    summary = solve_instance(inst, backend=solver, time_limit_s=time_limit_s, gap=gap)
+    summary = solve_instance(inst, backend=solver, node_limit=node_limit, gap=gap, net=net)
     if summary.status == SolveStatus.INFEASIBLE or summary.fleet is None:
         _explain_failure(inst, summary.status, summary.message, summary.bound)
     rental, switching = fleet_cost(inst, summary.fleet)
@@ -129,11 +142,20 @@ def place_plan(
                            where="placement", fix="rerun with --debug and report the LP/MPS files with the command")
     extra: dict[str, Any] = {}
     if baselines:
-        budget = BASELINE_SHARE * time_limit_s
-        extra["elastic"] = elastic_bound(inst, budget / 2)
-        extra["single_sku"] = best_single_sku(inst, backend=solver, time_limit_s=budget / 2, gap=max(gap, 0.01))
-    meta = _meta(scenario, inst, demand, summary, solver, gap, time_limit_s, rental, switching, report.to_dict(),
+        extra["elastic"] = elastic_bound(inst, net)
+        extra["single_sku"] = best_single_sku(inst, backend=solver, gap=max(gap, 0.01), node_limit=node_limit, net=net)
+    warnings = [] if capacity is not None else [ANALYTIC_WARNING]
+    hits = list(dict.fromkeys(net.hits))
+    if hits:
+        warnings.append(f"the wall-clock safety net (--time-limit {time_limit_s:g} s) stopped {len(hits)} solver "
+                        f"call(s) ({'; '.join(hits[:3])}{'; ...' if len(hits) > 3 else ''}): this plan may differ "
+                        "between runs; raise --time-limit, or lower --node-limit so the search ends on its own")
+    limits = {"node_limit": node_limit, "time_limit_s": time_limit_s, "time_limit_hits": hits}
+    meta = _meta(scenario, inst, demand, summary, solver, gap, limits, rental, switching, report.to_dict(),
                  capacity_label, capacity_meta, _table_sha256(table), input_hashes or {}, extra, debug_files)
+    meta["slo_checked"] = capacity is not None
+    meta["reproducible"] = not hits
+    meta["warnings"] = warnings
     periods_frame = pd.DataFrame({"period": list(inst.periods.labels), "hours": inst.periods.hours,
                                   "first_ts": list(inst.periods.first_ts)})
     return PlacementResult(plan, flows, loads, meta, summary.status, periods_frame)
@@ -148,11 +170,12 @@ def _explain_failure(inst: PlacementInstance, status: SolveStatus, message: str,
     """
     if status != SolveStatus.INFEASIBLE:
         raise PlannerError(f"no plan: {message or status.value}", where="placement",
-                           fix="raise --time-limit or --gap, or use hour-of-week periods (--periods how:4)")
+                           fix="raise --node-limit, --time-limit or --gap, or use hour-of-week periods "
+                               "(--periods how:4)")
     findings = diagnose.elastic(inst)
     if not findings and inst.budget_usd is not None:
         milp = formulate(inst, budget=False, cuts=False)
-        lp = highs_backend.solve(milp.relaxed(), time_limit_s=60.0, gap=0.01)
+        lp = highs_backend.solve(milp.relaxed(), time_limit_s=DEFAULT_TIME_LIMIT_S, gap=0.01)
         cheapest = float(milp.cost_usd @ lp.x) if lp.x is not None else -math.inf
         if cheapest > inst.budget_usd:
             findings = [diagnose.budget_finding(inst, cheapest)]
@@ -185,7 +208,7 @@ def _round(value: float | None, digits: int = 2) -> float | None:
 
 
 def _meta(scenario: Scenario, inst: PlacementInstance, demand: Demand, summary, solver: str, gap: float,
-          time_limit_s: float, rental: float, switching: float, check: dict[str, Any], capacity_label: str,
+          limits: dict[str, Any], rental: float, switching: float, check: dict[str, Any], capacity_label: str,
           capacity_meta: dict[str, Any], capacity_sha: str, input_hashes: dict[str, str], extra: dict[str, Any],
           debug_files: list[str]) -> dict[str, Any]:
     total = rental + switching
@@ -213,7 +236,7 @@ def _meta(scenario: Scenario, inst: PlacementInstance, demand: Demand, summary, 
         "gap": _round((summary.objective - best_bound) / max(abs(summary.objective), 1e-9), 6)
         if math.isfinite(best_bound) else None,
         "gap_target": gap,
-        "time_limit_s": time_limit_s,
+        **limits,
         "solve_time_s": round(summary.seconds, 3),
         "cost_usd": {"rental": round(rental, 2), "switching": round(switching, 2), "total": round(total, 2)},
         "lower_bounds": bounds,

@@ -14,8 +14,11 @@ Rules (each a row: kind, severity, where, detail):
 * forecast fallback: a series forecast by a seasonal naive (medium).
 * data quality: findings of the forecast's data-quality pass (outages, missing hours,
   ...), one row per series (info).
-* infeasibility: a solver status other than optimal/feasible is high; placements the
-  problem builder excluded or infeasibilities it diagnosed are medium.
+* infeasibility: a solver status other than optimal/feasible is high, except a search that
+  ended on its node limit with a stated gap (medium); placements the problem builder
+  excluded or infeasibilities it diagnosed are medium.
+* reproducibility: a placement the wall-clock safety net cut short is high: the same
+  inputs may give another plan, so this report may not reproduce.
 * pipeline: free-text risks passed in by the pipeline (medium).
 """
 
@@ -76,9 +79,14 @@ def infeasibility_risks(meta: dict[str, Any]) -> list[dict[str, str]]:
     status = pick(meta, "status")
     if status is not None and str(status) not in GOOD_STATUSES:
         gap = number(pick(meta, "gap", "mip_gap"))
-        severity = "medium" if str(status) == "time_limit_with_incumbent" else "high"
+        severity = "medium" if str(status) == "node_limit_with_incumbent" else "high"
         detail = f"solver status {status}" + (f", gap {100 * gap:.2f} %" if gap is not None else "")
         out.append(_risk("infeasibility", severity, "placement", detail))
+    hits = pick(meta, "time_limit_hits", default=[]) or []
+    if hits:
+        out.append(_risk("reproducibility", "high", "placement",
+                         f"the wall-clock safety net stopped {len(hits)} solver call(s) (e.g. {hits[0]}): the same "
+                         "inputs may give another plan; rerun with a higher --time-limit or a lower --node-limit"))
     for name in ("infeasibilities", "diagnosis", "excluded"):
         items = pick(meta, name, default=[])
         for item in items if isinstance(items, list | tuple) else [items]:

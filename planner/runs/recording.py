@@ -88,6 +88,12 @@ class RunContext:
     def add_seeds(self, **seeds: Any) -> None:
         self.record.seeds.update(seeds)
 
+    def add_warnings(self, *warnings: str) -> None:
+        """Warnings the run gave (e.g. a plan the wall-clock safety net cut short), kept in ``figures.warnings``."""
+        if warnings:
+            kept = self.record.figures.setdefault("warnings", [])
+            kept.extend(w for w in warnings if w not in kept)
+
     def save_forecast(self, forecast: pd.DataFrame) -> None:
         """Keep this forecast as the run's snapshot (stored when the run ends), for next month's accuracy check."""
         self.forecast = forecast
