@@ -9,6 +9,7 @@ import typer
 
 from planner.cli.app import EngineOption, JsonFlag, SchedulerOption, WorkersOption, app, guarded, use_engine
 from planner.console import print_table, progress_bar, stderr
+from planner.sources import named
 from planner.storage import file_sha256
 
 
@@ -51,7 +52,7 @@ def forecast(
     meta_path = metadata_out or out.with_name(out.name.removesuffix(out.suffix) + ".meta.json")
     horizon_hours = parse_horizon(horizon)
     levels = parse_quantiles(quantiles)
-    frame = read_table(history)
+    frame = named(read_table(history), history)
     with progress_bar("Fitting series", console=stderr) as advance:
         result = forecast_history(
             frame, horizon_hours=horizon_hours, quantiles=levels, measure=measure, backtest=True,

@@ -25,6 +25,7 @@ from planner.cli.app import (
 )
 from planner.console import print_table, progress_bar, stderr
 from planner.errors import ExitCode, InputError
+from planner.sources import named
 
 PeriodsOption = Annotated[
     str, typer.Option(help="Planning periods: 'hourly', or 'how:N' for N-hour hour-of-week blocks.")
@@ -202,7 +203,7 @@ def plan(
     table = validate_capacity(read_table(capacity), where=capacity) if capacity else None
     hashes = {"scenario": file_sha256(scenario), "history": file_sha256(history)}
     with narrated("Reading the history...") as say:
-        result = run_pipeline(loaded, read_table(history), load_catalog(), load_profiles(), settings,
+        result = run_pipeline(loaded, named(read_table(history), history), load_catalog(), load_profiles(), settings,
                               as_of=parse_as_of(as_of), compare=policies, capacity=table,
                               histogram=read_table(histogram) if histogram else None, input_hashes=hashes,
                               notify=say)
