@@ -102,13 +102,15 @@ def test_written_table_reads_back_as_planner_place_reads_it(two_pairs, scenario,
     # the plan uses the calibrated coefficients
     table = validate_capacity(read_table(tmp_path / "capacity.csv"))
     rows = []
-    for origin in ("us-east", "eu-west"):
+    for origin in scenario.origin_names:
         for cls, per_hour in {"interactive": 3600.0, "standard": 7200.0, "batch": 1800.0}.items():
             for ts in pd.date_range("2026-11-02T16:00:00Z", periods=2, freq="h"):
                 rows.append({"region": origin, "model": "llama3-8b", "traffic_class": cls,
                              "ts": ts.strftime("%Y-%m-%dT%H:%M:%SZ"), "mean": per_hour, "q50": per_hour,
                              "q90": per_hour, "q95": per_hour, "q99": per_hour, "model_used": "test"})
-    plan = place_plan(scenario, pd.DataFrame(rows), load_catalog(), profiles, capacity=table, time_limit_s=30,
+    # the forecast covers the two hours and the one model the plan is for
+    two_hours = scenario.model_copy(update={"horizon": "2h", "models": (scenario.model("llama3-8b"),)})
+    plan = place_plan(two_hours, pd.DataFrame(rows), load_catalog(), profiles, capacity=table, time_limit_s=30,
                       baselines=False)
     assert plan.meta["capacity_source"] == "capacity table"
     assert set(plan.plan["sku"]) <= {"H100", "A100-80GB"}

@@ -9,6 +9,7 @@ import typer
 
 from planner.cli.app import JsonFlag, app, guarded, print_outputs
 from planner.console import stderr
+from planner.sources import named
 from planner.storage import file_sha256
 
 
@@ -54,7 +55,7 @@ def place(
         hashes["capacity"] = file_sha256(capacity)
     with stderr.status(f"Solving the placement program with {solver}..."):
         result = place_plan(
-            loaded, read_table(forecast), load_catalog(), load_profiles(),
+            loaded, named(read_table(forecast), forecast), load_catalog(), load_profiles(),
             capacity=capacity_table, solver=solver, time_limit_s=time_limit, gap=gap,
             quantile=quantile, periods=periods, debug_dir=debug, input_hashes=hashes,
         )
