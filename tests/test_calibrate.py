@@ -231,18 +231,20 @@ def test_a_class_too_large_for_kv_is_a_failure_with_a_reason(scenario, profiles,
 # ----------------------------------------------------------------------------- bad inputs
 @pytest.mark.parametrize(("kwargs", "where"), [
     ({"policy": "lifo"}, "--policy"),
-    ({"models": ["gpt-5"]}, "--model"),
-    ({"skus": ["TPU-v5"]}, "--sku"),
-    ({"models": ["llama2-70b"], "skus": ["L4"]}, "--model/--sku"),
+    ({"models": ["gpt-5"]}, "--models"),
+    ({"skus": ["TPU-v5"]}, "--skus"),
+    ({"models": ["llama2-70b"], "skus": ["L4"]}, "--models/--skus"),
     ({"class_mix": {"interactive": 0.5, "standard": 0.4}}, "--mix"),
     ({"class_mix": {"premium": 1.0}}, "--mix"),
     ({"class_mix": {"interactive": 1.5, "standard": -0.5}}, "--mix, class 'standard'"),
     ({"duration_s": 0.0}, "--duration"),
     ({"duration_s": math.inf}, "--duration"),
     ({"replications": 1}, "--replications"),
-    ({"rel_tol": 0.0}, "--rel-tol"),
-    ({"confidence": 1.0}, "--confidence"),
+    ({"rel_tol": 0.0}, "--tolerance"),
+    ({"confidence": 1.0}, "confidence"),
     ({"pool_replicas": 0}, "--pool-replicas"),
+    ({"pool_replicas": 100_000}, "--pool-replicas"),  # 100,000 x max_batch slots: refused before any probe
+    ({"pool_replicas": 2_000, "models": ["llama3-8b"], "skus": ["H100"]}, "--pool-replicas"),  # its arrivals
     ({"engine": "threads"}, "--engine"),
 ])
 def test_bad_inputs_are_input_errors_naming_where_and_fix(scenario, profiles, tmp_path, kwargs, where):

@@ -38,7 +38,7 @@ SolverOption = Annotated[str, typer.Option(help="Placement backend: highs, cbc o
 TimeLimitOption = Annotated[float, typer.Option(help="Placement time limit per round, seconds.")]
 GapOption = Annotated[float, typer.Option(help="Placement optimality gap to stop at.")]
 SimDurationOption = Annotated[str, typer.Option(help="Simulated time per window and replication.")]
-SimReplicationsOption = Annotated[int, typer.Option(min=1, help="Simulation replications per window.")]
+SimReplicationsOption = Annotated[int, typer.Option(help="Simulation replications per window (>= 1).")]
 CacheDirOption = Annotated[Path | None, typer.Option(help="Calibration cache folder.")]
 
 
@@ -65,9 +65,9 @@ def calibrate(
     skus: Annotated[str | None, typer.Option(help="Only these SKUs, comma-separated.")] = None,
     histogram: HistogramOption = None,
     duration: Annotated[str, typer.Option(help="Simulated time per replication and probed rate.")] = "1h",
-    replications: Annotated[int, typer.Option(min=2, help="Replications per probed rate (for the interval).")] = 8,
+    replications: Annotated[int, typer.Option(help="Replications per probed rate (>= 2, for the interval).")] = 8,
     tolerance: Annotated[float, typer.Option(help="Relative width at which the bisection stops.")] = 0.02,
-    pool_replicas: Annotated[int, typer.Option(min=1, help="Replicas in the simulated pool.")] = 1,
+    pool_replicas: Annotated[int, typer.Option(help="Replicas in the simulated pool (>= 1).")] = 1,
     seed: SeedOption = None,
     cache: Annotated[bool, typer.Option("--cache/--no-cache", help="Reuse results for unchanged inputs.")] = True,
     cache_dir: Annotated[
@@ -115,11 +115,15 @@ def loop_settings(*, max_rounds: int, periods: str, solver: str, time_limit: flo
                   quantile: float | None, sim_duration: str, replications: int, seed: int | None, engine: str,
                   workers: int | None, cache_dir: Path | None) -> Any:
     from planner.loop import LoopSettings
+    from planner.sim.work import check_duration, check_replications
 
     if max_rounds < 1:
         raise InputError("--max-rounds must be at least 1", where="--max-rounds", fix="pass e.g. --max-rounds 4")
+    check_replications(replications)
     return LoopSettings(max_rounds=max_rounds, periods=periods, solver=solver, time_limit_s=time_limit, gap=gap,
-                        quantile=quantile, sim_duration_s=parse_duration_s(sim_duration, "--sim-duration"),
+                        quantile=quantile,
+                        sim_duration_s=check_duration(parse_duration_s(sim_duration, "--sim-duration"),
+                                                      "--sim-duration"),
                         sim_replications=replications, seed=seed, engine=engine, workers=workers,
                         cache_dir=cache_dir)
 
