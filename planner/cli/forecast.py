@@ -38,7 +38,6 @@ def forecast(
     as_json: JsonFlag = False,
 ) -> None:
     """Forecast demand per (region, model, class) with quantiles, backtested against seasonal naive."""
-    from planner.forecast.plots import write_plots
     from planner.forecast.run import forecast_history, parse_horizon, parse_quantiles
     from planner.storage import (
         check_table_suffix,
@@ -61,6 +60,8 @@ def forecast(
     result.metadata["inputs"] = {"history": str(history), "history_sha256": file_sha256(history)}
     written = [write_table_atomic(out, result.forecast), write_json_atomic(meta_path, result.metadata)]
     if plots is not None:
+        from planner.forecast.plots import write_plots  # matplotlib: imported only when plots are asked for
+
         written += write_plots(frame, result, plots)
     overall = result.metadata.get("backtest_overall") or {}
     if as_json:
