@@ -17,7 +17,6 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-
 from bad_inputs_harness import planner_command
 from conftest import REPO_ROOT
 

@@ -7,7 +7,6 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-
 from bad_inputs_content import (  # demo_artefacts: the module fixture that builds what the cases copy
     cell,
     demo_artefacts,  # noqa: F401

@@ -67,6 +67,8 @@ def test_token_lengths_from_a_history():
      "positive number"),
     (pd.DataFrame({"model": ["m", "m"], "sku": ["H100"] * 2, "traffic_class": ["k"] * 2,
                    "max_rps_per_replica": [1.0, 2.0]}), "two rows"),
+    (pd.DataFrame({"model": ["m"], "sku": ["H100"], "traffic_class": ["k"], "max_rps_per_replica": [True]}),
+     "true/false"),
 ])
 def test_capacity_table_errors_name_the_problem(frame, needle):
     with pytest.raises(InputError, match=needle):

@@ -152,7 +152,8 @@ def select_pairs(scenario: Scenario, profiles: pd.DataFrame, models: list[str] |
     if skus is not None:
         bad = [s for s in skus if s not in SKU_NAMES]
         if bad:
-            raise InputError(f"unknown SKU(s) {', '.join(bad)}", where="--skus", fix=f"use one of {', '.join(SKU_NAMES)}")
+            raise InputError(f"unknown SKU(s) {', '.join(bad)}", where="--skus",
+                             fix=f"use one of {', '.join(SKU_NAMES)}")
     profiled = set(zip(profiles["model"].astype(str), profiles["sku"].astype(str), strict=True))
     pairs, skipped = [], []
     for model in chosen_models:
@@ -165,7 +166,8 @@ def select_pairs(scenario: Scenario, profiles: pd.DataFrame, models: list[str] |
                 skipped.append({"model": model, "sku": sku, "reason": "allowed by the scenario but not profiled"})
     if not pairs:
         raise InputError("no (model, SKU) pair to calibrate: none is both allowed by the scenario and profiled",
-                         where="--models/--skus", fix="choose models and SKUs the scenario allows and the profile table has")
+                         where="--models/--skus",
+                         fix="choose models and SKUs the scenario allows and the profile table has")
     return pairs, skipped
 
 

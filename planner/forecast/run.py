@@ -186,8 +186,9 @@ def forecast_history(history: pd.DataFrame, *, horizon_hours: int, quantiles: li
     Raises InputError for invalid input; model failures become visible fallbacks.
     """
     if not 1 <= int(horizon_hours) <= MAX_HORIZON_HOURS:
-        raise InputError(f"horizon {horizon_hours} h is outside 1..{MAX_HORIZON_HOURS}", where="horizon_hours",
-                         fix="use a horizon between 1 hour and 92 days")
+        raise InputError(f"a forecast horizon of {horizon_hours} h is outside 1..{MAX_HORIZON_HOURS} h",
+                         where="horizon",
+                         fix="forecast between 1 hour and 92 days ahead: shorten the scenario's horizon (or --horizon)")
     levels = parse_quantiles(",".join(repr(float(q)) for q in quantiles))
     spec = spec or ModelSpec()
     series = clean_history(history, measure)

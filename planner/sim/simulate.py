@@ -38,6 +38,7 @@ from planner.engine import check_engine, run_tasks
 from planner.errors import InputError
 from planner.profiles import profile_for
 from planner.scenario import Scenario
+from planner.sim.plan_input import validated_plan, validated_rates
 from planner.sim.policies import get_policy
 from planner.sim.replica.pool import (
     DEFAULT_TOKEN_BUDGET,
@@ -53,7 +54,6 @@ from planner.sim.replica.run import (
     run_replication_task,
     summarise_pool,
 )
-from planner.sim.plan_input import validated_plan, validated_rates
 from planner.sim.result import SimulationResult, write_simulation_outputs
 from planner.sim.work import PoolWork, check_work
 from planner.sim.workload import workloads_for

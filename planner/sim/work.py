@@ -70,8 +70,14 @@ def check_replications(replications: int, option: str = "--replications", minimu
 
 def check_work(pools: Iterable[PoolWork], *, duration_s: float, replications: int,
                duration_option: str = "--duration", replications_option: str = "--replications",
-               size_where: str = "plan", size_fix: str = "give the pool fewer replicas in the plan") -> None:
-    """Refuse a run above the ceilings of the module docstring, naming the estimate and the knob."""
+               size_where: str = "plan", size_fix: str = "give the pool fewer replicas in the plan",
+               rate_where: str | None = None,
+               rate_fix: str = "check the demand (requests per second, not per hour)") -> None:
+    """Refuse a run above the ceilings of the module docstring, naming the estimate and the knob.
+
+    ``size_where``/``size_fix`` say where a pool's size comes from and how to shrink it; ``rate_where``
+    (default: ``duration_option``)/``rate_fix`` do the same for its arrival rate.
+    """
     total = 0.0
     for pool in pools:
         if pool.slots > MAX_BATCH_SLOTS_PER_POOL:
@@ -88,8 +94,7 @@ def check_work(pools: Iterable[PoolWork], *, duration_s: float, replications: in
             raise InputError(
                 f"pool {pool.name} would draw about {arrivals:,.0f} requests per replication ({pool.rate_rps:,.4g} "
                 f"req/s x {duration_s:g} s), above the ceiling of {MAX_ARRIVALS_PER_REPLICATION:,}",
-                where=duration_option,
-                fix=f"{shorten}check the demand (requests per second, not per hour)")
+                where=rate_where or duration_option, fix=f"{shorten}{rate_fix}")
         total += arrivals * replications
     if total > MAX_ARRIVALS_PER_RUN:
         raise InputError(
