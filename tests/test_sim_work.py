@@ -18,10 +18,12 @@ from planner.sim.work import (
     MAX_ARRIVALS_PER_REPLICATION,
     MAX_ARRIVALS_PER_RUN,
     MAX_BATCH_SLOTS_PER_POOL,
+    MAX_REPLICATIONS,
     MIN_DURATION_S,
     PoolWork,
     check_duration,
     check_evidence,
+    check_replications,
     check_work,
 )
 from planner.sources import named
@@ -119,6 +121,16 @@ def test_the_ceilings_each_hold_on_their_own():
         check_work(pools, duration_s=3600.0, replications=3)  # 60M
     assert caught.value.where == "--duration/--replications"
     assert MAX_ARRIVALS_PER_RUN == 50_000_000
+
+
+def test_replications_are_bounded_both_ways():
+    assert check_replications(MAX_REPLICATIONS) == MAX_REPLICATIONS
+    for bad in (0, MAX_REPLICATIONS + 1):
+        with pytest.raises(InputError) as caught:
+            check_replications(bad)
+        assert caught.value.where == "--replications"
+    with pytest.raises(InputError, match="--replications"):  # even with no demand, a billion tasks is no run
+        check_work([PoolWork("r / m", 10, 0.0)], duration_s=60.0, replications=10**9)
 
 
 def test_a_window_shorter_than_a_minute_is_refused():

@@ -221,10 +221,11 @@ def simulate_plan(
             arrival_trace_s=trace)
         check_config(config)
         configs[key] = (config, laws)
-        tasks += replication_tasks(config, replications, pool_seed(seed, region, model))
     check_work([PoolWork(f"{region} / {model}", sum(s.count * s.max_batch for s in config.replicas),
                          sum(c.rate_rps for c in config.classes)) for (region, model), (config, _) in configs.items()],
                duration_s=duration_s, replications=replications, size_where=source_of(plan, "plan"))
+    for (region, model), (config, _) in configs.items():
+        tasks += replication_tasks(config, replications, pool_seed(seed, region, model))
     metrics = run_tasks(run_replication_task, tasks, engine=engine, workers=workers, progress=progress,
                         scheduler=scheduler)
     frames: list[pd.DataFrame] = []

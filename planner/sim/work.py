@@ -37,6 +37,9 @@ MAX_ARRIVALS_PER_REPLICATION = 5_000_000
 engine time on one core; every worker holds one replication at a time."""
 MAX_ARRIVALS_PER_RUN = 50_000_000
 """Requests over every pool and replication of one run: about ten minutes of engine time on one core."""
+MAX_REPLICATIONS = 1000
+"""Replications of one window: an interval over R replications narrows like 1/sqrt(R), so past a few
+dozen more buy little, and each one is a task of its own for every pool."""
 MAX_BATCH_SLOTS_PER_POOL = 2_000_000
 """Replicas x max_batch of one pool: about 240 MB of batch slots and event heaps (8,000 replicas of
 max_batch 256), far above any serving region's pool of one model."""
@@ -61,8 +64,9 @@ def check_duration(duration_s: float, option: str = "--duration") -> float:
 
 
 def check_replications(replications: int, option: str = "--replications", minimum: int = 1) -> int:
-    if replications < minimum:
-        raise InputError(f"{option} {replications} is below {minimum}", where=option,
+    """Between ``minimum`` and :data:`MAX_REPLICATIONS` replications."""
+    if not minimum <= replications <= MAX_REPLICATIONS:
+        raise InputError(f"{option} {replications} is outside {minimum}..{MAX_REPLICATIONS}", where=option,
                          fix=f"pass {option} {max(minimum, 3)} (independent replications give the confidence "
                              "intervals)")
     return replications
@@ -78,6 +82,7 @@ def check_work(pools: Iterable[PoolWork], *, duration_s: float, replications: in
     ``size_where``/``size_fix`` say where a pool's size comes from and how to shrink it; ``rate_where``
     (default: ``duration_option``)/``rate_fix`` do the same for its arrival rate.
     """
+    check_replications(replications, replications_option)
     total = 0.0
     for pool in pools:
         if pool.slots > MAX_BATCH_SLOTS_PER_POOL:
