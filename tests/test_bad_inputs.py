@@ -86,12 +86,6 @@ CASES = [
         mentions=("log.csv, line 22", "5 field(s) where the header has 3"), earlier=INGEST_OUTPUTS,
     ),
     BadInput(
-        "ingest: a prompt of 1e30 tokens",
-        lambda d: ["ingest", request_log(d, "log.csv", "2023-11-16 18:16:46.6805900,1e30,5"), "--format", "azure",
-                   "--out", "demand.csv", *INGEST_LABELS],
-        mentions=("log.csv, data row 21, column 'ContextTokens'", "above 10,000,000 tokens"), earlier=INGEST_OUTPUTS,
-    ),
-    BadInput(
         "ingest: true/false token counts in Parquet",
         lambda d: (pd.DataFrame({"TIMESTAMP": ["2023-11-16 18:15:46", "2023-11-16 18:15:50"],
                                  "ContextTokens": [True, False], "GeneratedTokens": [44, 109]}).to_parquet(
@@ -174,13 +168,6 @@ CASES = [
         mentions=("forecast.csv", "no rows"), earlier=PLAN_OUTPUTS,
     ),
     BadInput(
-        "place: a capacity of 0 requests per second",
-        lambda d: (d.joinpath("cap.csv").write_text("model,sku,traffic_class,max_rps_per_replica\n"
-                                                     "llama3-8b,H100,interactive,4.5\nllama3-8b,H100,batch,0\n"),
-                   [*place(d, table(d, "forecast.csv", "forecast")), "--capacity", "cap.csv"])[1],
-        mentions=("cap.csv, row 2, column 'max_rps_per_replica'",), earlier=PLAN_OUTPUTS,
-    ),
-    BadInput(
         "place: every GPU quota 0 (infeasible)",
         lambda d: ["place", "--scenario", scenario_4h(d, "quotas = {}", ZERO_QUOTAS), "--forecast",
                    table(d, "forecast.csv", "forecast"), "--out", "plan.csv", "--periods", "how:4"],
@@ -236,7 +223,7 @@ CASES = [
                    "--replications", "1"],
         mentions=("--duration", "saw no request", "no evidence"), earlier=SIM_OUTPUTS,
     ),
-    # calibrate, plan, experiment
+    # calibrate, plan, report, experiment
     BadInput(
         "calibrate: --pool-replicas 100000",
         lambda d: ["calibrate", "--scenario", scenario_4h(d), "--out", "capacity.csv", "--pool-replicas", "100000"],
@@ -247,6 +234,12 @@ CASES = [
         lambda d: ["plan", "--scenario", scenario_4h(d), "--history", table(d, "history.csv", "history"),
                    "--out", "out", "--sim-duration", "0.001s"],
         mentions=("--sim-duration", "minimum of 60 s"),
+    ),
+    BadInput(
+        "report: --replications 0",
+        lambda d: ["report", "--month", "2026-11", "--scenario", scenario_4h(d), "--history",
+                   table(d, "history.csv", "history"), "--reports", "reports", "--replications", "0"],
+        mentions=("--replications",),
     ),
     BadInput(
         "experiment: --scale 0",
