@@ -102,13 +102,15 @@ def test_written_table_reads_back_as_planner_place_reads_it(two_pairs, scenario,
     # the plan uses the calibrated coefficients
     table = validate_capacity(read_table(tmp_path / "capacity.csv"))
     rows = []
-    for origin in ("us-east", "eu-west"):
+    for origin in scenario.origin_names:
         for cls, per_hour in {"interactive": 3600.0, "standard": 7200.0, "batch": 1800.0}.items():
             for ts in pd.date_range("2026-11-02T16:00:00Z", periods=2, freq="h"):
                 rows.append({"region": origin, "model": "llama3-8b", "traffic_class": cls,
                              "ts": ts.strftime("%Y-%m-%dT%H:%M:%SZ"), "mean": per_hour, "q50": per_hour,
                              "q90": per_hour, "q95": per_hour, "q99": per_hour, "model_used": "test"})
-    plan = place_plan(scenario, pd.DataFrame(rows), load_catalog(), profiles, capacity=table, time_limit_s=30,
+    # the forecast covers the two hours and the one model the plan is for
+    two_hours = scenario.model_copy(update={"horizon": "2h", "models": (scenario.model("llama3-8b"),)})
+    plan = place_plan(two_hours, pd.DataFrame(rows), load_catalog(), profiles, capacity=table, time_limit_s=30,
                       baselines=False, periods="hourly")
     assert plan.meta["capacity_source"] == "capacity table"
     assert set(plan.plan["sku"]) <= {"H100", "A100-80GB"}
@@ -229,18 +231,20 @@ def test_a_class_too_large_for_kv_is_a_failure_with_a_reason(scenario, profiles,
 # ----------------------------------------------------------------------------- bad inputs
 @pytest.mark.parametrize(("kwargs", "where"), [
     ({"policy": "lifo"}, "--policy"),
-    ({"models": ["gpt-5"]}, "--model"),
-    ({"skus": ["TPU-v5"]}, "--sku"),
-    ({"models": ["llama2-70b"], "skus": ["L4"]}, "--model/--sku"),
+    ({"models": ["gpt-5"]}, "--models"),
+    ({"skus": ["TPU-v5"]}, "--skus"),
+    ({"models": ["llama2-70b"], "skus": ["L4"]}, "--models/--skus"),
     ({"class_mix": {"interactive": 0.5, "standard": 0.4}}, "--mix"),
     ({"class_mix": {"premium": 1.0}}, "--mix"),
     ({"class_mix": {"interactive": 1.5, "standard": -0.5}}, "--mix, class 'standard'"),
     ({"duration_s": 0.0}, "--duration"),
     ({"duration_s": math.inf}, "--duration"),
     ({"replications": 1}, "--replications"),
-    ({"rel_tol": 0.0}, "--rel-tol"),
-    ({"confidence": 1.0}, "--confidence"),
+    ({"rel_tol": 0.0}, "--tolerance"),
+    ({"confidence": 1.0}, "confidence"),
     ({"pool_replicas": 0}, "--pool-replicas"),
+    ({"pool_replicas": 100_000}, "--pool-replicas"),  # 100,000 x max_batch slots: refused before any probe
+    ({"pool_replicas": 2_000, "models": ["llama3-8b"], "skus": ["H100"]}, "--pool-replicas"),  # its arrivals
     ({"engine": "threads"}, "--engine"),
 ])
 def test_bad_inputs_are_input_errors_naming_where_and_fix(scenario, profiles, tmp_path, kwargs, where):

@@ -16,12 +16,20 @@ PLAN_COLUMNS = ["period", "region", "sku", "model", "tier", "replicas", "gpus", 
 
 
 @pytest.fixture
+def six_hours(repo_root, tmp_path):
+    """The demo scenario over the six hours the forecast covers."""
+    path = tmp_path / "demo_6h.toml"
+    path.write_text((repo_root / "scenarios/demo.toml").read_text().replace('horizon = "14d"', 'horizon = "6h"'))
+    return path
+
+
+@pytest.fixture
 def forecast_file(tmp_path):
     """Six hours of a flat forecast for the demo scenario's origins, models and classes (requests per hour)."""
     rows = []
     hours = pd.date_range("2026-11-02T16:00:00Z", periods=6, freq="h")
     rate = {"interactive": 7200.0, "standard": 3600.0, "batch": 1800.0}
-    for origin in ("us-east", "eu-west"):
+    for origin in ("us-east", "us-west", "eu-west", "ap-northeast"):
         for model in ("llama3-8b", "llama2-70b"):
             for cls, per_hour in rate.items():
                 for i, ts in enumerate(hours):
@@ -35,8 +43,8 @@ def forecast_file(tmp_path):
     return path
 
 
-def test_place_writes_plan_json_and_flows_then_simulate_reads_them(repo_root, forecast_file, tmp_path):
-    scenario = str(repo_root / "scenarios/demo.toml")
+def test_place_writes_plan_json_and_flows_then_simulate_reads_them(six_hours, forecast_file, tmp_path):
+    scenario = str(six_hours)
     plan = tmp_path / "plan.csv"
     result = runner.invoke(cli.app, ["place", "--scenario", scenario, "--forecast", str(forecast_file),
                                      "--out", str(plan), "--time-limit", "60", "--json"])
@@ -57,8 +65,8 @@ def test_place_writes_plan_json_and_flows_then_simulate_reads_them(repo_root, fo
     assert json.loads(sim.stdout)["rows"]
 
 
-def test_quota_too_small_exits_4_and_names_quota(repo_root, forecast_file, tmp_path):
-    text = (repo_root / "scenarios/demo.toml").read_text()
+def test_quota_too_small_exits_4_and_names_quota(six_hours, forecast_file, tmp_path):
+    text = six_hours.read_text()
     assert "quotas = {}" in text
     starved = tmp_path / "starved.toml"
     starved.write_text(text.replace("quotas = {}", "quotas = { L4 = 0, L40S = 0, A100-80GB = 0, H100 = 1, H200 = 0 }", 1))

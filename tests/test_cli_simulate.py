@@ -75,16 +75,22 @@ def test_hand_written_plan_with_forecast_routes_demand_by_residency(repo_root, t
     plan_path = tmp_path / "fleet.csv"
     plan.to_csv(plan_path, index=False)
     rows = []
-    for origin in ("us-east", "eu-west"):
-        for cls, per_hour in (("interactive", 3600.0), ("standard", 1800.0), ("batch", 720.0)):
-            for ts, scale in (("2026-11-02T17:00:00Z", 1.0), ("2026-11-02T18:00:00Z", 2.0)):
-                q = per_hour * scale
-                rows.append({"region": origin, "model": "llama3-8b", "traffic_class": cls, "ts": ts,
-                             "mean": q, "q50": q, "q90": q, "q95": q, "q99": q, "model_used": "test"})
+    # The forecast covers every origin and model of the scenario and both hours of its horizon;
+    # demand only from us-east and eu-west for llama3-8b, the fleet's model.
+    for origin in ("us-east", "us-west", "eu-west", "ap-northeast"):
+        for model in ("llama3-8b", "llama2-70b"):
+            for cls, per_hour in (("interactive", 3600.0), ("standard", 1800.0), ("batch", 720.0)):
+                for ts, scale in (("2026-11-02T17:00:00Z", 1.0), ("2026-11-02T18:00:00Z", 2.0)):
+                    served = origin in ("us-east", "eu-west") and model == "llama3-8b"
+                    q = per_hour * scale if served else 0.0
+                    rows.append({"region": origin, "model": model, "traffic_class": cls, "ts": ts,
+                                 "mean": q, "q50": q, "q90": q, "q95": q, "q99": q, "model_used": "test"})
     forecast = tmp_path / "forecast.csv"
     pd.DataFrame(rows).to_csv(forecast, index=False)
+    scenario = tmp_path / "two_hours.toml"
+    scenario.write_text((repo_root / "scenarios/demo.toml").read_text().replace('horizon = "14d"', 'horizon = "2h"'))
     out = tmp_path / "sim.csv"
-    result = runner.invoke(cli.app, ["simulate", "--scenario", str(repo_root / "scenarios/demo.toml"),
+    result = runner.invoke(cli.app, ["simulate", "--scenario", str(scenario),
                                      "--plan", str(plan_path), "--forecast", str(forecast), "--out", str(out),
                                      "--duration", "5min", "--replications", "2", "--json"])
     assert result.exit_code == 0, result.output

@@ -155,3 +155,22 @@ def test_all_zero_series_is_reported():
 def test_impute_seasonal_falls_back_to_interpolation():
     values = np.array([1.0, np.nan, 3.0])
     np.testing.assert_allclose(impute_seasonal(values), [1.0, 2.0, 3.0])
+
+
+def test_a_large_but_possible_spike_is_kept_and_reported():
+    values = busy_series()
+    median = float(np.median(values[values > 0]))
+    values[100] = 80 * median  # a load test, or a day imported twice over
+    values[101] = 60 * median
+    clean = clean_series("r/m/c", hours_ns(values.size), values)
+    spike = kinds(clean.findings)["spike"]
+    assert spike["hours"] == 2 and spike["runs"] == 1
+    assert spike["max_value"] == pytest.approx(80 * median) and spike["median"] == pytest.approx(median, rel=0.01)
+    assert "kept as demand" in spike["action"]
+    assert clean.values[100] == pytest.approx(80 * median)  # still learned from: the finding only reports it
+
+
+def test_ordinary_peaks_are_not_spikes():
+    values = busy_series()
+    values[100] = 10 * np.median(values[values > 0])
+    assert "spike" not in kinds(clean_series("r/m/c", hours_ns(values.size), values).findings)

@@ -18,6 +18,7 @@ from conftest import samples_dir
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from planner.ceilings import MAX_TOKENS_PER_REQUEST
 from planner.errors import InputError
 from planner.ingest import (
     DEMAND_COLUMNS,
@@ -370,7 +371,7 @@ BAD_CASES = {
     "epoch out of range": (
         lambda p: [str(write_csv(p / "requests.csv", ["ts", "prompt", "output"], [[1_704_067_200_000, 1, 1]]))],
         GENERIC + ",ts_unit=s",
-        ["requests.csv", "data row 1", "outside 1970-2200", "ts_unit"],
+        ["requests.csv", "data row 1", "outside 2000-2200", "ts_unit"],
     ),
     "empty file": (_file("requests.csv", b""), GENERIC, ["requests.csv", "no data rows"]),
     "header only": (_file("requests.csv", b"ts,prompt,output\n"), GENERIC, ["requests.csv", "no data rows"]),
@@ -385,6 +386,33 @@ BAD_CASES = {
         _file("requests.csv", ("ts,prompt,output\n" + "2024-01-01,1,1\n" * 30_000 + "2024-01-01,1,1,9\n").encode()),
         GENERIC,
         ["requests.csv", "30002", "cannot parse"],
+    ),
+    "ragged row near the top": (
+        _file("requests.csv", ("ts,prompt,output\n" + "2024-01-01,1,1\n" * 20 + "2024-01-01,1,1,9,9\n"
+                               + "2024-01-01,1,1\n" * 20).encode()),
+        GENERIC,
+        ["requests.csv, line 22", "5 field(s) where the header has 3", "'2024-01-01,1,1,9,9'"],
+    ),
+    "short row": (
+        _file("requests.csv", ("ts,prompt,output\n" + "2024-01-01,1,1\n" * 5 + "2024-01-01\n").encode()),
+        GENERIC,
+        ["requests.csv, line 7", "1 field(s) where the header has 3"],
+    ),
+    "token count beyond any context": (
+        _bad_csv(["2024-01-01", 20_000_000, 1]),
+        GENERIC,
+        ["requests.csv", "data row 2", "'prompt'", "above 10,000,000 tokens"],
+    ),
+    "relative offsets without a start": (
+        lambda p: [str(write_csv(p / "requests.csv", ["ts", "prompt", "output"], [[0, 1, 1], [1500, 1, 1]]))],
+        GENERIC + ",ts_unit=ms",
+        ["requests.csv", "data row 1", "1970-01-01", "offset from the trace start", "--start"],
+    ),
+    "true/false token counts": (
+        lambda p: (pd.DataFrame({"ts": ["2024-01-01 00:00:01"], "prompt": [True], "output": [3]}).to_parquet(
+            p / "requests.parquet"), [str(p / "requests.parquet")])[1],
+        GENERIC,
+        ["requests.parquet", "'prompt'", "true/false"],
     ),
     "broken json": (
         _file("requests.jsonl", b'{"ts": "2024-01-01", "prompt": 1, "output": 1}\n{"ts": \n'),
@@ -493,7 +521,9 @@ def test_floor_log2_is_exact_near_powers_of_two() -> None:
 def test_quantiles_equal_duckdb_quantile_cont_on_wide_values(tmp_path: Path) -> None:
     rng = np.random.default_rng(7)
     n = 4000
-    prompt = np.concatenate([rng.integers(0, 70, n // 4), rng.lognormal(9, 3, n - n // 4).astype(np.int64) % 2**45])
+    # seven decades of values, up to the ceiling of 10M tokens per request
+    wide = np.minimum(rng.lognormal(9, 3, n - n // 4).astype(np.int64) % 2**45, MAX_TOKENS_PER_REQUEST)
+    prompt = np.concatenate([rng.integers(0, 70, n // 4), wide])
     rng.shuffle(prompt)
     seconds = rng.integers(0, 6 * 3600, n)
     ts = [(datetime(2024, 6, 1, tzinfo=UTC) + timedelta(seconds=int(s))).isoformat() for s in seconds]

@@ -20,6 +20,8 @@ from planner.placement.capacity import (
 )
 from planner.placement.periods import demand_from_forecast, parse_periods, quantile_column
 from planner.profiles import load_profiles
+from planner.scenario import parse_scenario
+from planner.sources import named
 
 PROFILE = {"a_ms": 20.0, "b_ms_per_kv_token": 0.001, "c_ms_per_prefill_token": 0.1, "kv_capacity_tokens": 100_000,
            "max_batch": 64}
@@ -65,6 +67,8 @@ def test_token_lengths_from_a_history():
      "positive number"),
     (pd.DataFrame({"model": ["m", "m"], "sku": ["H100"] * 2, "traffic_class": ["k"] * 2,
                    "max_rps_per_replica": [1.0, 2.0]}), "two rows"),
+    (pd.DataFrame({"model": ["m"], "sku": ["H100"], "traffic_class": ["k"], "max_rps_per_replica": [True]}),
+     "true/false"),
 ])
 def test_capacity_table_errors_name_the_problem(frame, needle):
     with pytest.raises(InputError, match=needle):
@@ -143,3 +147,59 @@ def test_missing_series_are_zero_and_reported():
     demand = demand_from_forecast(case.forecast, case.scenario, 0.95, parse_periods("hourly"))
     assert demand.series_without_forecast == ("us-east/llama3-8b/batch",)
     assert np.all(demand.rps[0, 0, 1] == 0) and not math.isnan(demand.rps.sum())
+
+
+# --------------------------------------------------------------------------- the forecast contract
+def scenario_dict_of(scenario) -> dict:
+    return scenario.model_dump(mode="json", exclude_none=True)
+
+
+def _contract_error(frame: pd.DataFrame, scenario) -> InputError:
+    with pytest.raises(InputError) as caught:
+        demand_from_forecast(named(frame, "fc.csv"), scenario, 0.95, parse_periods("hourly"))
+    return caught.value
+
+
+def test_a_forecast_shorter_than_the_horizon_is_refused_not_planned_for_fewer_hours():
+    case = two_region_case()  # 3 hours, and a 3-hour horizon
+    error = _contract_error(case.forecast[case.forecast["ts"] == case.forecast["ts"].min()], case.scenario)
+    assert error.where == "fc.csv, column 'ts'" and "covers 1 of the 3 hours" in error.message
+    assert "--horizon 3h" in error.fix
+
+
+def test_a_forecast_with_a_missing_hour_is_refused():
+    case = two_region_case({("us-east", "llama3-8b", "interactive"): [1.0] * 5})
+    hours = sorted(case.forecast["ts"].unique())
+    error = _contract_error(case.forecast[case.forecast["ts"] != hours[2]], case.scenario)
+    assert f"first hour missing is {hours[2]}" in error.message
+
+
+def test_a_scenario_origin_without_forecast_rows_is_refused():
+    case = two_region_case()
+    scenario = parse_scenario({**scenario_dict_of(case.scenario), "regions": {
+        **scenario_dict_of(case.scenario)["regions"],
+        "origins": [{"name": "us-east", "zone": "us", "residency": ["us", "eu"]},
+                    {"name": "us-west", "zone": "us", "residency": ["us"]}],
+        "latency_ms": {"us-east": {"aws:us-east-1": 10.0, "gcp:europe-west4": 90.0},
+                       "us-west": {"aws:us-east-1": 40.0, "gcp:europe-west4": 140.0}}}})
+    error = _contract_error(case.forecast, scenario)
+    assert "origin(s) us-west" in error.message and error.where == "fc.csv, column 'region'"
+
+
+@pytest.mark.parametrize(("mutate", "where", "needle"), [
+    (lambda f: f.assign(q50=f["q99"] * 2), "row 1 (the header is row 0), columns 'q50' and 'q90'", "above q90"),
+    (lambda f: f.assign(q95=[1e30] + list(f["q95"].iloc[1:])), "row 1 (the header is row 0), column 'q95'",
+     "ceiling"),
+    (lambda f: f.assign(mean=[np.nan] * len(f)), "row 1 (the header is row 0), column 'mean'", "number >= 0"),
+    (lambda f: f.assign(q99=f["q99"] > 0), "column 'q99'", "true/false"),
+    (lambda f: f.assign(region=[None] + list(f["region"].iloc[1:])), "row 1 (the header is row 0), column 'region'",
+     "empty region"),
+    (lambda f: f.assign(ts=pd.to_datetime(f["ts"]).astype("int64") // 10**9), "row 1 (the header is row 0), "
+     "column 'ts'", "numbers"),
+    (lambda f: f.assign(traffic_class="vip"), "row 1 (the header is row 0), column 'traffic_class'",
+     "does not declare"),
+])
+def test_each_broken_cell_names_the_file_row_and_column(mutate, where, needle):
+    case = two_region_case()
+    error = _contract_error(mutate(case.forecast.copy()), case.scenario)
+    assert error.where == f"fc.csv, {where}" and needle in error.message, (error.where, error.message)

@@ -46,7 +46,7 @@ def _single_region_case(region_offers, *, origin_residency=("us",), interactive_
         regions.append(far)
     scenario = parse_scenario(scenario_dict(
         regions, {"us-east": ("us", list(origin_residency))}, {"llama3-8b": list(skus)},
-        {"interactive": {"latency_budget_ms": interactive_budget}}, capacity=rules or {}))
+        {"interactive": {"latency_budget_ms": interactive_budget}}, capacity=rules or {}, horizon="2h"))
     caps = capacity([("llama3-8b", s, "interactive", 4.0) for s in ("H100", "L4")])
     return Case(scenario, forecast({("us-east", "llama3-8b", "interactive"): [demand, demand]}), catalog(regions),
                 profiles([("llama3-8b", "H100", 1), ("llama3-8b", "L4", 1)]), caps)

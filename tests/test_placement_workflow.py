@@ -22,10 +22,10 @@ PLAN_COLUMNS = ["period", "region", "sku", "model", "tier", "replicas", "gpus", 
 
 
 def _demo_forecast(hours: int) -> pd.DataFrame:
-    """The last ``hours`` hours of the demo history, as a forecast (every quantile = the count)."""
+    """The last ``hours`` hours of the demo history, every origin, as a forecast (every quantile = the count)."""
     history = pd.read_parquet(data_dir() / "history" / "demo_history.parquet")
     last = sorted(history["ts"].unique())[-hours:]
-    rows = history[history["ts"].isin(last) & history["region"].isin(["us-east", "eu-west"])]
+    rows = history[history["ts"].isin(last)]
     frame = rows[["region", "model", "traffic_class", "ts"]].copy()
     for column in ("mean", "q50", "q90", "q95", "q99"):
         frame[column] = rows["requests"].astype(float)
@@ -35,7 +35,7 @@ def _demo_forecast(hours: int) -> pd.DataFrame:
 
 @pytest.fixture(scope="module")
 def demo_result():
-    scenario = load_scenario("scenarios/demo.toml")
+    scenario = load_scenario("scenarios/demo.toml").model_copy(update={"horizon": "4h"})
     return place_plan(scenario, _demo_forecast(4), load_catalog(), load_profiles(), time_limit_s=60, gap=0.01,
                       periods="hourly", input_hashes={"forecast": "abc"})
 
@@ -114,7 +114,8 @@ def _shared_quota_case() -> Case:
                       {("L4", "reserved"): 0.5, ("L4", "on_demand"): 1.0, ("H100", "on_demand"): 5.0}, quota=6)]
     scenario = parse_scenario(scenario_dict(
         regions, {"us-east": ("us", ["us"])}, {"small": ["L4", "H100"], "large": ["L4", "H100"]},
-        {"interactive": {"latency_budget_ms": 50.0}}, capacity={"utilisation_cap": 0.5, "redundancy": 1}))
+        {"interactive": {"latency_budget_ms": 50.0}}, capacity={"utilisation_cap": 0.5, "redundancy": 1},
+        horizon="2h"))
     demand = {("us-east", "small", "interactive"): [4.0, 3.0], ("us-east", "large", "interactive"): [4.0, 4.0]}
     caps = capacity([(m, s, "interactive", 2.0 if s == "L4" else 16.0) for m in ("small", "large")
                      for s in ("L4", "H100")])

@@ -174,3 +174,18 @@ def test_same_inputs_give_equal_models():
         pd.testing.assert_frame_equal(a.frame, b.frame)
     assert [s.paragraphs for s in first.sections] == [s.paragraphs for s in second.sections]
     assert first.as_of == AS_OF
+
+
+def test_a_demand_spike_in_the_history_is_a_medium_risk():
+    inputs = small_inputs()
+    spike = {"kind": "spike", "series": "eu-west/llama3-8b/batch", "hours": 2, "runs": 1,
+             "ranges": [["2026-10-20T03:00:00Z", "2026-10-20T04:00:00Z"]], "max_value": 4800.0, "median": 60.0,
+             "action": "kept as demand"}
+    series = [dict(entry, data_quality=[spike]) if entry.get("series") == "eu-west/llama3-8b/batch" else entry
+              for entry in inputs.forecast_meta["series"]]
+    model = build_report(dataclasses.replace(inputs, forecast_meta={**inputs.forecast_meta, "series": series}))
+    table = model.section("risks").table("risks").frame
+    row = table[table["kind"] == "demand spike"].iloc[0]
+    assert row["severity"] == "medium" and row["where"] == "eu-west/llama3-8b/batch"
+    assert "up to 4800 (median 60)" in row["detail"] and "2026-10-20T03:00:00Z" in row["detail"]
+    assert "demand spike" not in set(build_report(inputs).section("risks").table("risks").frame["kind"])

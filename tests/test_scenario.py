@@ -237,6 +237,7 @@ BAD_CASES = [
         "cloud",
     ),
     ("bad horizon", lambda d: d.update(horizon="two weeks"), "horizon", "not a horizon"),
+    ("horizon past a year", lambda d: d.update(horizon="100000w"), "horizon", "one year"),
     ("bad quantile", lambda d: d["capacity"].update(forecast_quantile=0.8), "capacity.forecast_quantile", "0.8"),
     ("duplicate tier", lambda d: d["capacity"].update(tiers=["spot", "spot"]), "capacity.tiers[1]", "twice"),
     ("empty list", lambda d: d.update(models=[]), "models", "at least 1"),
@@ -256,6 +257,23 @@ def test_each_mistake_names_file_and_field(demo_raw, label, mutate, field, probl
     assert matching, f"{label}: expected an error at {field}, got {fields(errors)}"
     assert any(problem in e["problem"] for e in matching), matching
     assert f"bad.toml: {field}: " in str(ScenarioError("bad.toml", errors))
+
+
+@pytest.mark.parametrize("mutate", [
+    lambda d: d["regions"]["origins"][2].update(residency=["xx"]),
+    lambda d: d.update(classes=[{**d["classes"][0], "share": 1.0, "weight": "heavy"}]),
+    lambda d: d["regions"].update(origins=[{**d["regions"]["origins"][0], "zone": "mars"}]),
+], ids=["only entry of a zone list", "only class", "only origin"])
+def test_one_bad_entry_is_reported_alone_not_as_an_empty_list(demo_raw, mutate):
+    errors = errors_for(demo_raw, mutate)
+    assert not [e for e in errors if "at least" in e["problem"]], errors
+    assert len(errors) == 1, errors
+
+
+def test_the_longest_horizon_is_a_year(demo_raw):
+    assert parse_scenario({**demo_raw, "horizon": "366d"}).horizon_hours == 8784
+    errors = errors_for(demo_raw, lambda d: d.update(horizon="8785h"))
+    assert fields(errors) == ["horizon"] and "8,785 hours" in errors[0]["problem"]
 
 
 def test_every_error_is_reported_at_once(demo_raw):

@@ -106,9 +106,10 @@ def check_settings(*, duration_s: float, replications: int, seed: int, rel_tol: 
     if not isinstance(seed, int) or seed < 0:
         raise InputError(f"seed must be a whole number >= 0, got {seed!r}", where="--seed", fix="e.g. --seed 1")
     if not 0 < rel_tol < 0.5:
-        raise InputError(f"rel_tol must be in (0, 0.5), got {rel_tol!r}", where="--rel-tol", fix="e.g. 0.02 (2 %)")
+        raise InputError(f"the tolerance must be in (0, 0.5), got {rel_tol!r}", where="--tolerance",
+                         fix="e.g. --tolerance 0.02 (the bisection stops within 2 %)")
     if not 0 < confidence < 1:
-        raise InputError(f"confidence must be in (0, 1), got {confidence!r}", where="--confidence", fix="e.g. 0.95")
+        raise InputError(f"confidence must be in (0, 1), got {confidence!r}", where="confidence", fix="e.g. 0.95")
     if not isinstance(pool_replicas, int) or pool_replicas < 1:
         raise InputError(f"pool_replicas must be a whole number >= 1, got {pool_replicas!r}",
                          where="--pool-replicas", fix="e.g. 1 (one replica carries the whole rate)")
@@ -146,12 +147,13 @@ def select_pairs(scenario: Scenario, profiles: pd.DataFrame, models: list[str] |
     chosen_models = list(scenario.model_names) if models is None else list(dict.fromkeys(models))
     unknown = [m for m in chosen_models if m not in scenario.model_names]
     if unknown:
-        raise InputError(f"model(s) {', '.join(unknown)} not in the scenario", where="--model",
+        raise InputError(f"model(s) {', '.join(unknown)} not in the scenario", where="--models",
                          fix=f"use the scenario's models: {', '.join(scenario.model_names)}")
     if skus is not None:
         bad = [s for s in skus if s not in SKU_NAMES]
         if bad:
-            raise InputError(f"unknown SKU(s) {', '.join(bad)}", where="--sku", fix=f"use one of {', '.join(SKU_NAMES)}")
+            raise InputError(f"unknown SKU(s) {', '.join(bad)}", where="--skus",
+                             fix=f"use one of {', '.join(SKU_NAMES)}")
     profiled = set(zip(profiles["model"].astype(str), profiles["sku"].astype(str), strict=True))
     pairs, skipped = [], []
     for model in chosen_models:
@@ -164,7 +166,8 @@ def select_pairs(scenario: Scenario, profiles: pd.DataFrame, models: list[str] |
                 skipped.append({"model": model, "sku": sku, "reason": "allowed by the scenario but not profiled"})
     if not pairs:
         raise InputError("no (model, SKU) pair to calibrate: none is both allowed by the scenario and profiled",
-                         where="--model/--sku", fix="choose models and SKUs the scenario allows and the profile table has")
+                         where="--models/--skus",
+                         fix="choose models and SKUs the scenario allows and the profile table has")
     return pairs, skipped
 
 

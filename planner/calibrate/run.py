@@ -31,6 +31,7 @@ from planner.calibrate.cache import (
     write_entry,
 )
 from planner.calibrate.inputs import (
+    PairTask,
     Settings,
     build_tasks,
     check_settings,
@@ -38,7 +39,7 @@ from planner.calibrate.inputs import (
     select_pairs,
 )
 from planner.calibrate.pair import calibrate_pair
-from planner.calibrate.probe import pair_seed
+from planner.calibrate.probe import pair_seed, run_length_s
 from planner.calibrate.search import FLOOR_FRACTION, GROWTH, MAX_GROWTHS
 from planner.calibrate.table import CalibrationResult, build_table, pair_meta, pair_rows
 from planner.engine import resolve_engine, run_tasks
@@ -46,6 +47,7 @@ from planner.errors import InputError
 from planner.scenario import Scenario
 from planner.sim.policies import get_policy
 from planner.sim.simulate import WARMUP_FRACTION
+from planner.sim.work import PoolWork, check_work
 
 DEFAULT_DURATION_S = 3600.0
 DEFAULT_REPLICATIONS = 8
@@ -99,6 +101,7 @@ def calibrate(
         trail_c=params.trail_c, kv_fraction=admission.kv_fraction,
         output_quantile_reserve=admission.output_quantile_reserve)
     tasks = build_tasks(scenario, profiles, pairs, shares, settings, histogram)
+    check_pair_work(tasks)
     tasks = [replace(t, key=cache_key(t)) for t in tasks]
 
     directory = Path(cache_dir) if cache_dir is not None else default_cache_dir()
@@ -136,6 +139,23 @@ def calibrate(
     meta = _meta(scenario, settings, shares, class_mix is not None, histogram is not None, pair_notes, skipped,
                  failures, use_cache, cache_notes, len(misses), n_cached)
     return CalibrationResult(build_table(rows), meta, failures, len(misses), n_cached)
+
+
+def check_pair_work(tasks: list[PairTask]) -> None:
+    """Refuse a calibration whose pool is too big to simulate (:mod:`planner.sim.work`), before any probe.
+
+    The estimate is one probe at the pair's analytic ceiling: N replicas x the mix's ceiling in
+    req/s x the run length D at that rate, per replication; the search probes a handful of rates
+    around it, each at the same order of work.
+    """
+    for task in tasks:
+        ceiling = task.mix_ceiling_rps()
+        pool = PoolWork(f"{task.model} on {task.sku}", task.replica.count * task.replica.max_batch,
+                        ceiling * task.replica.count)
+        duration = run_length_s(task, ceiling) if ceiling > 0 else task.settings.duration_s
+        check_work([pool], duration_s=duration, replications=task.settings.replications,
+                   size_where="--pool-replicas", size_fix="lower --pool-replicas", rate_where="--pool-replicas",
+                   rate_fix="lower --pool-replicas (the pool's rate grows with its replicas)")
 
 
 def _meta(scenario: Scenario, s: Settings, shares: Mapping[str, float], explicit_mix: bool, histogram: bool,

@@ -9,6 +9,7 @@ import typer
 
 from planner.cli.app import EngineOption, JsonFlag, SchedulerOption, WorkersOption, app, guarded, use_engine
 from planner.console import print_table, progress_bar, stderr
+from planner.sources import named
 from planner.storage import file_sha256
 
 
@@ -37,7 +38,6 @@ def forecast(
     as_json: JsonFlag = False,
 ) -> None:
     """Forecast demand per (region, model, class) with quantiles, backtested against seasonal naive."""
-    from planner.forecast.plots import write_plots
     from planner.forecast.run import forecast_history, parse_horizon, parse_quantiles
     from planner.storage import (
         check_table_suffix,
@@ -51,7 +51,7 @@ def forecast(
     meta_path = metadata_out or out.with_name(out.name.removesuffix(out.suffix) + ".meta.json")
     horizon_hours = parse_horizon(horizon)
     levels = parse_quantiles(quantiles)
-    frame = read_table(history)
+    frame = named(read_table(history), history)
     with progress_bar("Fitting series", console=stderr) as advance:
         result = forecast_history(
             frame, horizon_hours=horizon_hours, quantiles=levels, measure=measure, backtest=True,
@@ -60,6 +60,8 @@ def forecast(
     result.metadata["inputs"] = {"history": str(history), "history_sha256": file_sha256(history)}
     written = [write_table_atomic(out, result.forecast), write_json_atomic(meta_path, result.metadata)]
     if plots is not None:
+        from planner.forecast.plots import write_plots  # matplotlib: imported only when plots are asked for
+
         written += write_plots(frame, result, plots)
     overall = result.metadata.get("backtest_overall") or {}
     if as_json:

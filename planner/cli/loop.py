@@ -27,12 +27,13 @@ from planner.cli import placement_options as limits
 from planner.cli.placement_options import GapOption, NodeLimitOption, PeriodsOption, SolverOption, TimeLimitOption
 from planner.console import print_table, progress_bar, stderr
 from planner.errors import ExitCode, InputError
+from planner.sources import named
 
 # Options of the whole loop, shared by `planner plan` and `planner report`.
 HistoryOption = Annotated[Path, typer.Option(help="Demand history from `planner ingest` (.csv or .parquet).")]
 MaxRoundsOption = Annotated[int, typer.Option(help="Rounds of place -> simulate -> correct before giving up.")]
 SimDurationOption = Annotated[str, typer.Option(help="Simulated time per window and replication.")]
-SimReplicationsOption = Annotated[int, typer.Option(min=1, help="Simulation replications per window.")]
+SimReplicationsOption = Annotated[int, typer.Option(help="Simulation replications per window (>= 1).")]
 CacheDirOption = Annotated[Path | None, typer.Option(help="Calibration cache folder.")]
 
 
@@ -59,9 +60,9 @@ def calibrate(
     skus: Annotated[str | None, typer.Option(help="Only these SKUs, comma-separated.")] = None,
     histogram: HistogramOption = None,
     duration: Annotated[str, typer.Option(help="Simulated time per replication and probed rate.")] = "1h",
-    replications: Annotated[int, typer.Option(min=2, help="Replications per probed rate (for the interval).")] = 8,
+    replications: Annotated[int, typer.Option(help="Replications per probed rate (>= 2, for the interval).")] = 8,
     tolerance: Annotated[float, typer.Option(help="Relative width at which the bisection stops.")] = 0.02,
-    pool_replicas: Annotated[int, typer.Option(min=1, help="Replicas in the simulated pool.")] = 1,
+    pool_replicas: Annotated[int, typer.Option(help="Replicas in the simulated pool (>= 1).")] = 1,
     seed: SeedOption = None,
     cache: Annotated[bool, typer.Option("--cache/--no-cache", help="Reuse results for unchanged inputs.")] = True,
     cache_dir: Annotated[
@@ -109,12 +110,15 @@ def loop_settings(*, max_rounds: int, periods: str, solver: str, node_limit: int
                   quantile: float | None, sim_duration: str, replications: int, seed: int | None, engine: str,
                   workers: int | None, cache_dir: Path | None) -> Any:
     from planner.loop import LoopSettings
+    from planner.sim.work import check_duration, check_replications
 
     if max_rounds < 1:
         raise InputError("--max-rounds must be at least 1", where="--max-rounds", fix="pass e.g. --max-rounds 4")
+    check_replications(replications)
     return LoopSettings(max_rounds=max_rounds, periods=periods, solver=solver, node_limit=node_limit,
-                        time_limit_s=time_limit, gap=gap,
-                        quantile=quantile, sim_duration_s=parse_duration_s(sim_duration, "--sim-duration"),
+                        time_limit_s=time_limit, gap=gap, quantile=quantile,
+                        sim_duration_s=check_duration(parse_duration_s(sim_duration, "--sim-duration"),
+                                                      "--sim-duration"),
                         sim_replications=replications, seed=seed, engine=engine, workers=workers,
                         cache_dir=cache_dir)
 
@@ -214,7 +218,7 @@ def plan(
     table = validate_capacity(read_table(capacity), where=capacity) if capacity else None
     hashes = {"scenario": file_sha256(scenario), "history": file_sha256(history)}
     with narrated("Reading the history...") as say:
-        result = run_pipeline(loaded, read_table(history), load_catalog(), load_profiles(), settings,
+        result = run_pipeline(loaded, named(read_table(history), history), load_catalog(), load_profiles(), settings,
                               as_of=parse_as_of(as_of), compare=policies, capacity=table,
                               histogram=read_table(histogram) if histogram else None, input_hashes=hashes,
                               notify=say)

@@ -11,6 +11,7 @@ from planner.cli import placement_options as limits
 from planner.cli.app import JsonFlag, app, guarded, print_outputs, session
 from planner.cli.placement_options import GapOption, NodeLimitOption, PeriodsOption, SolverOption, TimeLimitOption
 from planner.console import stderr
+from planner.sources import named
 from planner.storage import file_sha256
 
 
@@ -55,7 +56,7 @@ def place(
         hashes["capacity"] = file_sha256(capacity)
     with stderr.status(f"Solving the placement program with {solver}..."):
         result = place_plan(
-            loaded, read_table(forecast), load_catalog(), load_profiles(),
+            loaded, named(read_table(forecast), forecast), load_catalog(), load_profiles(),
             capacity=capacity_table, solver=solver, node_limit=node_limit, time_limit_s=time_limit, gap=gap,
             quantile=quantile, periods=periods, debug_dir=debug, input_hashes=hashes,
         )

@@ -38,6 +38,7 @@ from planner.cli.loop import (
 from planner.cli.placement_options import GapOption, NodeLimitOption, PeriodsOption, SolverOption, TimeLimitOption
 from planner.console import print_table, stderr
 from planner.errors import InputError
+from planner.sources import named
 
 DEFAULT_POLICIES = "fcfs,cmu,wspt,drr-wspt"
 
@@ -99,7 +100,7 @@ def report(
     previous = last_month(RunHistory(session.history_file), month)
     hashes = {"scenario": file_sha256(scenario), "history": file_sha256(history)}
     with narrated(f"Capacity report {month}: reading the history...") as say:
-        result = run_pipeline(loaded, read_table(history), catalog, load_profiles(), settings,
+        result = run_pipeline(loaded, named(read_table(history), history), catalog, load_profiles(), settings,
                               as_of=stamp, compare=policies, histogram=read_table(histogram) if histogram else None,
                               input_hashes=hashes, notify=say)
         say("writing the report")

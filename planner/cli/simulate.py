@@ -22,17 +22,20 @@ from planner.cli.app import (
 )
 from planner.console import print_table, progress_bar, stderr
 from planner.errors import InputError
+from planner.sources import named
 
 
 # --------------------------------------------------------------------------- simulate
 def _forecast_window(scenario: Any, plan: Any, forecast: Any, window: str) -> tuple[str, Any]:
     """(plan period, serving demand) from a forecast hour, for plans without flows."""
+    from planner.placement.forecast_check import check_forecast_contract
     from planner.sim.forecast_demand import (
         forecast_hour,
         quantile_column,
         route_forecast,
     )
 
+    check_forecast_contract(forecast, scenario, hours=scenario.horizon_hours)
     column = quantile_column(scenario, forecast)
     hour = forecast_hour(forecast, column, window, scenario)
     periods = list(dict.fromkeys(plan["period"].astype(str))) if "period" in plan.columns else []
@@ -60,7 +63,7 @@ def simulate(
         str, typer.Option(help="'peak' (the period with the most demand) or an ISO time inside a plan period.")
     ] = "peak",
     duration: Annotated[str, typer.Option(help="Simulated time per replication, e.g. 30min, 1h.")] = "1h",
-    replications: Annotated[int, typer.Option(min=1, help="Independent replications for confidence intervals.")] = 3,
+    replications: Annotated[int, typer.Option(help="Independent replications for confidence intervals.")] = 3,
     seed: SeedOption = None,
     flows: Annotated[
         Path | None, typer.Option(help="Routed demand per period (default: <plan>.flows.csv beside the plan).")
@@ -79,20 +82,24 @@ def simulate(
     from planner.catalog import load_catalog
     from planner.profiles import load_profiles
     from planner.scenario import load_scenario
+    from planner.sim.plan_input import validated_plan
     from planner.sim.simulate import (
+        PLAN_COLUMNS,
         select_window,
         simulate_plan,
         write_simulation_outputs,
     )
+    from planner.sim.work import check_duration, check_evidence, check_replications
     from planner.storage import check_table_suffix, read_table
 
     check_table_suffix(out)
     use_engine(engine, scheduler, workers)
-    duration_s = parse_duration_s(duration)
+    duration_s = check_duration(parse_duration_s(duration))
+    check_replications(replications)
     loaded = load_scenario(scenario)
-    plan_frame = read_table(plan)
+    plan_frame = validated_plan(named(read_table(plan), plan), PLAN_COLUMNS)
     if forecast is not None:
-        period, demand = _forecast_window(loaded, plan_frame, read_table(forecast), window)
+        period, demand = _forecast_window(loaded, plan_frame, named(read_table(forecast), forecast), window)
     else:
         flows_path = flows or plan.with_name(plan.name.removesuffix(plan.suffix) + ".flows.csv")
         if not flows_path.exists():
@@ -102,7 +109,7 @@ def simulate(
                 fix="pass --flows FILE or --forecast FILE, or use a plan from `planner place` (it writes "
                 "<plan>.flows.csv)",
             )
-        period, demand = select_window(plan_frame, read_table(flows_path), window)
+        period, demand = select_window(plan_frame, named(read_table(flows_path), flows_path), window)
     with progress_bar(f"Simulating period {period}: pools x {replications} replication(s) of {duration}",
                       console=stderr) as advance:
         result = simulate_plan(
@@ -111,6 +118,7 @@ def simulate(
             histogram=read_table(histogram) if histogram else None, period=period,
             engine=engine, workers=workers, progress=advance,
         )
+    check_evidence(result.per_class, duration_s=duration_s, warmup_s=float(result.meta["warmup_s"]))
     written = write_simulation_outputs(result, out)
     print_outputs(
         result.summary_rows(),

@@ -35,6 +35,11 @@ Rules, in the order they are applied to one (region, model, traffic_class) serie
    are masked exactly like missing hours and reported. A zero run that reaches the
    end of the series is *not* masked (the series may really have stopped) but is
    reported, since it decides the forecast.
+7. **Spikes.** An hour above ``SPIKE_FACTOR`` (50) times the median of the series' positive
+   hours is possible (a launch, a retry storm, a load test) but worth a look before it is
+   planned for: it is kept as demand and reported, with the largest value and the median.
+   (A value no fleet could serve, above the ceilings of :mod:`planner.ceilings`, never gets
+   here: the history check refuses it.)
 """
 
 from __future__ import annotations
@@ -51,6 +56,10 @@ HOUR_NS = 3_600_000_000_000
 BUSY_MIN_LEVEL = 20.0
 OUTAGE_FRACTION = 0.02
 MAX_RANGES_REPORTED = 20
+SPIKE_FACTOR = 50.0
+"""An hour above this many times the series' median positive hour is reported as a spike. The demo
+history's largest hour is 7.2 times its series' median; real daily and weekly peaks stay within
+about 10 times, so 50 leaves room for seasonality and still catches a mis-scaled or duplicated load."""
 
 
 @dataclass
@@ -163,6 +172,15 @@ def detect_outages(values: np.ndarray, *, busy_min_level: float = BUSY_MIN_LEVEL
     return low, trailing
 
 
+def spike_hours(values: np.ndarray, factor: float = SPIKE_FACTOR) -> np.ndarray:
+    """Hours above ``factor`` times the median of the positive observed hours (none if there are none)."""
+    positive = values[np.isfinite(values) & (values > 0)]
+    if positive.size == 0:
+        return np.zeros(values.size, dtype=bool)
+    with np.errstate(invalid="ignore"):
+        return np.nan_to_num(values, nan=0.0) > factor * float(np.median(positive))
+
+
 def regularise(key: str, ts_ns: np.ndarray,
                values: np.ndarray) -> tuple[pd.Timestamp, np.ndarray, list[dict[str, Any]]]:
     """Put one series on a contiguous hourly grid (NaN for absent hours).
@@ -234,6 +252,13 @@ def clean_series(key: str, ts_ns: np.ndarray, values: np.ndarray) -> CleanSeries
         findings.append(_finding("trailing_zero_run", key, start=start, runs=_runs(trailing),
                                  action="kept as demand: the series may have stopped; check the source"))
     values = np.where(outage, np.nan, grid)
+    spike = spike_hours(values)
+    if spike.any():
+        positive = values[np.isfinite(values) & (values > 0)]
+        findings.append(_finding("spike", key, start=start, runs=_runs(spike),
+                                 action=f"kept as demand: hours above {SPIKE_FACTOR:g} x the series' median hour; "
+                                        "check the source before planning for them",
+                                 max_value=float(np.nanmax(values[spike])), median=float(np.median(positive))))
     observed = ~np.isnan(values)
     filled = impute_seasonal(values)
     return CleanSeries(start, values, filled, observed, findings)

@@ -33,11 +33,12 @@ from planner.engine import run_tasks
 from planner.errors import InputError
 from planner.forecast import backtest as bt
 from planner.forecast.fallback import forecast_series
+from planner.forecast.history_input import DEFAULT_SOURCE, KEY_COLUMNS, validated_history
 from planner.forecast.model import ModelSpec
 from planner.forecast.quality import HOUR_NS, CleanSeries, clean_series, format_ts
+from planner.sources import source_of
 
 MEASURES = ("requests", "prompt_tokens_sum", "output_tokens_sum")
-KEY_COLUMNS = ("region", "model", "traffic_class")
 MAX_HORIZON_HOURS = 92 * 24
 VALUE_DECIMALS = 3
 
@@ -123,51 +124,6 @@ class ForecastResult:
         return [dict(row) for row in self.series_rows]
 
 
-def _validate(history: pd.DataFrame, measure: str) -> pd.DataFrame:
-    if measure not in MEASURES:
-        raise InputError(f"unknown measure '{measure}'", where="--measure", fix=f"use one of {', '.join(MEASURES)}")
-    missing = [c for c in ("ts", *KEY_COLUMNS, measure) if c not in history.columns]
-    if missing:
-        raise InputError(f"demand history lacks column(s) {', '.join(missing)}", where="history columns",
-                         fix="produce the history with `planner ingest`, which writes ts, region, model, "
-                             "traffic_class, requests, prompt_tokens_sum, output_tokens_sum")
-    if history.empty:
-        raise InputError("demand history has no rows", where="history", fix="check the file is the right one")
-    frame = history[["ts", *KEY_COLUMNS, measure]].copy()
-    for col in KEY_COLUMNS:
-        bad = frame[col].isna()
-        if bad.any():
-            raise InputError(f"empty {col} in row {int(np.flatnonzero(bad.to_numpy())[0])}",
-                             where=f"history row {int(np.flatnonzero(bad.to_numpy())[0])}, column {col}",
-                             fix=f"every row needs a {col}")
-        # Categorical keys: sorting and grouping millions of rows move small integer codes,
-        # not strings (categories sort lexicographically, so the series order is unchanged).
-        frame[col] = frame[col].astype(str).astype("category")
-    ts = frame["ts"]
-    if pd.api.types.is_datetime64_any_dtype(ts):
-        parsed = ts.dt.tz_localize("UTC") if ts.dt.tz is None else ts.dt.tz_convert("UTC")
-    else:
-        # An hourly history repeats each timestamp once per series: parse each distinct text once.
-        codes, distinct = pd.factorize(ts.astype(str))
-        stamps = pd.to_datetime(pd.Series(distinct), utc=True, format="ISO8601", errors="coerce")
-        parsed = pd.Series(stamps.array[codes], index=ts.index)
-    bad = parsed.isna().to_numpy()
-    if bad.any():
-        row = int(np.flatnonzero(bad)[0])
-        raise InputError(f"cannot parse timestamp '{ts.iloc[row]}'", where=f"history row {row}, column ts",
-                         fix="write ts as ISO-8601 UTC, e.g. 2025-10-01T00:00:00Z")
-    frame["ts_ns"] = parsed.dt.as_unit("ns").astype("int64").to_numpy()
-    values = pd.to_numeric(frame[measure], errors="coerce")
-    bad = (frame[measure].notna() & values.isna()) | (values < 0) | np.isinf(values)
-    if bad.any():
-        row = int(np.flatnonzero(bad.to_numpy())[0])
-        raise InputError(f"{measure} value '{frame[measure].iloc[row]}' is not a non-negative number",
-                         where=f"history row {row}, column {measure}",
-                         fix=f"{measure} counts per hour must be >= 0 (leave a missing hour out or empty)")
-    frame["value"] = values.astype(float)
-    return frame.sort_values([*KEY_COLUMNS, "ts_ns"], kind="stable")
-
-
 def _r(x: float | None, digits: int = 6) -> float | None:
     if x is None or not np.isfinite(x):
         return None
@@ -199,10 +155,18 @@ def clean_history(history: pd.DataFrame, measure: str = "requests") -> list[tupl
     Raises InputError for a missing column, an unparsable timestamp, a negative or
     non-numeric value, a duplicate timestamp or a coarser-than-hourly series.
     """
-    frame = _validate(history, measure)
-    return [((str(key[0]), str(key[1]), str(key[2])),
-             clean_series("/".join(key), group["ts_ns"].to_numpy(), group["value"].to_numpy()))
-            for key, group in frame.groupby(list(KEY_COLUMNS), sort=True, observed=True)]
+    if measure not in MEASURES:
+        raise InputError(f"unknown measure '{measure}'", where="--measure", fix=f"use one of {', '.join(MEASURES)}")
+    frame = validated_history(history, measure)
+    source = source_of(history, DEFAULT_SOURCE)
+    cleaned = []
+    for key, group in frame.groupby(list(KEY_COLUMNS), sort=True, observed=True):
+        try:
+            clean = clean_series("/".join(key), group["ts_ns"].to_numpy(), group["value"].to_numpy())
+        except InputError as exc:  # a series-level problem (duplicate or coarse timestamps): name the file too
+            raise InputError(exc.message, where=f"{source}, {exc.where}", fix=exc.fix) from None
+        cleaned.append(((str(key[0]), str(key[1]), str(key[2])), clean))
+    return cleaned
 
 
 def forecast_history(history: pd.DataFrame, *, horizon_hours: int, quantiles: list[float],
@@ -222,8 +186,9 @@ def forecast_history(history: pd.DataFrame, *, horizon_hours: int, quantiles: li
     Raises InputError for invalid input; model failures become visible fallbacks.
     """
     if not 1 <= int(horizon_hours) <= MAX_HORIZON_HOURS:
-        raise InputError(f"horizon {horizon_hours} h is outside 1..{MAX_HORIZON_HOURS}", where="horizon_hours",
-                         fix="use a horizon between 1 hour and 92 days")
+        raise InputError(f"a forecast horizon of {horizon_hours} h is outside 1..{MAX_HORIZON_HOURS} h",
+                         where="horizon",
+                         fix="forecast between 1 hour and 92 days ahead: shorten the scenario's horizon (or --horizon)")
     levels = parse_quantiles(",".join(repr(float(q)) for q in quantiles))
     spec = spec or ModelSpec()
     series = clean_history(history, measure)

@@ -16,11 +16,11 @@ column          type    meaning
 =============== ======= =================================================================
 file            VARCHAR the source file
 ts_us           BIGINT  arrival, microseconds since 1970-01-01 UTC; NULL if unparsable or
-                        outside [1970, 2200)
+                        outside [2000, 2200)
 region, model,  VARCHAR the series labels (column value or constant); NULL if blank
 traffic_class
-prompt_tokens,  BIGINT  token counts; NULL unless a non-negative integer (``12`` and
-output_tokens           ``12.0`` are accepted, ``12.5``, ``-1`` and ``abc`` are not)
+prompt_tokens,  BIGINT  token counts; NULL unless a whole number from 0 to 10M (``12`` and
+output_tokens           ``12.0`` are accepted, ``12.5``, ``-1``, ``1e12`` and ``abc`` are not)
 =============== ======= =================================================================
 
 A NULL marks a bad value; :mod:`planner.ingest.validate` then re-reads only the
@@ -44,14 +44,17 @@ from pathlib import Path
 
 import duckdb
 
+from planner.ceilings import MAX_TOKENS_PER_REQUEST
 from planner.errors import InputError
 from planner.ingest.formats import LABELS, OUTPUT, PROMPT, TS, LogSpec, file_kind
 
 MEMORY_LIMIT = "1GB"
 FILE_COLUMN = "__ingest_file"
-TS_MIN_US = 0  # 1970-01-01T00:00:00Z
+TS_MIN_US = 946_684_800_000_000
+"""2000-01-01T00:00:00Z: no LLM request log is older, and an epoch number read in the wrong unit, or a
+relative offset read without --start, lands in 1970; such a time is refused, never bucketed."""
 TS_MAX_US = 7_258_118_400_000_000  # 2200-01-01T00:00:00Z
-MAX_EXACT_TOKENS = 9_007_199_254_740_991  # 2**53 - 1: the largest integer a DOUBLE holds exactly
+MAX_TOKENS = MAX_TOKENS_PER_REQUEST  # a longer prompt or output cannot have been served (planner.ceilings)
 TIMESTAMP_TYPES = ("TIMESTAMP", "DATE")  # prefixes of DuckDB types cast directly, not via text
 
 
@@ -119,7 +122,7 @@ def source_sql(kind: str, files: Sequence[str], spec: LogSpec) -> str:
     if kind in ("csv", "tsv"):
         delim = quote_literal("\t" if kind == "tsv" else ",")
         return (
-            f"read_csv({listed}, header = true, all_varchar = true, delim = {delim}, "
+            f"read_csv({listed}, header = true, all_varchar = true, delim = {delim}, skip = 0, "
             f"union_by_name = true, filename = {name})"
         )
     if kind in ("jsonl", "json"):
@@ -194,8 +197,8 @@ def parsed_sql(source: str, spec: LogSpec, types: dict[str, str]) -> str:
 
 
 def tokens_ok(real: str) -> str:
-    """SQL predicate: a DOUBLE reading is a non-negative integer a BIGINT holds exactly (NaN fails)."""
-    return f"({real} >= 0 AND {real} = trunc({real}) AND {real} <= {MAX_EXACT_TOKENS})"
+    """SQL predicate: a DOUBLE reading is a whole number from 0 to ``MAX_TOKENS`` (NaN fails)."""
+    return f"({real} >= 0 AND {real} = trunc({real}) AND {real} <= {MAX_TOKENS})"
 
 
 def ts_ok(parsed: str) -> str:
@@ -219,7 +222,8 @@ def duckdb_reason(exc: duckdb.Error) -> str:
     lines = [line.strip() for line in str(exc).splitlines()]
     kept: list[str] = []
     for line in lines:
-        if line.startswith(("LINE ", "Possible fixes", "file =", "^")) or (kept and not line):
+        if line.startswith(("LINE ", "Possible fixes", "file =", "^", "The search space used was")) or (
+                kept and not line):
             break
         if line:
             kept.append(line)

@@ -18,6 +18,7 @@ JSON files, the first record is record 1.
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from typing import TypeVar
@@ -28,8 +29,9 @@ from planner.errors import InputError
 from planner.ingest.formats import LABEL_OPTIONS, LABELS, OUTPUT, PROMPT, TS, LogSpec
 from planner.ingest.reader import (
     FILE_COLUMN,
-    MAX_EXACT_TOKENS,
+    MAX_TOKENS,
     TS_MAX_US,
+    TS_MIN_US,
     clean_select_sql,
     describe_columns,
     duckdb_reason,
@@ -42,6 +44,8 @@ from planner.ingest.reader import (
 )
 
 T = TypeVar("T")
+REJECTS_TABLE = "planner_csv_rejects"
+REJECT_SCANS_TABLE = "planner_csv_reject_scans"
 KIND_NAMES = {"csv": "CSV", "tsv": "TSV", "parquet": "Parquet", "jsonl": "JSON lines", "json": "JSON"}
 
 
@@ -64,12 +68,59 @@ def _schema_sql(kind: str, path: str) -> str:
         return f"read_json([{quote_literal(path)}], format = {layout})"
     delim = quote_literal("\t" if kind == "tsv" else ",")
     if kind in ("csv", "tsv"):
-        return f"read_csv([{quote_literal(path)}], header = true, all_varchar = true, delim = {delim})"
+        return f"read_csv([{quote_literal(path)}], header = true, all_varchar = true, delim = {delim}, skip = 0)"
     return f"read_parquet([{quote_literal(path)}])"
 
 
+def malformed_line(con: duckdb.DuckDBPyConnection, kind: str, path: str) -> InputError | None:
+    """The first line of a CSV/TSV file whose fields do not match its header, as an error; None if none is found.
+
+    DuckDB's own error for a ragged file is a dump of its dialect search with no line
+    number; its reject store (``store_rejects``) records each bad line with its number
+    (the header is line 1) and what is wrong, so the file is read once more, only when it
+    has already failed, to name the line.
+    """
+    if kind not in ("csv", "tsv"):
+        return None
+    delim = quote_literal("\t" if kind == "tsv" else ",")
+    tables = (REJECTS_TABLE, REJECT_SCANS_TABLE)
+    try:
+        for table in tables:
+            con.execute(f"DROP TABLE IF EXISTS {table}")
+        con.execute(
+            f"SELECT count(*) FROM read_csv([{quote_literal(path)}], header = true, all_varchar = true, "
+            f"delim = {delim}, skip = 0, store_rejects = true, rejects_table = {quote_literal(REJECTS_TABLE)}, "
+            f"rejects_scan = {quote_literal(REJECT_SCANS_TABLE)})"
+        ).fetchall()  # the whole result: the reject store is written only once the scan has finished
+        rows = con.execute(
+            f"SELECT line, error_type, error_message, csv_line FROM {REJECTS_TABLE} "
+            f"WHERE line = (SELECT min(line) FROM {REJECTS_TABLE})"
+        ).fetchall()
+    except duckdb.Error:
+        return None
+    finally:
+        for table in tables:
+            con.execute(f"DROP TABLE IF EXISTS {table}")
+    if not rows:
+        return None
+    line, error_type, _, text = rows[0]
+    found = [int(m.group(1)) for r in rows if (m := re.search(r"Found: (\d+)", str(r[2])))]
+    expected = re.search(r"Expected Number of Columns: (\d+)", str(rows[0][2]))
+    if found and expected and error_type in ("TOO MANY COLUMNS", "MISSING COLUMNS"):
+        count = max(found) if error_type == "TOO MANY COLUMNS" else min(found)
+        problem = f"{count} field(s) where the header has {expected.group(1)}"
+    else:
+        problem = str(error_type).lower()
+    shown = str(text)[:80] + ("..." if len(str(text)) > 80 else "")
+    return InputError(
+        f"cannot parse the file as {KIND_NAMES[kind]}: {problem}: {shown!r}",
+        where=f"{path}, line {line}",
+        fix="repair or drop the malformed line (the header is line 1; a field with a comma needs double quotes)",
+    )
+
+
 def check_files(con: duckdb.DuckDBPyConnection, spec: LogSpec, kinds: dict[str, list[str]]) -> None:
-    """Fail on the first file that is empty, unreadable, or lacks a mapped column."""
+    """Fail on the first file that is empty, unreadable, malformed, or lacks a mapped column."""
     for kind, group in sorted(kinds.items()):
         for path in group:
             if os.path.getsize(path) == 0:
@@ -77,11 +128,15 @@ def check_files(con: duckdb.DuckDBPyConnection, spec: LogSpec, kinds: dict[str, 
             try:
                 available = describe_columns(con, _schema_sql(kind, path))
             except duckdb.Error as exc:
+                located = malformed_line(con, kind, path)
+                if located is not None:
+                    raise located from exc
                 raise InputError(
                     f"cannot read the file as {KIND_NAMES[kind]}: {duckdb_reason(exc)}",
                     where=path,
                     fix=f"check the file is valid {KIND_NAMES[kind]} (its type is taken from the extension)",
                 ) from exc
+            _check_not_boolean(spec, kind, path, available)
             missing = [(f, c) for f, c in spec.columns.items() if c not in available]
             if kind in ("jsonl", "json"):  # keys only seen past the schema sample still count
                 missing = [(f, c) for f, c in missing if not _json_key_present(con, kind, path, spec, c)]
@@ -98,6 +153,18 @@ def check_files(con: duckdb.DuckDBPyConnection, spec: LogSpec, kinds: dict[str, 
                 where=f"{path}, column {column!r}",
                 fix=f"{hint}map the right column, e.g. --format generic --map {field}=COLUMN,... "
                 "(CSV files need a header line)",
+            )
+
+
+def _check_not_boolean(spec: LogSpec, kind: str, path: str, available: dict[str, str]) -> None:
+    """A typed file (Parquet) whose token column is true/false: DuckDB would read true as 1 token."""
+    for field in (PROMPT, OUTPUT):
+        column = spec.columns[field]
+        if available.get(column, "").upper() == "BOOLEAN":
+            raise InputError(
+                f"column {column!r} ({field}) holds true/false values, not token counts",
+                where=f"{path}, column {column!r}",
+                fix=f"map {field} to the column with the token count, e.g. --format generic --map {field}=COLUMN,...",
             )
 
 
@@ -131,6 +198,9 @@ def scan_checked(
                 try:
                     con.execute(f"SELECT count(*) FROM ({clean_select_sql(parsed)})").fetchone()
                 except duckdb.Error as single:
+                    located = malformed_line(con, kind, path)
+                    if located is not None:
+                        raise located from single
                     raise InputError(
                         f"cannot parse the file as {KIND_NAMES[kind]}: {duckdb_reason(single)}",
                         where=path,
@@ -239,8 +309,15 @@ def _describe(spec: LogSpec, field: str, column: str, row: dict) -> tuple[str, s
             when = (datetime(1970, 1, 1, tzinfo=UTC) + timedelta(microseconds=int(parsed))).isoformat()
         except OverflowError:
             when = f"about the year {1970 + int(parsed) / 31_557_600e6:,.0f}"
+        if spec.ts_unit is not None and spec.origin_us == 0 and 0 <= int(parsed) < TS_MIN_US:
+            return (
+                f"{column} value {raw!r} is {when}, outside 2000-2200: a number this small is an offset from the "
+                "trace start, not an epoch time",
+                "pass --start with the trace's start time (e.g. --start 2024-05-01T00:00:00Z), or check ts_unit in "
+                "--map",
+            )
         return (
-            f"{column} value {raw!r} is {when}, outside 1970-2200",
+            f"{column} value {raw!r} is {when}, outside 2000-2200",
             "check the timestamp unit (ts_unit in --map) and --start",
         )
     if field in (PROMPT, OUTPUT):
@@ -253,8 +330,8 @@ def _describe(spec: LogSpec, field: str, column: str, row: dict) -> tuple[str, s
             problem = f"value {raw!r} is not a number"
         elif real != real or real < 0:
             problem = f"value {raw!r} is negative" if real < 0 else f"value {raw!r} is not a number"
-        elif real > MAX_EXACT_TOKENS:
-            problem = f"value {raw!r} is too large"
+        elif real > MAX_TOKENS:
+            problem = f"value {raw!r} is above {MAX_TOKENS:,} tokens, longer than any model's context"
         else:
             problem = f"value {raw!r} is not a whole number"
         return f"{column} {problem}; {what}", "correct the value or drop the row"

@@ -54,7 +54,7 @@ def history_as_of(history: pd.DataFrame, as_of: pd.Timestamp | None, where: str 
     if as_of is None:
         return history
     stamps = pd.to_datetime(history["ts"].astype(str), utc=True, format="ISO8601", errors="coerce")
-    kept = history[stamps < as_of].reset_index(drop=True)
+    kept = history[stamps < as_of]  # keeps the file's row labels, so a bad row is named as the file numbers it
     if kept.empty:
         first = stamps.min()
         raise InputError(f"the history has no rows before --as-of {as_of:%Y-%m-%dT%H:%M:%SZ}", where=where,

@@ -173,6 +173,10 @@ def validate_capacity(frame: pd.DataFrame, where: str | Path = "capacity table")
             raise InputError(
                 f"empty {column}", where=f"{where}, row {empty[0] + 1}, column '{column}'", fix=f"fill in the {column}"
             )
+    if pd.api.types.is_bool_dtype(table["max_rps_per_replica"]):
+        raise InputError("max_rps_per_replica holds true/false values, not requests per second",
+                         where=f"{where}, column 'max_rps_per_replica'",
+                         fix="write the calibrated maximum requests per second of one replica (> 0)")
     rates = pd.to_numeric(table["max_rps_per_replica"], errors="coerce").to_numpy(dtype=float)
     bad = np.flatnonzero(~(np.isfinite(rates) & (rates > 0)))
     if bad.size:

@@ -16,8 +16,9 @@ Period schemes (``--periods``):
   costs wrap around from the last block to the first. ``how:4`` on a 4-week forecast
   turns 672 hourly periods into 42 blocks.
 
-The forecast is clipped to the scenario's horizon (its first ``horizon_hours`` distinct
-hours); the plan JSON records how many hours were used.
+The forecast must cover the scenario's horizon hour by hour and every origin and model
+(:mod:`planner.placement.forecast_check`); it is clipped to the horizon (its first
+``horizon_hours`` distinct hours), and the plan JSON records how many hours were used.
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ import numpy as np
 import pandas as pd
 
 from planner.errors import InputError
+from planner.placement.forecast_check import check_forecast_contract
 from planner.scenario import Scenario
 
 HOURS_PER_WEEK = 168
@@ -158,6 +160,7 @@ def demand_from_forecast(
     forecast: pd.DataFrame, scenario: Scenario, quantile: float, spec: PeriodSpec
 ) -> Demand:
     """Fold the forecast into periods and return demand in req/s per (origin, model, class, period)."""
+    check_forecast_contract(forecast, scenario, hours=scenario.horizon_hours)
     column = quantile_column(quantile)
     frame = _validated(forecast, scenario, column)
     if frame.empty:

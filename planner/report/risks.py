@@ -14,6 +14,9 @@ Rules (each a row: kind, severity, where, detail):
 * forecast fallback: a series forecast by a seasonal naive (medium).
 * data quality: findings of the forecast's data-quality pass (outages, missing hours,
   ...), one row per series (info).
+* demand spike: a history hour far above its series' median (the data-quality pass's
+  ``spike`` finding) is medium: the forecast learned from it, so the plan may be sized
+  for a load test or a mis-scaled import rather than for traffic.
 * infeasibility: a solver status other than optimal/feasible is high, except a search that
   ended on its node limit with a stated gap (medium); placements the problem builder
   excluded or infeasibilities it diagnosed are medium.
@@ -107,6 +110,14 @@ def forecast_risks(meta: dict[str, Any]) -> list[dict[str, str]]:
                              f"{entry.get('model_used', 'seasonal naive')}: {entry.get('fallback_reason') or ''}"
                              .rstrip(": ")))
         findings = entry.get("data_quality") or []
+        for finding in findings:
+            if finding.get("kind") == "spike":
+                ranges = finding.get("ranges") or []
+                first = f", first at {ranges[0][0]}" if ranges and ranges[0] else ""
+                peak, median = number(finding.get("max_value")), number(finding.get("median"))
+                size = f" up to {peak:g} (median {median:g})" if peak is not None and median is not None else ""
+                out.append(_risk("demand spike", "medium", name,
+                                 f"{finding.get('hours')} h of history{size}{first}: kept as demand, check the source"))
         if findings:
             parts = []
             for finding in findings:

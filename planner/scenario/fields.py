@@ -42,6 +42,9 @@ _SLUG = re.compile(r"^[a-z0-9][a-z0-9._-]*$")
 _REGION = re.compile(r"^[a-z0-9][a-z0-9-]*$")
 _HORIZON = re.compile(r"^([1-9][0-9]*)([hdw])$")
 _HOURS_PER_UNIT = {"h": 1, "d": 24, "w": 168}
+MAX_HORIZON_HOURS = 366 * 24
+"""A plan covers at most a year: catalog prices, quotas and an hourly demand model mean little further
+out, and every planned hour is a period (or part of one) of the integer program."""
 
 
 @dataclass(frozen=True)
@@ -103,6 +106,13 @@ def _check_horizon(value: str) -> str:
             "horizon",
             f"{value!r} is not a horizon",
             "write a whole number followed by h (hours), d (days) or w (weeks), e.g. '14d'",
+        )
+    hours = horizon_to_hours(value)
+    if hours > MAX_HORIZON_HOURS:
+        raise custom_error(
+            "horizon",
+            f"{value!r} is {hours:,} hours, more than the {MAX_HORIZON_HOURS:,}-hour (one year) bound",
+            "plan at most a year ahead, e.g. '14d', '4w' or '366d'",
         )
     return value
 

@@ -309,8 +309,11 @@ def _friendly(error: Mapping[str, Any], loc: tuple[str | int, ...], path: str) -
 def describe_errors(exc: ValidationError, raw: Mapping[str, Any], source: str) -> list[dict[str, str]]:
     """Every pydantic error as {file, field, problem, fix}, rule bundles expanded, in schema order."""
     described: list[dict[str, str]] = []
-    for error in exc.errors(include_url=False):
+    errors = exc.errors(include_url=False)
+    for error in errors:
         loc = tuple(error["loc"])
+        if _echo_of_item_error(error, errors):
+            continue
         if loc and loc[-1] == "[key]":  # a bad dictionary key: report it at the key itself
             loc = loc[:-1]
         ctx = error.get("ctx") or {}
@@ -324,6 +327,19 @@ def describe_errors(exc: ValidationError, raw: Mapping[str, Any], source: str) -
         problem, fix = _friendly(error, loc, path)
         described.append(_entry(source, path, problem, fix))
     return described
+
+
+def _echo_of_item_error(error: Mapping[str, Any], errors: list[Any]) -> bool:
+    """True for a "needs at least N items" error that only repeats an error inside one of the list's items.
+
+    Pydantic checks a list's length after dropping the items that failed, so one bad entry
+    in a one-entry list (``residency = ["xx"]``) also reads as an empty list. The user wrote
+    an entry; the entry's own error is the one to report.
+    """
+    if error["type"] != "too_short":
+        return False
+    loc = tuple(error["loc"])
+    return any(len(other["loc"]) > len(loc) and tuple(other["loc"][: len(loc)]) == loc for other in errors)
 
 
 def _entry(source: str, field: str, problem: str, fix: str) -> dict[str, str]:

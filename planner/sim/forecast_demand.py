@@ -68,6 +68,8 @@ def route_forecast(scenario: Scenario, plan_rows: pd.DataFrame, forecast: pd.Dat
     demand: dict[tuple[str, str, str], float] = {}
     for row in rows.itertuples(index=False):
         rps = float(getattr(row, column)) / 3600.0
+        if rps <= 0:  # no demand to route: it must not open a pool of its own
+            continue
         eligible = scenario.eligible_serving(row.region, row.traffic_class)
         if not eligible:
             raise InputError(f"origin {row.region} class {row.traffic_class} has no eligible serving region",

@@ -38,6 +38,7 @@ from planner.engine import check_engine, run_tasks
 from planner.errors import InputError
 from planner.profiles import profile_for
 from planner.scenario import Scenario
+from planner.sim.plan_input import validated_plan, validated_rates
 from planner.sim.policies import get_policy
 from planner.sim.replica.pool import (
     DEFAULT_TOKEN_BUDGET,
@@ -54,7 +55,9 @@ from planner.sim.replica.run import (
     summarise_pool,
 )
 from planner.sim.result import SimulationResult, write_simulation_outputs
+from planner.sim.work import PoolWork, check_work
 from planner.sim.workload import workloads_for
+from planner.sources import source_of
 
 __all__ = ["SimulationResult", "pool_seed", "select_window", "simulate_plan", "write_simulation_outputs"]
 
@@ -73,20 +76,14 @@ def _require(frame: pd.DataFrame, columns: tuple[str, ...], what: str, fix: str)
 
 
 def _plan_rows(plan: pd.DataFrame, period: str | None) -> tuple[str, pd.DataFrame]:
-    _require(plan, PLAN_COLUMNS, "plan", f"pass a plan from `planner plan` (columns {', '.join(PLAN_COLUMNS)})")
+    plan = validated_plan(plan, PLAN_COLUMNS)
     periods = list(dict.fromkeys(plan["period"].astype(str)))
     if period is None:
         if len(periods) > 1:
             raise InputError(f"the plan has {len(periods)} periods", where="plan",
                              fix="pass the rows of one period (select_window returns which one)")
         period = periods[0] if periods else ""
-    rows = plan[plan["period"].astype(str) == str(period)].reset_index(drop=True)
-    replicas = pd.to_numeric(rows["replicas"], errors="coerce")
-    bad = np.flatnonzero(~(np.isfinite(replicas) & (replicas >= 0) & (replicas == np.floor(replicas))))
-    if bad.size:
-        raise InputError(f"replicas must be a whole number >= 0, got {rows['replicas'].iloc[bad[0]]!r}",
-                         where=f"plan, period {period}, row {bad[0] + 1}, column 'replicas'", fix="fix the plan")
-    return str(period), rows.assign(replicas=replicas.astype(np.int64))
+    return str(period), plan[plan["period"].astype(str) == str(period)].reset_index(drop=True)
 
 
 def _price(catalog: Catalog, region: str, sku: str, tier: str) -> float:
@@ -224,6 +221,10 @@ def simulate_plan(
             arrival_trace_s=trace)
         check_config(config)
         configs[key] = (config, laws)
+    check_work([PoolWork(f"{region} / {model}", sum(s.count * s.max_batch for s in config.replicas),
+                         sum(c.rate_rps for c in config.classes)) for (region, model), (config, _) in configs.items()],
+               duration_s=duration_s, replications=replications, size_where=source_of(plan, "plan"))
+    for (region, model), (config, _) in configs.items():
         tasks += replication_tasks(config, replications, pool_seed(seed, region, model))
     metrics = run_tasks(run_replication_task, tasks, engine=engine, workers=workers, progress=progress,
                         scheduler=scheduler)
@@ -267,13 +268,14 @@ def simulate_plan(
     return SimulationResult(per_class, meta)
 
 
-def _rate_column(frame: pd.DataFrame) -> pd.Series:
+def _rate_column(frame: pd.DataFrame, where: str) -> np.ndarray:
+    """Requests per second of every row, each checked (a NaN rate is an error, not zero demand)."""
     for column in RATE_COLUMNS:
         if column in frame.columns:
-            return pd.to_numeric(frame[column], errors="coerce")
+            return validated_rates(frame, column, where)
     if "mean" in frame.columns:  # a forecast: requests per hour
-        return pd.to_numeric(frame["mean"], errors="coerce") / 3600.0
-    raise InputError("no arrival-rate column", where="flows",
+        return validated_rates(frame, "mean", where) / 3600.0
+    raise InputError("no arrival-rate column", where=where,
                      fix=f"give one of {', '.join(RATE_COLUMNS)} (req/s) or a forecast's 'mean' (req/h)")
 
 
@@ -311,16 +313,17 @@ def select_window(plan: pd.DataFrame, flows_or_forecast: pd.DataFrame,
     tie); an ISO time takes the period labelled with that hour, or the hour-of-week block
     ("Mon08+4h") containing it. Returns demand with columns region, model, traffic_class, rps.
     """
-    frame = flows_or_forecast.copy()
+    where = source_of(flows_or_forecast, "flows")
+    frame = flows_or_forecast.reset_index(drop=True)
     if "period" not in frame.columns and "ts" in frame.columns:
         stamps = pd.to_datetime(frame["ts"], utc=True, errors="coerce")
         frame["period"] = stamps.dt.strftime("%Y-%m-%dT%H:%M:%SZ")
-    _require(frame, ("period", "region", "model", "traffic_class"), "flows",
+    _require(frame, ("period", "region", "model", "traffic_class"), where,
              "pass the placement flows (period, region, model, traffic_class, rps)")
-    frame["rps"] = _rate_column(frame)
+    frame["rps"] = _rate_column(frame, where)
     not_serving = sorted({r for r in frame["region"].astype(str) if ":" not in r})
     if not_serving:
-        raise InputError(f"regions {', '.join(not_serving[:4])} are not serving keys", where="flows",
+        raise InputError(f"regions {', '.join(not_serving[:4])} are not serving keys", where=where,
                          fix="pass flows at serving regions ('<cloud>:<region>'), not origin demand")
     frame["period"] = frame["period"].astype(str)
     labels = list(dict.fromkeys(plan["period"].astype(str))) if "period" in plan.columns else []
