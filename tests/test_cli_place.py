@@ -84,10 +84,10 @@ def _last_run(command: str) -> dict:
     return RunHistory().latest(command)
 
 
-def test_place_without_a_capacity_table_says_the_plan_is_not_slo_checked(repo_root, forecast_file, tmp_path):
+def test_place_without_a_capacity_table_says_the_plan_is_not_slo_checked(six_hours, forecast_file, tmp_path):
     """Analytic capacities have never been simulated: the screen, the plan JSON and the run history say so."""
     plan = tmp_path / "plan.csv"
-    result = runner.invoke(cli.app, ["place", "--scenario", str(repo_root / "scenarios/demo.toml"),
+    result = runner.invoke(cli.app, ["place", "--scenario", str(six_hours),
                                      "--forecast", str(forecast_file), "--out", str(plan), "--json"])
     assert result.exit_code == 0, result.output
     meta = json.loads(plan.with_suffix(".json").read_text())
@@ -99,18 +99,18 @@ def test_place_without_a_capacity_table_says_the_plan_is_not_slo_checked(repo_ro
     assert any("not SLO-checked" in w for w in run["figures"]["warnings"])
 
 
-def test_place_with_a_capacity_table_has_no_analytic_warning(repo_root, forecast_file, tmp_path):
+def test_place_with_a_capacity_table_has_no_analytic_warning(six_hours, forecast_file, tmp_path):
     from planner.placement.capacity import analytic_capacity
     from planner.profiles import load_profiles
     from planner.scenario import load_scenario
 
-    scenario = load_scenario(repo_root / "scenarios/demo.toml")
+    scenario = load_scenario(six_hours)
     table, _ = analytic_capacity(load_profiles(), scenario.class_names, kv_fraction=scenario.policy.admission.kv_fraction,
                                  policy=scenario.policy.name)
     capacity = tmp_path / "capacity.csv"
     table.to_csv(capacity, index=False)
     plan = tmp_path / "plan.csv"
-    result = runner.invoke(cli.app, ["place", "--scenario", str(repo_root / "scenarios/demo.toml"),
+    result = runner.invoke(cli.app, ["place", "--scenario", str(six_hours),
                                      "--forecast", str(forecast_file), "--capacity", str(capacity),
                                      "--out", str(plan), "--json"])
     assert result.exit_code == 0, result.output
