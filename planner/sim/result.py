@@ -9,7 +9,6 @@ either depends on the wall clock, so the same inputs give byte-identical files.
 
 from __future__ import annotations
 
-import contextlib
 import json
 import math
 from dataclasses import dataclass, field
@@ -19,7 +18,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from planner.storage import atomic_path, check_table_suffix
+from planner.outputs import table_json_path
+from planner.storage import check_table_suffix, staged_outputs
 
 SUMMARY_COLUMNS = (
     "region", "model", "traffic_class", "replicas", "offered_rps", "slo_ttft_p99_ms", "slo_ttft_target_ms",
@@ -66,19 +66,14 @@ class SimulationResult:
 def write_simulation_outputs(result: SimulationResult, out: str | Path) -> list[Path]:
     """Write the per-class table to ``out`` (CSV or Parquet by extension) and the JSON beside it.
 
-    Both go to temporary files first and are renamed into place together, so a failure
-    leaves earlier outputs untouched. Returns [table path, JSON path].
+    Both are staged and renamed into place together (:func:`planner.storage.staged_outputs`),
+    so a failure leaves earlier outputs untouched. Returns [table path, JSON path].
     """
     out = Path(out)
-    suffix = check_table_suffix(out)
-    json_path = out.with_suffix(".json")
+    check_table_suffix(out)
+    json_path = table_json_path(out)
     text = json.dumps(result.to_json(), indent=2, sort_keys=True) + "\n"
-    with contextlib.ExitStack() as stack:
-        table_tmp = stack.enter_context(atomic_path(out))
-        json_tmp = stack.enter_context(atomic_path(json_path))
-        if suffix == ".csv":
-            result.per_class.to_csv(table_tmp, index=False, lineterminator="\n")
-        else:
-            result.per_class.to_parquet(table_tmp, index=False)
-        json_tmp.write_text(text, encoding="utf-8")
+    with staged_outputs() as outputs:
+        outputs.write_table(out, result.per_class)
+        outputs.write_text(json_path, text)
     return [out, json_path]
