@@ -106,9 +106,10 @@ def check_settings(*, duration_s: float, replications: int, seed: int, rel_tol: 
     if not isinstance(seed, int) or seed < 0:
         raise InputError(f"seed must be a whole number >= 0, got {seed!r}", where="--seed", fix="e.g. --seed 1")
     if not 0 < rel_tol < 0.5:
-        raise InputError(f"rel_tol must be in (0, 0.5), got {rel_tol!r}", where="--rel-tol", fix="e.g. 0.02 (2 %)")
+        raise InputError(f"rel_tol must be in (0, 0.5), got {rel_tol!r}", where="--tolerance",
+                         fix="e.g. --tolerance 0.02 (2 %)")
     if not 0 < confidence < 1:
-        raise InputError(f"confidence must be in (0, 1), got {confidence!r}", where="--confidence", fix="e.g. 0.95")
+        raise InputError(f"confidence must be in (0, 1), got {confidence!r}", where="confidence", fix="e.g. 0.95")
     if not isinstance(pool_replicas, int) or pool_replicas < 1:
         raise InputError(f"pool_replicas must be a whole number >= 1, got {pool_replicas!r}",
                          where="--pool-replicas", fix="e.g. 1 (one replica carries the whole rate)")
@@ -121,17 +122,17 @@ def class_shares(scenario: Scenario, class_mix: Mapping[str, float] | None) -> d
     unknown = sorted(set(class_mix) - set(scenario.class_names))
     if unknown:
         raise InputError(f"class mix names class(es) {', '.join(unknown)} the scenario does not declare",
-                         where="--mix", fix=f"use the scenario's classes: {', '.join(scenario.class_names)}")
+                         where="class mix", fix=f"use the scenario's classes: {', '.join(scenario.class_names)}")
     shares = {}
     for name in scenario.class_names:
         value = class_mix.get(name, 0.0)
         if not (isinstance(value, (int, float)) and math.isfinite(value) and value >= 0):
             raise InputError(f"share of class {name!r} must be a number >= 0, got {value!r}",
-                             where=f"--mix, class {name!r}", fix="give each class a fraction of requests in [0, 1]")
+                             where=f"class mix, class {name!r}", fix="give each class a fraction of requests in [0, 1]")
         shares[name] = float(value)
     total = math.fsum(shares.values())
     if abs(total - 1.0) > MIX_TOLERANCE:
-        raise InputError(f"class mix sums to {total:.6g}, not 1", where="--mix",
+        raise InputError(f"class mix sums to {total:.6g}, not 1", where="class mix",
                          fix="make the shares add up to 1" + (f", e.g. divide each by {total:.6g}" if total > 0 else ""))
     return shares
 
@@ -146,12 +147,12 @@ def select_pairs(scenario: Scenario, profiles: pd.DataFrame, models: list[str] |
     chosen_models = list(scenario.model_names) if models is None else list(dict.fromkeys(models))
     unknown = [m for m in chosen_models if m not in scenario.model_names]
     if unknown:
-        raise InputError(f"model(s) {', '.join(unknown)} not in the scenario", where="--model",
+        raise InputError(f"model(s) {', '.join(unknown)} not in the scenario", where="--models",
                          fix=f"use the scenario's models: {', '.join(scenario.model_names)}")
     if skus is not None:
         bad = [s for s in skus if s not in SKU_NAMES]
         if bad:
-            raise InputError(f"unknown SKU(s) {', '.join(bad)}", where="--sku", fix=f"use one of {', '.join(SKU_NAMES)}")
+            raise InputError(f"unknown SKU(s) {', '.join(bad)}", where="--skus", fix=f"use one of {', '.join(SKU_NAMES)}")
     profiled = set(zip(profiles["model"].astype(str), profiles["sku"].astype(str), strict=True))
     pairs, skipped = [], []
     for model in chosen_models:
@@ -164,7 +165,7 @@ def select_pairs(scenario: Scenario, profiles: pd.DataFrame, models: list[str] |
                 skipped.append({"model": model, "sku": sku, "reason": "allowed by the scenario but not profiled"})
     if not pairs:
         raise InputError("no (model, SKU) pair to calibrate: none is both allowed by the scenario and profiled",
-                         where="--model/--sku", fix="choose models and SKUs the scenario allows and the profile table has")
+                         where="--models/--skus", fix="choose models and SKUs the scenario allows and the profile table has")
     return pairs, skipped
 
 
