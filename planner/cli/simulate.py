@@ -20,8 +20,9 @@ from planner.cli.app import (
     print_outputs,
     use_engine,
 )
-from planner.console import print_table, progress_bar, stderr
-from planner.errors import InputError
+from planner.cli.paths import check_paths
+from planner.console import print_error, print_table, progress_bar, stderr
+from planner.errors import ExitCode, InputError
 
 
 # --------------------------------------------------------------------------- simulate
@@ -76,32 +77,36 @@ def simulate(
     as_json: JsonFlag = False,
 ) -> None:
     """Simulate a plan's replicas at the demand of one window and check every class's latency SLO."""
-    from planner.catalog import load_catalog
-    from planner.profiles import load_profiles
-    from planner.scenario import load_scenario
-    from planner.sim.simulate import (
-        select_window,
-        simulate_plan,
-        write_simulation_outputs,
-    )
+    from planner.outputs import plan_flows_path, table_json_path
     from planner.storage import check_table_suffix, read_table
 
     check_table_suffix(out)
-    use_engine(engine, scheduler, workers)
-    duration_s = parse_duration_s(duration)
-    loaded = load_scenario(scenario)
-    plan_frame = read_table(plan)
-    if forecast is not None:
-        period, demand = _forecast_window(loaded, plan_frame, read_table(forecast), window)
-    else:
-        flows_path = flows or plan.with_name(plan.name.removesuffix(plan.suffix) + ".flows.csv")
-        if not flows_path.exists():
+    flows_path = None
+    if forecast is None:
+        flows_path = flows or plan_flows_path(plan)
+        if flows is None and plan.is_file() and not flows_path.exists():
             raise InputError(
                 "the routed demand (flows) for this plan was not found",
                 where=flows_path,
                 fix="pass --flows FILE or --forecast FILE, or use a plan from `planner place` (it writes "
                 "<plan>.flows.csv)",
             )
+    check_paths(inputs={"--scenario": scenario, "--plan": plan, "--flows": flows_path, "--forecast": forecast,
+                        "--histogram": histogram},
+                outputs={"--out": [out, table_json_path(out)]})
+    use_engine(engine, scheduler, workers)
+
+    from planner.catalog import load_catalog
+    from planner.profiles import load_profiles
+    from planner.scenario import load_scenario
+    from planner.sim.simulate import select_window, simulate_plan, write_simulation_outputs
+
+    duration_s = parse_duration_s(duration)
+    loaded = load_scenario(scenario)
+    plan_frame = read_table(plan)
+    if forecast is not None:
+        period, demand = _forecast_window(loaded, plan_frame, read_table(forecast), window)
+    else:
         period, demand = select_window(plan_frame, read_table(flows_path), window)
     with progress_bar(f"Simulating period {period}: pools x {replications} replication(s) of {duration}",
                       console=stderr) as advance:
@@ -132,6 +137,10 @@ def experiment(
     as_json: JsonFlag = False,
 ) -> None:
     """Run a reference experiment (E1-E4 of theory.md) and write its table and chart."""
+    from planner.outputs import experiment_paths
+
+    check_paths(outputs={"--out": experiment_paths(name.lower(), out)}, folders={"--out": out})
+
     from planner.sim.experiments import run_experiment, write_experiment
 
     with stderr.status(f"Running experiment {name} (scale {scale:g})..."):
