@@ -122,6 +122,22 @@ def simulate(
         title=f"SLO check, period {period} ({'all met' if result.all_met else 'SOME MISSED'})",
         as_json=as_json, written=written, period=period, all_met=result.all_met,
     )
+    fail_if_missed(result, period)
+
+
+def fail_if_missed(result: Any, period: str) -> None:
+    """Exit 5 naming every missed (region, model, class, metric); the outputs are already written."""
+    misses = result.misses()
+    if not misses:
+        return
+    shown = [f"{m['region']} / {m['model']} / {m['traffic_class']} {m['metric']} ({m['measured']})"
+             for m in misses[:8]]
+    more = f" (and {len(misses) - 8} more)" if len(misses) > 8 else ""
+    print_error(f"the SLO check failed in period {period}: " + "; ".join(shown) + more,
+                fix="add replicas to those pools (place with a capacity table from `planner calibrate`), "
+                    "loosen the SLOs, or try another --policy",
+                code=ExitCode.SLO_FAILED)
+    raise typer.Exit(ExitCode.SLO_FAILED)
 
 
 # --------------------------------------------------------------------------- experiment

@@ -53,6 +53,33 @@ class SimulationResult:
         """Whether every class with traffic meets both its TTFT and e2e p99 SLO (point estimate)."""
         return bool(self.per_class["slo_met"].all()) if len(self.per_class) else True
 
+    def misses(self) -> list[dict[str, Any]]:
+        """Every missed (region, model, traffic_class, metric), in table order, with what was measured.
+
+        ``metric`` is ``ttft_p99`` or ``e2e_p99``; ``measured`` reads e.g. ``"2,412 ms > 800 ms"``,
+        or names the rejections or missing replicas that made the p99 infinite.
+        """
+        out = []
+        for row in self.per_class.to_dict("records") if len(self.per_class) else []:
+            if bool(row.get("slo_met", True)):
+                continue
+            for metric in ("ttft", "e2e"):  # slo_met is both met, so at least one of them is missed
+                if bool(row.get(f"slo_{metric}_met", True)):
+                    continue
+                p99, target = row.get(f"slo_{metric}_p99_ms"), row.get(f"slo_{metric}_target_ms")
+                verdict = row.get(f"slo_{metric}_verdict")
+                if verdict == "no_replicas":
+                    measured = "demand but no replicas"
+                elif p99 is None or math.isnan(float(p99)):
+                    measured = f"no p99 measured, target {float(target):,.0f} ms"
+                elif math.isinf(float(p99)):
+                    measured = f"over 1 % of requests rejected, target {float(target):,.0f} ms"
+                else:
+                    measured = f"{float(p99):,.0f} ms > {float(target):,.0f} ms"
+                out.append({"region": row["region"], "model": row["model"], "traffic_class": row["traffic_class"],
+                            "metric": f"{metric}_p99", "measured": measured})
+        return out
+
     def summary_rows(self) -> list[dict[str, Any]]:
         """One row per (region, model, class): the SLO met/missed table."""
         cols = [c for c in SUMMARY_COLUMNS if c in self.per_class.columns]
