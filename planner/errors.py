@@ -16,6 +16,14 @@ class ExitCode:
     INVALID_INPUT = 3
     INFEASIBLE = 4
     SLO_FAILED = 5
+    INTERRUPTED = 130  # Ctrl-C (SIGINT): 128 + 2, what a shell reports for a process that died of it
+    TERMINATED = 143  # SIGTERM (timeout, systemd, Kubernetes): 128 + 15
+
+
+class Terminated(KeyboardInterrupt):
+    """SIGTERM arrived: the run stops exactly as on Ctrl-C, but ends with exit code 143."""
+
+    exit_code = ExitCode.TERMINATED
 
 
 class PlannerError(Exception):

@@ -61,8 +61,10 @@ def test_place_writes_plan_json_and_flows_then_simulate_reads_them(six_hours, fo
     sim = runner.invoke(cli.app, ["simulate", "--scenario", scenario, "--plan", str(plan),
                                   "--out", str(tmp_path / "sim.csv"), "--duration", "5min",
                                   "--replications", "2", "--json"])
-    assert sim.exit_code == 0, sim.output
-    assert json.loads(sim.stdout)["rows"]
+    sim_payload = json.loads(sim.stdout)
+    assert sim_payload["rows"] and (tmp_path / "sim.csv").exists()
+    # The analytic capacity may leave a class short; simulate then says so with exit 5, after writing.
+    assert sim.exit_code == (ExitCode.OK if sim_payload["all_met"] else ExitCode.SLO_FAILED), sim.output
 
 
 def test_quota_too_small_exits_4_and_names_quota(six_hours, forecast_file, tmp_path):

@@ -15,12 +15,12 @@ runner = CliRunner()
 P = "2026-11-02T18:00:00Z"
 
 
-@pytest.fixture
-def plan_files(tmp_path):
+def write_plan_files(folder, eu_sku: str = "H100"):
+    """A two-pool plan and its flows; with H100 in Europe every class meets its SLO, with L4 interactive misses."""
     plan = pd.DataFrame([
         {"period": P, "region": "aws:us-east-1", "sku": "H100", "model": "llama2-70b", "tier": "on_demand",
          "replicas": 2, "gpus": 8, "usd": 0.0},
-        {"period": P, "region": "gcp:europe-west4", "sku": "L4", "model": "llama3-8b", "tier": "on_demand",
+        {"period": P, "region": "gcp:europe-west4", "sku": eu_sku, "model": "llama3-8b", "tier": "on_demand",
          "replicas": 2, "gpus": 2, "usd": 0.0},
     ])
     flows = pd.DataFrame(
@@ -28,10 +28,15 @@ def plan_files(tmp_path):
           "traffic_class": k, "rps": r} for k, r in (("interactive", 1.0), ("standard", 0.5), ("batch", 0.2))]
         + [{"period": P, "origin": "eu-west", "region": "gcp:europe-west4", "model": "llama3-8b",
             "traffic_class": k, "rps": r} for k, r in (("interactive", 0.5), ("standard", 0.2))])
-    plan_path = tmp_path / "plan.csv"
+    plan_path = folder / "plan.csv"
     plan.to_csv(plan_path, index=False)
-    flows.to_csv(tmp_path / "plan.flows.csv", index=False)
+    flows.to_csv(folder / "plan.flows.csv", index=False)
     return plan_path
+
+
+@pytest.fixture
+def plan_files(tmp_path):
+    return write_plan_files(tmp_path)
 
 
 def test_simulate_prints_slo_table_as_json_and_writes_outputs(repo_root, plan_files, tmp_path):
@@ -41,12 +46,28 @@ def test_simulate_prints_slo_table_as_json_and_writes_outputs(repo_root, plan_fi
     result = runner.invoke(cli.app, args)
     assert result.exit_code == 0, result.output
     payload = json.loads(result.stdout)
-    assert payload["period"] == P and isinstance(payload["all_met"], bool)
+    assert payload["period"] == P and payload["all_met"] is True
     assert {(row["region"], row["traffic_class"]) for row in payload["rows"]} >= {
         ("aws:us-east-1", "interactive"), ("gcp:europe-west4", "standard")}
     first = out.read_bytes()
     assert runner.invoke(cli.app, args).exit_code == 0
     assert out.read_bytes() == first  # same seed, byte-identical results
+
+
+def test_a_missed_slo_exits_5_after_writing_and_names_each_miss(repo_root, tmp_path):
+    plan = write_plan_files(tmp_path, eu_sku="L4")
+    out = tmp_path / "sim.csv"
+    result = runner.invoke(cli.app, ["simulate", "--scenario", str(repo_root / "scenarios/demo.toml"), "--plan",
+                                     str(plan), "--out", str(out), "--duration", "5min", "--replications", "2",
+                                     "--seed", "3", "--json"])
+    assert result.exit_code == ExitCode.SLO_FAILED, result.output
+    payload = json.loads(result.stdout)
+    assert payload["all_met"] is False and out.exists() and out.with_suffix(".json").exists()
+    missed = {(r["region"], r["model"], r["traffic_class"]) for r in payload["rows"] if not r["slo_met"]}
+    assert missed == {("gcp:europe-west4", "llama3-8b", "interactive")}
+    message = " ".join(result.stderr.split())
+    assert "error (exit 5)" in message
+    assert "gcp:europe-west4 / llama3-8b / interactive ttft_p99" in message
 
 
 def test_missing_flows_exits_3_with_hint(repo_root, plan_files, tmp_path):

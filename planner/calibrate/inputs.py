@@ -122,17 +122,17 @@ def class_shares(scenario: Scenario, class_mix: Mapping[str, float] | None) -> d
     unknown = sorted(set(class_mix) - set(scenario.class_names))
     if unknown:
         raise InputError(f"class mix names class(es) {', '.join(unknown)} the scenario does not declare",
-                         where="--mix", fix=f"use the scenario's classes: {', '.join(scenario.class_names)}")
+                         where="class mix", fix=f"use the scenario's classes: {', '.join(scenario.class_names)}")
     shares = {}
     for name in scenario.class_names:
         value = class_mix.get(name, 0.0)
         if not (isinstance(value, (int, float)) and math.isfinite(value) and value >= 0):
             raise InputError(f"share of class {name!r} must be a number >= 0, got {value!r}",
-                             where=f"--mix, class {name!r}", fix="give each class a fraction of requests in [0, 1]")
+                             where=f"class mix, class {name!r}", fix="give each class a fraction of requests in [0, 1]")
         shares[name] = float(value)
     total = math.fsum(shares.values())
     if abs(total - 1.0) > MIX_TOLERANCE:
-        raise InputError(f"class mix sums to {total:.6g}, not 1", where="--mix",
+        raise InputError(f"class mix sums to {total:.6g}, not 1", where="class mix",
                          fix="make the shares add up to 1" + (f", e.g. divide each by {total:.6g}" if total > 0 else ""))
     return shares
 

@@ -30,7 +30,6 @@ and on the console only, not in the written files).
 
 from __future__ import annotations
 
-import contextlib
 import json
 import math
 from dataclasses import dataclass, field
@@ -40,11 +39,12 @@ from typing import Any
 import pandas as pd
 
 from planner.calibrate.inputs import PairTask
+from planner.outputs import table_json_path
 from planner.placement.capacity import DECIMALS
 from planner.storage import (
     RUN_STATE_KEYS,
-    atomic_path,
     check_table_suffix,
+    staged_outputs,
     without_run_state,
 )
 
@@ -136,23 +136,18 @@ def _plain(value: Any) -> Any:
 def write_calibration(result: CalibrationResult, out: str | Path) -> list[Path]:
     """Write the table to ``out`` (CSV or Parquet by suffix) and ``<stem>.json`` beside it, atomically together.
 
-    Both go to temporary files first and are renamed into place only when both are written,
-    so a failure leaves earlier outputs untouched. The files leave out the ``cached`` column
+    Both are staged and renamed into place only when both are written
+    (:func:`planner.storage.staged_outputs`), so a failure leaves earlier outputs untouched. The files leave out the ``cached`` column
     and the cache and timing figures of the metadata: the same inputs and seed give the same
     bytes whether the answers came from the cache or not. Returns [table path, JSON path].
     """
     out = Path(out)
-    suffix = check_table_suffix(out)
-    json_path = out.with_suffix(".json")
+    check_table_suffix(out)
+    json_path = table_json_path(out)
     table = result.table.drop(columns=[c for c in RUN_STATE_KEYS if c in result.table.columns])
     payload = without_run_state({"meta": result.meta, "failures": result.failures, "rows": table.to_dict("records")})
     text = json.dumps(_plain(payload), indent=2, sort_keys=True) + "\n"
-    with contextlib.ExitStack() as stack:
-        table_tmp = stack.enter_context(atomic_path(out))
-        json_tmp = stack.enter_context(atomic_path(json_path))
-        if suffix == ".csv":
-            table.to_csv(table_tmp, index=False, lineterminator="\n")
-        else:
-            table.to_parquet(table_tmp, index=False)
-        json_tmp.write_text(text, encoding="utf-8")
+    with staged_outputs() as outputs:
+        outputs.write_table(out, table)
+        outputs.write_text(json_path, text)
     return [out, json_path]

@@ -3,7 +3,13 @@
 Nothing below this module knows about exit codes or terminals: the core raises
 ``PlannerError`` subclasses and this module turns them into the codes cron reads
 (architecture.md): 0 ok, 1 unexpected, 2 usage, 3 invalid input, 4 infeasible,
-5 SLO failed after the allowed rounds.
+5 SLO failed after the allowed rounds, 130 interrupted by Ctrl-C, 143 by SIGTERM.
+
+SIGTERM (what ``timeout``, systemd and Kubernetes send) stops a run exactly like Ctrl-C:
+the guard turns it into :class:`~planner.errors.Terminated`, a ``KeyboardInterrupt``, so
+the same clean-up runs (staged outputs removed, worker processes stopped) and the run is
+recorded with the code the process ends with. A reader that closes our stdout early
+(``planner catalog --json | head -1``) is not an error: exit 0, recorded as 0.
 
 Every command except ``planner history`` (which only reads) is recorded in the run
 history (``planner.runs``): command, arguments, version, input hashes, times, exit code,
@@ -17,7 +23,9 @@ import contextlib
 import functools
 import os
 import re
+import signal
 import sys
+import threading
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -27,7 +35,7 @@ import typer
 
 from planner import __version__
 from planner.console import print_error, print_table, stderr
-from planner.errors import ExitCode, InputError, PlannerError
+from planner.errors import ExitCode, InputError, PlannerError, Terminated
 from planner.runs import RunContext, RunHistory, input_hash, recording
 
 app = typer.Typer(
@@ -66,9 +74,46 @@ def _input_hashes(kwargs: dict[str, Any]) -> dict[str, str]:
     hashes = {}
     for name, value in sorted(kwargs.items()):
         if isinstance(value, Path) and name not in OUTPUT_PARAMETERS and value.is_file():
-            size = value.stat().st_size
-            hashes[name] = input_hash(value) if size <= LARGEST_HASHED_INPUT_BYTES else f"not hashed: {size} bytes"
+            try:
+                size = value.stat().st_size
+                hashes[name] = input_hash(value) if size <= LARGEST_HASHED_INPUT_BYTES else f"not hashed: {size} bytes"
+            except OSError as exc:  # unreadable: the command's own check reports it, with exit code 3
+                hashes[name] = f"not hashed: {exc.strerror or exc}"
     return hashes
+
+
+LARGEST_SEED = 2**63 - 1
+"""Seeds are recorded and passed on as 64-bit integers."""
+
+
+def _check_seed(kwargs: dict[str, Any]) -> None:
+    """Every command with ``--seed`` takes a whole number in [0, 2**63 - 1]."""
+    seed = kwargs.get("seed")
+    if isinstance(seed, int) and not 0 <= seed <= LARGEST_SEED:
+        raise InputError(f"{seed} is not a seed: seeds are whole numbers from 0 to {LARGEST_SEED}",
+                         where="--seed", fix="pass e.g. --seed 1, or leave --seed out to use the default")
+
+
+def _raise_terminated(signum: int, frame: Any) -> None:
+    raise Terminated(f"signal {signal.Signals(signum).name}")
+
+
+@contextlib.contextmanager
+def _sigterm_interrupts() -> Iterator[None]:
+    """While a command runs, SIGTERM raises :class:`Terminated` in the main thread, as Ctrl-C does."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = signal.signal(signal.SIGTERM, _raise_terminated)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def _silence_stdout() -> None:
+    """Point stdout at /dev/null, so that flushing what is left at exit cannot fail again."""
+    os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
 
 
 @contextlib.contextmanager
@@ -98,8 +143,16 @@ def guarded(command: F) -> F:
     @functools.wraps(command)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
         try:
-            with _recorded(name, kwargs):
-                return command(*args, **kwargs)
+            with _sigterm_interrupts(), _recorded(name, kwargs):
+                _check_seed(kwargs)
+                try:
+                    result = command(*args, **kwargs)
+                    sys.stdout.flush()  # a closed pipe shows here, while the run is still being recorded
+                except BrokenPipeError:
+                    # The reader of our stdout went away (e.g. `planner catalog --json | head`): not an error.
+                    _silence_stdout()
+                    raise typer.Exit(ExitCode.OK) from None
+                return result
         except (typer.Exit, typer.Abort):
             raise
         except PlannerError as exc:
@@ -107,13 +160,11 @@ def guarded(command: F) -> F:
                 stderr.print_exception()
             print_error(exc.message, fix=exc.fix, where=exc.where, code=exc.exit_code)
             raise typer.Exit(exc.exit_code) from None
-        except BrokenPipeError:
-            # The reader of our stdout went away (e.g. `planner catalog --json | head`): not an error.
-            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-            raise typer.Exit(0) from None
-        except KeyboardInterrupt:
-            print_error("interrupted; no output was written", code=130)
-            raise typer.Exit(130) from None
+        except KeyboardInterrupt as exc:  # Ctrl-C, or SIGTERM as Terminated
+            code = int(getattr(exc, "exit_code", ExitCode.INTERRUPTED))
+            cause = "by SIGTERM" if isinstance(exc, Terminated) else "by Ctrl-C"
+            print_error(f"interrupted {cause}; no output was written", code=code)
+            raise typer.Exit(code) from None
         except Exception as exc:  # the last line of defence: never a bare traceback for users
             if session.verbose:
                 stderr.print_exception()

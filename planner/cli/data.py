@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import glob
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Annotated
@@ -9,6 +10,7 @@ from typing import Annotated
 import typer
 
 from planner.cli.app import JsonFlag, app, guarded, print_outputs
+from planner.cli.paths import check_paths
 from planner.console import print_table, stderr
 from planner.errors import InputError
 
@@ -21,6 +23,8 @@ def validate(
     as_json: JsonFlag = False,
 ) -> None:
     """Validate a scenario file and print a readable summary (exit 3 with every error otherwise)."""
+    check_paths(inputs={"SCENARIO": scenario})
+
     from planner.catalog import load_catalog
     from planner.profiles import load_profiles
     from planner.scenario import check_against_data, load_scenario
@@ -140,7 +144,10 @@ def ingest(
         write_ingest_outputs,
     )
 
-    output_paths(out, histogram_out)  # fail on a bad output name before reading gigabytes of logs
+    out, histogram_path = output_paths(out, histogram_out)  # before reading gigabytes of logs
+    # A glob is expanded (and each match checked) by the reader; a plain path is checked here.
+    check_paths(inputs={"LOGS": [Path(p) for p in inputs if not glob.has_magic(p)]},
+                outputs={"--out": out, "--histogram-out": histogram_path})
     labels = {
         key: value
         for key, value in {"region": region, "model": model, "traffic_class": traffic_class}.items()

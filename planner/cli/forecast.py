@@ -8,6 +8,7 @@ from typing import Annotated, Any
 import typer
 
 from planner.cli.app import EngineOption, JsonFlag, SchedulerOption, WorkersOption, app, guarded, use_engine
+from planner.cli.paths import check_paths
 from planner.console import print_table, progress_bar, stderr
 from planner.sources import named
 from planner.storage import file_sha256
@@ -38,17 +39,16 @@ def forecast(
     as_json: JsonFlag = False,
 ) -> None:
     """Forecast demand per (region, model, class) with quantiles, backtested against seasonal naive."""
-    from planner.forecast.run import forecast_history, parse_horizon, parse_quantiles
-    from planner.storage import (
-        check_table_suffix,
-        read_table,
-        write_json_atomic,
-        write_table_atomic,
-    )
+    from planner.outputs import forecast_metadata_path
+    from planner.storage import check_table_suffix, read_table, staged_outputs
 
     check_table_suffix(out)
+    meta_path = metadata_out or forecast_metadata_path(out)
+    check_paths(inputs={"HISTORY": history}, outputs={"--out": out, "--metadata": meta_path}, folders={"--plots": plots})
     use_engine(engine, scheduler, workers)
-    meta_path = metadata_out or out.with_name(out.name.removesuffix(out.suffix) + ".meta.json")
+
+    from planner.forecast.run import forecast_history, parse_horizon, parse_quantiles
+
     horizon_hours = parse_horizon(horizon)
     levels = parse_quantiles(quantiles)
     frame = named(read_table(history), history)
@@ -58,11 +58,12 @@ def forecast(
             seed=seed, engine=engine, workers=workers, progress=advance,
         )
     result.metadata["inputs"] = {"history": str(history), "history_sha256": file_sha256(history)}
-    written = [write_table_atomic(out, result.forecast), write_json_atomic(meta_path, result.metadata)]
-    if plots is not None:
-        from planner.forecast.plots import write_plots  # matplotlib: imported only when plots are asked for
+    with staged_outputs() as outputs:  # the forecast, its metadata and the plots: all or none
+        written = [outputs.write_table(out, result.forecast), outputs.write_json(meta_path, result.metadata)]
+        if plots is not None:
+            from planner.forecast.plots import write_plots  # matplotlib: imported only when plots are asked for
 
-        written += write_plots(frame, result, plots)
+            written += write_plots(frame, result, plots, outputs)
     overall = result.metadata.get("backtest_overall") or {}
     if as_json:
         print_table(

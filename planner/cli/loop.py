@@ -23,6 +23,7 @@ from planner.cli.app import (
     session,
     use_engine,
 )
+from planner.cli.paths import check_paths
 from planner.cli import placement_options as limits
 from planner.cli.placement_options import GapOption, NodeLimitOption, PeriodsOption, SolverOption, TimeLimitOption
 from planner.console import print_table, progress_bar, stderr
@@ -75,13 +76,18 @@ def calibrate(
     as_json: JsonFlag = False,
 ) -> None:
     """Measure each (model, SKU)'s capacity by simulation: the highest req/s per replica meeting every p99 SLO."""
+    from planner.outputs import table_json_path
+    from planner.storage import check_table_suffix, read_table
+
+    check_table_suffix(out)
+    check_paths(inputs={"--scenario": scenario, "--histogram": histogram},
+                outputs={"--out": [out, table_json_path(out)]})
+
     from planner.calibrate import calibrate as run_calibration
     from planner.calibrate import write_calibration
     from planner.profiles import load_profiles
     from planner.scenario import load_scenario
-    from planner.storage import check_table_suffix, read_table
 
-    check_table_suffix(out)
     use_engine(engine, scheduler, workers)
     loaded = load_scenario(scenario)
     with progress_bar("Calibrating (model, SKU) pairs", console=stderr) as advance:
@@ -199,15 +205,19 @@ def plan(
     as_json: JsonFlag = False,
 ) -> None:
     """The whole loop: forecast, calibrate, place, simulate peak and trough, correct until every SLO holds."""
+    check_paths(inputs={"--scenario": scenario, "--history": history, "--capacity": capacity,
+                        "--histogram": histogram}, folders={"--out": out})
+
     from planner.catalog import load_catalog
     from planner.loop.compare import comparison_table, parse_policies
-    from planner.loop.outputs import write_plan_run
+    from planner.loop.outputs import check_plan_folder, write_plan_run
     from planner.loop.pipeline import parse_as_of, run_pipeline
     from planner.placement.capacity import validate_capacity
     from planner.profiles import load_profiles
     from planner.scenario import load_scenario
     from planner.storage import file_sha256, read_table
 
+    check_plan_folder(out)
     use_engine(engine, scheduler, workers)
     settings = loop_settings(max_rounds=max_rounds, periods=periods, solver=solver, node_limit=node_limit,
                              time_limit=time_limit, gap=gap,

@@ -9,6 +9,7 @@ import typer
 
 from planner.cli import placement_options as limits
 from planner.cli.app import JsonFlag, app, guarded, print_outputs, session
+from planner.cli.paths import check_paths
 from planner.cli.placement_options import GapOption, NodeLimitOption, PeriodsOption, SolverOption, TimeLimitOption
 from planner.console import stderr
 from planner.sources import named
@@ -40,14 +41,19 @@ def place(
     as_json: JsonFlag = False,
 ) -> None:
     """Place GPU replicas by SKU, region and purchase tier at least cost (an integer program), and check the plan."""
+    from planner.outputs import plan_output_paths
+    from planner.storage import check_table_suffix, read_table
+
+    check_table_suffix(out)
+    check_paths(inputs={"--scenario": scenario, "--forecast": forecast, "--capacity": capacity},
+                outputs={"--out": plan_output_paths(out)}, folders={"--debug": debug})
+
     from planner.catalog import load_catalog
     from planner.placement.capacity import validate_capacity
     from planner.placement.workflow import place_plan, write_plan_outputs
     from planner.profiles import load_profiles
     from planner.scenario import load_scenario
-    from planner.storage import check_table_suffix, read_table
 
-    check_table_suffix(out)
     loaded = load_scenario(scenario)
     hashes = {"scenario": file_sha256(scenario), "forecast": file_sha256(forecast)}
     capacity_table = None

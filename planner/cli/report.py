@@ -35,6 +35,7 @@ from planner.cli.loop import (
     narrated,
     report_warnings,
 )
+from planner.cli.paths import check_paths
 from planner.cli.placement_options import GapOption, NodeLimitOption, PeriodsOption, SolverOption, TimeLimitOption
 from planner.console import print_table, stderr
 from planner.errors import InputError
@@ -89,6 +90,8 @@ def report(
     if not MONTH_PATTERN.match(month):
         raise InputError(f"--month {month!r} is not YYYY-MM", where="--month", fix="pass e.g. --month 2026-11")
     use_engine(engine, scheduler, workers)
+    check_paths(inputs={"--scenario": scenario, "--history": history, "--histogram": histogram},
+                folders={"--reports": reports})
     stamp = parse_as_of(as_of or f"{month}-01T00:00:00Z")
     settings = loop_settings(max_rounds=max_rounds, periods=periods, solver=solver, node_limit=node_limit,
                              time_limit=time_limit, gap=gap,
@@ -122,6 +125,10 @@ def report(
     fail_if_not_converged(result)
 
 
+MAX_LISTED_RUNS = 1_000_000
+"""``planner history --limit`` above this is refused: it is a typo, and the history's SQL takes 64-bit limits only."""
+
+
 @app.command()
 @guarded
 def history(
@@ -132,6 +139,9 @@ def history(
     """List recorded runs, newest first: command, month, start, duration, exit code and a key figure."""
     from planner.runs import RunHistory, history_rows
 
+    if limit > MAX_LISTED_RUNS:
+        raise InputError(f"{limit} is more runs than planner lists at once ({MAX_LISTED_RUNS:,})",
+                         where="--limit", fix=f"pass a number from 1 to {MAX_LISTED_RUNS}")
     store = RunHistory(session.history_file)
     rows = history_rows(store, limit=limit, command=command)
     print_outputs(rows, title=f"Run history ({store.path})", as_json=as_json, written=[], path=str(store.path))

@@ -20,8 +20,9 @@ from planner.cli.app import (
     print_outputs,
     use_engine,
 )
-from planner.console import print_table, progress_bar, stderr
-from planner.errors import InputError
+from planner.cli.paths import check_paths
+from planner.console import print_error, print_table, progress_bar, stderr
+from planner.errors import ExitCode, InputError
 from planner.sources import named
 
 
@@ -79,21 +80,32 @@ def simulate(
     as_json: JsonFlag = False,
 ) -> None:
     """Simulate a plan's replicas at the demand of one window and check every class's latency SLO."""
+    from planner.outputs import plan_flows_path, table_json_path
+    from planner.storage import check_table_suffix, read_table
+
+    check_table_suffix(out)
+    flows_path = None
+    if forecast is None:
+        flows_path = flows or plan_flows_path(plan)
+        if flows is None and plan.is_file() and not flows_path.exists():
+            raise InputError(
+                "the routed demand (flows) for this plan was not found",
+                where=flows_path,
+                fix="pass --flows FILE or --forecast FILE, or use a plan from `planner place` (it writes "
+                "<plan>.flows.csv)",
+            )
+    check_paths(inputs={"--scenario": scenario, "--plan": plan, "--flows": flows_path, "--forecast": forecast,
+                        "--histogram": histogram},
+                outputs={"--out": [out, table_json_path(out)]})
+    use_engine(engine, scheduler, workers)
+
     from planner.catalog import load_catalog
     from planner.profiles import load_profiles
     from planner.scenario import load_scenario
     from planner.sim.plan_input import validated_plan
-    from planner.sim.simulate import (
-        PLAN_COLUMNS,
-        select_window,
-        simulate_plan,
-        write_simulation_outputs,
-    )
+    from planner.sim.simulate import PLAN_COLUMNS, select_window, simulate_plan, write_simulation_outputs
     from planner.sim.work import check_duration, check_evidence, check_replications
-    from planner.storage import check_table_suffix, read_table
 
-    check_table_suffix(out)
-    use_engine(engine, scheduler, workers)
     duration_s = check_duration(parse_duration_s(duration))
     check_replications(replications)
     loaded = load_scenario(scenario)
@@ -101,14 +113,6 @@ def simulate(
     if forecast is not None:
         period, demand = _forecast_window(loaded, plan_frame, named(read_table(forecast), forecast), window)
     else:
-        flows_path = flows or plan.with_name(plan.name.removesuffix(plan.suffix) + ".flows.csv")
-        if not flows_path.exists():
-            raise InputError(
-                "the routed demand (flows) for this plan was not found",
-                where=flows_path,
-                fix="pass --flows FILE or --forecast FILE, or use a plan from `planner place` (it writes "
-                "<plan>.flows.csv)",
-            )
         period, demand = select_window(plan_frame, named(read_table(flows_path), flows_path), window)
     with progress_bar(f"Simulating period {period}: pools x {replications} replication(s) of {duration}",
                       console=stderr) as advance:
@@ -125,6 +129,22 @@ def simulate(
         title=f"SLO check, period {period} ({'all met' if result.all_met else 'SOME MISSED'})",
         as_json=as_json, written=written, period=period, all_met=result.all_met,
     )
+    fail_if_missed(result, period)
+
+
+def fail_if_missed(result: Any, period: str) -> None:
+    """Exit 5 naming every missed (region, model, class, metric); the outputs are already written."""
+    misses = result.misses()
+    if not misses:
+        return
+    shown = [f"{m['region']} / {m['model']} / {m['traffic_class']} {m['metric']} ({m['measured']})"
+             for m in misses[:8]]
+    more = f" (and {len(misses) - 8} more)" if len(misses) > 8 else ""
+    print_error(f"the SLO check failed in period {period}: " + "; ".join(shown) + more,
+                fix="add replicas to those pools (place with a capacity table from `planner calibrate`), "
+                    "loosen the SLOs, or try another --policy",
+                code=ExitCode.SLO_FAILED)
+    raise typer.Exit(ExitCode.SLO_FAILED)
 
 
 # --------------------------------------------------------------------------- experiment
@@ -140,6 +160,10 @@ def experiment(
     as_json: JsonFlag = False,
 ) -> None:
     """Run a reference experiment (E1-E4 of theory.md) and write its table and chart."""
+    from planner.outputs import experiment_paths
+
+    check_paths(outputs={"--out": experiment_paths(name.lower(), out)}, folders={"--out": out})
+
     from planner.sim.experiments import run_experiment, write_experiment
 
     with stderr.status(f"Running experiment {name} (scale {scale:g})..."):

@@ -7,7 +7,7 @@ red; they were not learned as demand), and whether a fallback was used (in the
 title, never hidden).
 
 Uses matplotlib's object API with the Agg canvas (no pyplot, no global backend
-switch, no display needed) and writes every file atomically.
+switch, no display needed). The PNGs are staged and published together, all or none.
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ import pandas as pd
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
-from planner.storage import atomic_path
+from planner.storage import StagedOutputs, staged_outputs
 
 if TYPE_CHECKING:
     from planner.forecast.run import ForecastResult
@@ -73,10 +73,17 @@ def _draw(fig: Figure, hist: pd.Series, fc: pd.DataFrame, qcols: list[str], meta
     fig.autofmt_xdate()
 
 
-def write_plots(history: pd.DataFrame, result: ForecastResult, directory: str | Path) -> list[Path]:
-    """Write one PNG per forecast series into ``directory``; return the paths in series order."""
+def write_plots(history: pd.DataFrame, result: ForecastResult, directory: str | Path,
+                outputs: StagedOutputs | None = None) -> list[Path]:
+    """Write one PNG per forecast series into ``directory``; return the paths in series order.
+
+    With ``outputs`` the PNGs join that staging (published with the run's other files);
+    without, they are published together when all are drawn.
+    """
+    if outputs is None:
+        with staged_outputs() as own:
+            return write_plots(history, result, directory, own)
     directory = Path(directory)
-    directory.mkdir(parents=True, exist_ok=True)
     measure = result.metadata["parameters"]["measure"]
     qcols = result.metadata["parameters"]["quantile_columns"]
     by_series = {(m["region"], m["model"], m["traffic_class"]): m for m in result.metadata["series"]}
@@ -87,7 +94,6 @@ def write_plots(history: pd.DataFrame, result: ForecastResult, directory: str | 
         FigureCanvasAgg(fig)
         _draw(fig, _series_history(history, key, measure), fc, qcols, by_series[key], measure)
         dest = directory / plot_filename(*key)
-        with atomic_path(dest) as tmp:
-            fig.savefig(tmp, format="png", metadata={"Software": None})
+        outputs.write_with(dest, lambda tmp, fig=fig: fig.savefig(tmp, format="png", metadata={"Software": None}))
         paths.append(dest)
     return paths

@@ -1,8 +1,12 @@
-"""The files ``planner plan --out DIR`` writes, all together.
+"""The folder ``planner plan --out DIR`` writes, as a whole.
 
-Every file is first written in full to a temporary file beside its destination, and
-the renames happen only once all of them are complete: a failure or an interrupt while
-writing leaves every earlier output in place, and no file is ever half-written.
+The folder is staged beside ``DIR`` (:func:`planner.storage.staged_outputs`): every file
+is written in full into a temporary folder, and only then does that folder replace
+``DIR`` (the previous one is moved aside and deleted), so ``DIR`` always holds one run's
+complete set of files: a failure or an interrupt leaves the previous run's folder as it
+was, and a file an earlier run wrote but this one does not (``policies.csv``) cannot
+linger beside the new plan. Because ``DIR`` is replaced whole, it may hold only these
+files: :func:`check_plan_folder` refuses any other folder before the work starts.
 
 =========================  ==================================================================
 file                       what it holds
@@ -27,7 +31,6 @@ reports. Timings of the loop's rounds are in the run history (``planner history`
 
 from __future__ import annotations
 
-import contextlib
 import json
 from pathlib import Path
 from typing import Any
@@ -40,7 +43,14 @@ from planner.loop.pipeline import PipelineResult
 from planner.loop.run import LoopSettings
 from planner.placement.workflow import plan_json_payload
 from planner.sim.result import jsonable
-from planner.storage import RUN_STATE_KEYS, atomic_path, without_run_state
+from planner.errors import InputError
+from planner.storage import RUN_STATE_KEYS, staged_outputs, without_run_state
+
+PLAN_FILE_NAMES = frozenset({
+    "forecast.csv", "forecast.meta.json", "capacity.calibrated.csv", "capacity.csv", "plan.csv", "plan.flows.csv",
+    "plan.json", "slo.csv", "rounds.json", "policies.csv",
+})
+"""Every file this module writes (the table above); a plan folder holds nothing else."""
 
 
 def _csv(frame: pd.DataFrame) -> bytes:
@@ -87,11 +97,26 @@ def plan_files(result: PipelineResult, settings: LoopSettings) -> dict[str, byte
     return dict(sorted(files.items()))
 
 
-def write_plan_run(result: PipelineResult, settings: LoopSettings, out_dir: str | Path) -> list[Path]:
-    """Write the files (module docstring) into ``out_dir``; return their paths."""
+def check_plan_folder(out_dir: str | Path, option: str = "--out") -> None:
+    """Refuse an ``out_dir`` that holds anything but a plan run's files (it is replaced as a whole)."""
     out_dir = Path(out_dir)
+    if not out_dir.is_dir():
+        return
+    foreign = sorted(entry.name for entry in out_dir.iterdir() if entry.name not in PLAN_FILE_NAMES)
+    if foreign:
+        shown = ", ".join(foreign[:3]) + (f" and {len(foreign) - 3} more" if len(foreign) > 3 else "")
+        raise InputError(f"the folder holds files that are not a plan's ({shown}); a plan run replaces the "
+                         "folder as a whole", where=f"{option} {out_dir}",
+                         fix=f"pass a new or empty folder with {option}, or one an earlier `planner plan` wrote")
+
+
+def write_plan_run(result: PipelineResult, settings: LoopSettings, out_dir: str | Path) -> list[Path]:
+    """Write the files (module docstring) as the folder ``out_dir``, replacing it whole; return their paths."""
+    out_dir = Path(out_dir)
+    check_plan_folder(out_dir)
     files = plan_files(result, settings)
-    with contextlib.ExitStack() as stack:
+    with staged_outputs() as outputs:
+        staged = outputs.folder(out_dir)
         for name, data in files.items():
-            stack.enter_context(atomic_path(out_dir / name)).write_bytes(data)
+            (staged / name).write_bytes(data)
     return [out_dir / name for name in files]

@@ -2,7 +2,7 @@
 
 ``place_plan`` takes values and returns a :class:`PlacementResult`; it touches no files
 except the optional LP/MPS dump in ``debug_dir``. ``write_plan_outputs`` writes the plan
-CSV, the flows CSV and the plan JSON, each atomically.
+CSV, the flows CSV and the plan JSON, all or none.
 
 Order of work: validate the capacity table (or build the analytic estimate), fold the
 forecast into periods, assemble the instance, run the structural pre-checks (raising
@@ -34,6 +34,7 @@ import pandas as pd
 from planner import __version__
 from planner.catalog import Catalog
 from planner.errors import InputError, PlannerError
+from planner.outputs import plan_output_paths
 from planner.placement import diagnose, highs_backend
 from planner.placement.backends import BACKENDS, HIDDEN_BACKENDS
 from planner.placement.bounds import best_single_sku, elastic_bound
@@ -51,7 +52,7 @@ from planner.placement.result import PlacementResult, fleet_cost, plan_frames
 from planner.placement.solve import solve_instance
 from planner.placement.status import SolveStatus
 from planner.scenario import Scenario
-from planner.storage import atomic_path, write_json_atomic, write_table_atomic
+from planner.storage import atomic_path, staged_outputs
 
 DEFAULT_SOLVER = "highs"
 """HiGHS holds the best bound of the three backends on the bundled scenarios
@@ -264,13 +265,13 @@ def _meta(scenario: Scenario, inst: PlacementInstance, demand: Demand, summary, 
 
 
 def write_plan_outputs(result: PlacementResult, out: Path) -> list[Path]:
-    """Write the plan (CSV or Parquet, by ``out``'s suffix), ``<stem>.flows.csv`` and ``<stem>.json``."""
-    out = Path(out)
-    flows_path = out.with_name(f"{out.stem}.flows.csv")
-    json_path = out.with_name(f"{out.stem}.json")
-    written = [write_table_atomic(out, result.plan), write_table_atomic(flows_path, result.flows)]
-    written.append(write_json_atomic(json_path, plan_json_payload(result, out.name, flows_path.name)))
-    return written
+    """Write the plan (CSV or Parquet, by ``out``'s suffix), ``<stem>.flows.csv`` and ``<stem>.json``, all or none."""
+    out, flows_path, json_path = plan_output_paths(out)
+    with staged_outputs() as outputs:
+        outputs.write_table(out, result.plan)
+        outputs.write_table(flows_path, result.flows)
+        outputs.write_json(json_path, plan_json_payload(result, out.name, flows_path.name))
+    return [out, flows_path, json_path]
 
 
 def plan_json_payload(result: PlacementResult, plan_name: str, flows_name: str) -> dict[str, Any]:

@@ -5,7 +5,7 @@ run killed by the OOM killer or ``kill -9`` still shows, as "did not finish"), a
 final row when the body ends, with the end time and the exit code the CLI will use.
 The exit code comes from the exception, with the same mapping as the CLI edge
 (architecture.md): a ``PlannerError`` carries its own; anything with an integer
-``exit_code`` or ``code`` (``typer.Exit``, ``SystemExit``) keeps it; Ctrl-C is 130;
+``exit_code`` or ``code`` (``typer.Exit``, ``SystemExit``) keeps it; Ctrl-C is 130 and SIGTERM 143;
 any other exception is 1. The body's exception always propagates unchanged.
 
 If the final write fails (the file locked for longer than the retries) after a body
@@ -41,8 +41,8 @@ def exit_code_of(exc: BaseException | None) -> int:
         return ExitCode.OK
     if isinstance(exc, PlannerError):
         return int(exc.exit_code)
-    if isinstance(exc, KeyboardInterrupt):
-        return 130
+    if isinstance(exc, KeyboardInterrupt):  # Terminated (SIGTERM) is one, with its own code
+        return int(getattr(exc, "exit_code", ExitCode.INTERRUPTED))
     for attribute in ("exit_code", "code"):
         value = getattr(exc, attribute, None)
         if isinstance(value, int):

@@ -24,6 +24,7 @@ from pydantic.fields import FieldInfo
 from planner.errors import InputError
 from planner.scenario.fields import POLICY_NAMES, SKU_NAMES, TIERS, ZONES, Issue
 from planner.scenario.model import Scenario
+from planner.storage import check_input_file
 
 README_HINT = "scenarios/README.md documents every field, its unit and its default"
 _BARE_KEY = re.compile(r"^[A-Za-z0-9_-]+$")
@@ -50,8 +51,13 @@ class ScenarioError(InputError):
 
 
 def load_scenario(path: str | Path) -> Scenario:
-    """Read, parse and validate a scenario TOML file, or raise InputError/ScenarioError."""
+    """Read, parse and validate a scenario TOML file, or raise InputError/ScenarioError.
+
+    A UTF-8 byte-order mark (which some Windows editors write) is accepted and skipped.
+    """
     path = Path(path)
+    if path.exists():  # a folder, a named pipe or an unreadable file: refused before it is opened
+        check_input_file(path)
     try:
         raw_bytes = path.read_bytes()
     except FileNotFoundError as exc:
@@ -59,7 +65,7 @@ def load_scenario(path: str | Path) -> Scenario:
     except OSError as exc:
         raise InputError(f"cannot read the scenario file: {exc.strerror}", where=path, fix="check the path") from exc
     try:
-        text = raw_bytes.decode("utf-8")
+        text = raw_bytes.decode("utf-8-sig")
     except UnicodeDecodeError as exc:
         raise InputError(
             f"the file is not UTF-8 text (byte {exc.start})", where=path, fix="save the file as UTF-8"
@@ -68,6 +74,10 @@ def load_scenario(path: str | Path) -> Scenario:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         raise _toml_error(path, exc, text) from exc
+    except RecursionError:  # tomllib parses nested arrays and inline tables recursively
+        raise InputError("the TOML nests arrays or inline tables too deeply to read", where=path,
+                         fix="a scenario needs a few levels of nesting at most: look for a long run of '[' "
+                             "or '{'") from None
     return parse_scenario(data, source=str(path))
 
 

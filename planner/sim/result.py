@@ -9,7 +9,6 @@ either depends on the wall clock, so the same inputs give byte-identical files.
 
 from __future__ import annotations
 
-import contextlib
 import json
 import math
 from dataclasses import dataclass, field
@@ -19,7 +18,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from planner.storage import atomic_path, check_table_suffix
+from planner.outputs import table_json_path
+from planner.storage import check_table_suffix, staged_outputs
 
 SUMMARY_COLUMNS = (
     "region", "model", "traffic_class", "replicas", "offered_rps", "slo_ttft_p99_ms", "slo_ttft_target_ms",
@@ -53,6 +53,33 @@ class SimulationResult:
         """Whether every class with traffic meets both its TTFT and e2e p99 SLO (point estimate)."""
         return bool(self.per_class["slo_met"].all()) if len(self.per_class) else True
 
+    def misses(self) -> list[dict[str, Any]]:
+        """Every missed (region, model, traffic_class, metric), in table order, with what was measured.
+
+        ``metric`` is ``ttft_p99`` or ``e2e_p99``; ``measured`` reads e.g. ``"2,412 ms > 800 ms"``,
+        or names the rejections or missing replicas that made the p99 infinite.
+        """
+        out = []
+        for row in self.per_class.to_dict("records") if len(self.per_class) else []:
+            if bool(row.get("slo_met", True)):
+                continue
+            for metric in ("ttft", "e2e"):  # slo_met is both met, so at least one of them is missed
+                if bool(row.get(f"slo_{metric}_met", True)):
+                    continue
+                p99, target = row.get(f"slo_{metric}_p99_ms"), row.get(f"slo_{metric}_target_ms")
+                verdict = row.get(f"slo_{metric}_verdict")
+                if verdict == "no_replicas":
+                    measured = "demand but no replicas"
+                elif p99 is None or math.isnan(float(p99)):
+                    measured = f"no p99 measured, target {float(target):,.0f} ms"
+                elif math.isinf(float(p99)):
+                    measured = f"over 1 % of requests rejected, target {float(target):,.0f} ms"
+                else:
+                    measured = f"{float(p99):,.0f} ms > {float(target):,.0f} ms"
+                out.append({"region": row["region"], "model": row["model"], "traffic_class": row["traffic_class"],
+                            "metric": f"{metric}_p99", "measured": measured})
+        return out
+
     def summary_rows(self) -> list[dict[str, Any]]:
         """One row per (region, model, class): the SLO met/missed table."""
         cols = [c for c in SUMMARY_COLUMNS if c in self.per_class.columns]
@@ -66,19 +93,14 @@ class SimulationResult:
 def write_simulation_outputs(result: SimulationResult, out: str | Path) -> list[Path]:
     """Write the per-class table to ``out`` (CSV or Parquet by extension) and the JSON beside it.
 
-    Both go to temporary files first and are renamed into place together, so a failure
-    leaves earlier outputs untouched. Returns [table path, JSON path].
+    Both are staged and renamed into place together (:func:`planner.storage.staged_outputs`),
+    so a failure leaves earlier outputs untouched. Returns [table path, JSON path].
     """
     out = Path(out)
-    suffix = check_table_suffix(out)
-    json_path = out.with_suffix(".json")
+    check_table_suffix(out)
+    json_path = table_json_path(out)
     text = json.dumps(result.to_json(), indent=2, sort_keys=True) + "\n"
-    with contextlib.ExitStack() as stack:
-        table_tmp = stack.enter_context(atomic_path(out))
-        json_tmp = stack.enter_context(atomic_path(json_path))
-        if suffix == ".csv":
-            result.per_class.to_csv(table_tmp, index=False, lineterminator="\n")
-        else:
-            result.per_class.to_parquet(table_tmp, index=False)
-        json_tmp.write_text(text, encoding="utf-8")
+    with staged_outputs() as outputs:
+        outputs.write_table(out, result.per_class)
+        outputs.write_text(json_path, text)
     return [out, json_path]

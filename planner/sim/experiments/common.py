@@ -20,7 +20,8 @@ from matplotlib.figure import Figure
 
 from planner.errors import InputError
 from planner.sim.queue import QueueClass, ServiceDist
-from planner.storage import atomic_path, write_table_atomic
+from planner.outputs import experiment_paths
+from planner.storage import staged_outputs
 
 FULL_JOBS = 120_000
 FULL_WARMUP = 20_000
@@ -71,11 +72,9 @@ def check(claim: str, holds: bool, evidence: str) -> dict:
 
 
 def write_experiment(result: ExperimentResult, out_dir: str | Path) -> list[Path]:
-    """Write ``<name>.csv`` and ``<name>.png`` into ``out_dir`` atomically; return both paths."""
-    out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
-    csv_path = write_table_atomic(out / f"{result.name}.csv", result.table)
-    png_path = out / f"{result.name}.png"
-    with atomic_path(png_path) as tmp:
-        result.figure.savefig(tmp, format="png", metadata={"Software": None})
+    """Write ``<name>.csv`` and ``<name>.png`` into ``out_dir``, both or neither; return both paths."""
+    csv_path, png_path = experiment_paths(result.name, out_dir)
+    with staged_outputs() as outputs:
+        outputs.write_table(csv_path, result.table)
+        outputs.write_with(png_path, lambda tmp: result.figure.savefig(tmp, format="png", metadata={"Software": None}))
     return [csv_path, png_path]
