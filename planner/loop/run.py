@@ -33,6 +33,7 @@ import pandas as pd
 from planner.catalog import Catalog
 from planner.loop.derate import Miss, derate, find_misses
 from planner.loop.windows import loop_windows
+from planner.placement.window import PlanningWindow
 from planner.placement.workflow import PlacementResult, place_plan
 from planner.scenario import Scenario
 from planner.sim.simulate import simulate_plan
@@ -130,8 +131,11 @@ def _round_record(number: int, placement: PlacementResult, misses: list[Miss], c
 def run_loop(scenario: Scenario, forecast: pd.DataFrame, catalog: Catalog, profiles: pd.DataFrame,
              settings: LoopSettings, *, policy: str | None = None, capacity: pd.DataFrame | None = None,
              histogram: pd.DataFrame | None = None, input_hashes: dict[str, str] | None = None,
-             notify: Notify | None = None, placements: dict[str, PlacementResult] | None = None) -> LoopResult:
+             notify: Notify | None = None, placements: dict[str, PlacementResult] | None = None,
+             window: PlanningWindow | None = None) -> LoopResult:
     """Run the loop for ``policy`` (default: the scenario's); see the module docstring.
+
+    Every plan covers the scenario's horizon, or exactly ``window``'s hours when given.
 
     ``placements`` memoises plans by the capacity table they were placed with (a policy
     comparison passes one dict to every policy): placement depends on the policy only
@@ -159,7 +163,7 @@ def run_loop(scenario: Scenario, forecast: pd.DataFrame, catalog: Catalog, profi
         if placement is None:
             placement = place_plan(scenario, forecast, catalog, profiles, capacity=table, solver=settings.solver,
                                    time_limit_s=settings.time_limit_s, gap=settings.gap, quantile=settings.quantile,
-                                   periods=settings.periods, input_hashes=input_hashes)
+                                   periods=settings.periods, input_hashes=input_hashes, window=window)
             if placements is not None:
                 placements[key] = placement
         else:

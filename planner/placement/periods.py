@@ -17,7 +17,9 @@ Period schemes (``--periods``):
   turns 672 hourly periods into 42 blocks.
 
 The forecast is clipped to the scenario's horizon (its first ``horizon_hours`` distinct
-hours); the plan JSON records how many hours were used.
+hours), or, when a planning window is given (``planner report`` plans a calendar month),
+to exactly the window's hours, every one of which the forecast must cover; the plan JSON
+records how many hours were used.
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ import numpy as np
 import pandas as pd
 
 from planner.errors import InputError
+from planner.placement.window import PlanningWindow, iso_hour
 from planner.scenario import Scenario
 
 HOURS_PER_WEEK = 168
@@ -154,16 +157,34 @@ def _validated(forecast: pd.DataFrame, scenario: Scenario, column: str) -> pd.Da
     return frame
 
 
+def _window_hours(hours_given: np.ndarray, window: PlanningWindow) -> np.ndarray:
+    """The forecast hours inside ``window``; an input error unless the forecast covers every one of them."""
+    given = pd.DatetimeIndex(hours_given)
+    missing = window.hour_starts().difference(given)
+    if len(missing):
+        raise _fail(
+            f"the forecast covers {iso_hour(given[0])} to {iso_hour(given[-1])}, which leaves {len(missing)} of the "
+            f"planning window's {window.hours} hours without demand (the first at {iso_hour(missing[0])}); the "
+            f"window is {window.describe()}",
+            "forecast every hour of the window, from the first hour after the history to the window's end",
+        )
+    return hours_given[(given >= window.start) & (given < window.end)]
+
+
 def demand_from_forecast(
-    forecast: pd.DataFrame, scenario: Scenario, quantile: float, spec: PeriodSpec
+    forecast: pd.DataFrame, scenario: Scenario, quantile: float, spec: PeriodSpec,
+    window: PlanningWindow | None = None,
 ) -> Demand:
-    """Fold the forecast into periods and return demand in req/s per (origin, model, class, period)."""
+    """Fold the forecast into periods and return demand in req/s per (origin, model, class, period).
+
+    The periods stand for the scenario's horizon, or for exactly ``window``'s hours when given.
+    """
     column = quantile_column(quantile)
     frame = _validated(forecast, scenario, column)
     if frame.empty:
         raise _fail("the forecast has no rows", "pass a non-empty forecast")
     hours_given = np.sort(frame["ts"].unique())
-    hours_used = hours_given[: scenario.horizon_hours]
+    hours_used = hours_given[: scenario.horizon_hours] if window is None else _window_hours(hours_given, window)
     frame = frame[frame["ts"].isin(hours_used)]
     origins, models, classes = scenario.origin_names, scenario.model_names, scenario.class_names
     series = frame.groupby(["region", "model", "traffic_class"], sort=True).size()
