@@ -17,6 +17,7 @@ from datetime import UTC, datetime
 
 import psutil
 import pytest
+from process_helpers import dead_pid
 
 from planner.errors import ExitCode, InputError
 from planner.report.lock import HOLDER_NAME, LOCK_NAME, ReportLockedError, read_holder, report_lock
@@ -30,14 +31,6 @@ _HOLDER = textwrap.dedent("""
         print("held", flush=True)
         sys.stdin.read()  # hold the lock until the test closes our stdin
 """)
-
-
-def dead_pid() -> int:
-    """The pid of a process that has exited (and been reaped): no process has it now."""
-    child = subprocess.Popen([sys.executable, "-c", "pass"])
-    child.wait()
-    assert not psutil.pid_exists(child.pid)
-    return child.pid
 
 
 def test_a_second_process_is_refused_at_once_with_the_holder_named(tmp_path):

@@ -30,7 +30,7 @@ DAY = pd.Timedelta(days=1)
 def check_month(text: str, where: str = "--month") -> str:
     """``text`` if it is exactly ``YYYY-MM`` with a month 01-12; an input error otherwise."""
     if not isinstance(text, str) or MONTH_PATTERN.fullmatch(text) is None:
-        raise InputError(f"{where} {text!r} is not YYYY-MM (a year and a month 01-12)", where=where,
+        raise InputError(f"{text!r} is not YYYY-MM (a year and a month 01-12)", where=where,
                          fix="pass e.g. --month 2026-11")
     return text
 
@@ -50,7 +50,7 @@ def previous_month_window(month: str) -> PlanningWindow:
 def check_as_of(as_of: pd.Timestamp, window: PlanningWindow) -> pd.Timestamp:
     """``as_of`` unless it falls after the month's first instant (the plan must start from a forecast of it)."""
     if as_of > window.start:
-        raise InputError(f"--as-of {iso_hour(as_of.floor('h'))} is after the first instant of the month "
+        raise InputError(f"{as_of.tz_convert('UTC'):%Y-%m-%dT%H:%M:%SZ} is after the first instant of the month "
                          f"({iso_hour(window.start)}): the report plans the whole month from a forecast of its "
                          "first hour", where="--as-of",
                          fix=f"leave --as-of out (it defaults to {iso_hour(window.start)}) or pass an earlier one")
