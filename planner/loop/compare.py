@@ -63,10 +63,10 @@ def parse_policies(text: str) -> list[str]:
 def compare_policies(scenario: Scenario, forecast: pd.DataFrame, catalog: Catalog, profiles: pd.DataFrame,
                      settings: LoopSettings, policies: list[str], *, histogram: pd.DataFrame | None = None,
                      known: dict[str, LoopResult] | None = None, notify: Notify | None = None,
-                     window: PlanningWindow | None = None) -> list[PolicyOutcome]:
+                     planning_window: PlanningWindow | None = None) -> list[PolicyOutcome]:
     """Run the loop for each policy (re-using ``known`` results, e.g. the scenario policy's own run).
 
-    Every policy plans the same hours: the scenario's horizon, or ``window`` when given.
+    Every policy plans the same hours: the scenario's horizon, or ``planning_window`` when given.
     """
     outcomes = []
     placements: dict[str, object] = {}
@@ -76,7 +76,8 @@ def compare_policies(scenario: Scenario, forecast: pd.DataFrame, catalog: Catalo
         result = (known or {}).get(policy)
         if result is None:
             result = run_loop(scenario, forecast, catalog, profiles, settings, policy=policy, histogram=histogram,
-                              notify=notify, placements=placements, window=window)
+                              notify=notify, placements=placements,
+                              planning_window=planning_window)
         outcomes.append(PolicyOutcome(policy, result))
     return outcomes
 

@@ -110,9 +110,10 @@ def run_pipeline(scenario: Scenario, history: pd.DataFrame, catalog: Catalog, pr
                                 backtest=True, seed=scenario.seeds.base if settings.seed is None else settings.seed,
                                 engine=settings.engine, workers=settings.workers, progress=forecast_progress)
     loop = run_loop(scenario, forecast.forecast, catalog, profiles, settings, capacity=capacity, histogram=histogram,
-                    input_hashes=input_hashes, notify=say, window=window)
+                    input_hashes=input_hashes, notify=say, planning_window=window)
     comparison = None
     if compare:
         comparison = compare_policies(scenario, forecast.forecast, catalog, profiles, settings, compare,
-                                      histogram=histogram, known={loop.policy: loop}, notify=say, window=window)
+                                      histogram=histogram, known={loop.policy: loop}, notify=say,
+                                      planning_window=window)
     return PipelineResult(known, forecast, loop, comparison, as_of, window)

@@ -132,10 +132,10 @@ def run_loop(scenario: Scenario, forecast: pd.DataFrame, catalog: Catalog, profi
              settings: LoopSettings, *, policy: str | None = None, capacity: pd.DataFrame | None = None,
              histogram: pd.DataFrame | None = None, input_hashes: dict[str, str] | None = None,
              notify: Notify | None = None, placements: dict[str, PlacementResult] | None = None,
-             window: PlanningWindow | None = None) -> LoopResult:
+             planning_window: PlanningWindow | None = None) -> LoopResult:
     """Run the loop for ``policy`` (default: the scenario's); see the module docstring.
 
-    Every plan covers the scenario's horizon, or exactly ``window``'s hours when given.
+    Every plan covers the scenario's horizon, or exactly ``planning_window``'s hours when given.
 
     ``placements`` memoises plans by the capacity table they were placed with (a policy
     comparison passes one dict to every policy): placement depends on the policy only
@@ -163,7 +163,8 @@ def run_loop(scenario: Scenario, forecast: pd.DataFrame, catalog: Catalog, profi
         if placement is None:
             placement = place_plan(scenario, forecast, catalog, profiles, capacity=table, solver=settings.solver,
                                    time_limit_s=settings.time_limit_s, gap=settings.gap, quantile=settings.quantile,
-                                   periods=settings.periods, input_hashes=input_hashes, window=window)
+                                   periods=settings.periods, input_hashes=input_hashes,
+                                   window=planning_window)
             if placements is not None:
                 placements[key] = placement
         else:
