@@ -13,20 +13,29 @@ from __future__ import annotations
 import json
 import os
 import re
+import signal
+import socket
+import subprocess
+import sys
+import time
 from pathlib import Path
 
 import pytest
 from loop_fixtures import write_small_inputs
+from process_helpers import dead_pid
 from typer.testing import CliRunner
 
 from planner import cli
+from planner.report.lock import HOLDER_NAME, LockHolder, read_holder
 from planner.runs import RunHistory
 
 runner = CliRunner()
 REPO = Path(__file__).resolve().parents[1]
 GOLDEN = REPO / "tests" / "golden" / "report_demo.json"
 GENERATED = re.compile(rb"^.*[Gg]enerated[ _]at.*$", re.MULTILINE)
-FAST = ["--periods", "hourly", "--sim-duration", "20min", "--replications", "2", "--engine", "local"]
+# Periods: the report's default, how:4. A month of hourly periods (744) leaves the per-period elastic bound to its
+# wall-clock budget, so its figure would vary between runs.
+FAST = ["--sim-duration", "20min", "--replications", "2", "--engine", "local"]
 DEMO_ARGS = ["--periods", "how:24", "--compare-policies", "fcfs,drr-wspt", "--gap", "0.05", "--sim-duration", "10min",
              "--replications", "2", "--engine", "local"]
 
@@ -41,9 +50,25 @@ def small_inputs(tmp_path_factory):
     return write_small_inputs(tmp_path_factory.mktemp("inputs"))
 
 
+def _arguments(month: str, scenario: Path, history: Path, reports: Path, *extra: str) -> list[str]:
+    return ["report", "--month", month, "--scenario", str(scenario), "--history", str(history),
+            "--reports", str(reports), *FAST, *extra]
+
+
 def _report(month: str, scenario: Path, history: Path, reports: Path, *extra: str):
-    return runner.invoke(cli.app, ["report", "--month", month, "--scenario", str(scenario), "--history", str(history),
-                                   "--reports", str(reports), *FAST, *extra])
+    return runner.invoke(cli.app, _arguments(month, scenario, history, reports, *extra))
+
+
+def _wait_for_holder(reports: Path, process: subprocess.Popen, timeout_s: float = 180.0) -> LockHolder:
+    """The lock's holder record once ``process`` has taken the lock (it then starts its work)."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        holder = read_holder(reports)
+        if holder is not None and holder.pid == process.pid:
+            return holder
+        assert process.poll() is None, f"the run ended before taking the lock: {process.communicate()}"
+        time.sleep(0.05)
+    pytest.fail(f"process {process.pid} did not take the lock within {timeout_s} s")
 
 
 @pytest.mark.slow
@@ -57,8 +82,19 @@ def test_report_writes_every_file_is_idempotent_and_compares_with_last_month(sma
     assert {"report.md", "report.html", "report.json", "tables/policy_comparison.csv", "tables/slo_evidence.csv",
             "tables/plan_loop_rounds.csv", "tables/cost_vs_bounds.csv", "charts/forecast.png"} <= names
     before = _files(october)
+    document = json.loads((october / "report.json").read_text())
+    assert document["period"] == {"first_hour": "2026-10-01T00:00:00Z", "last_hour": "2026-10-31T23:00:00Z",
+                                  "hours": 744}, "the report plans its whole month, not the scenario's 24-hour horizon"
+    assert document["facts"]["horizon_hours"] == 744
+    forecast = next(s for s in document["sections"] if s["key"] == "forecast")["facts"]
+    assert (forecast["forecast_start"], forecast["forecast_end"]) == ("2026-10-01T00:00:00Z", "2026-10-31T23:00:00Z")
+    # A run killed after taking the lock leaves its holder record; the next run takes the lock over and says so.
+    dead = dead_pid()
+    (reports / HOLDER_NAME).write_text(json.dumps({"pid": dead, "started_at": "2026-10-01T02:00:00Z",
+                                                   "host": socket.gethostname(), "command": "planner report"}))
     again = _report("2026-10", scenario, history, reports, "--compare-policies", "fcfs,drr-wspt")
     assert again.exit_code == 0, again.output
+    assert "took over the stale lock" in again.output and f"process {dead}" in again.output, again.output
     assert _files(october) == before, "the same inputs must give the same report apart from the generated-at line"
 
     november = _report("2026-11", scenario, history, reports, "--compare-policies", "none", "--json")
@@ -67,6 +103,9 @@ def test_report_writes_every_file_is_idempotent_and_compares_with_last_month(sma
     document = json.loads((reports / "2026-11" / "report.json").read_text())
     sections = {s["key"]: s for s in document["sections"]}
     assert sections["accuracy"]["status"] == "ok", "October's forecast is in the run history: accuracy must show"
+    accuracy = sections["accuracy"]["facts"]
+    assert (accuracy["month_compared"], accuracy["hours_covered"], accuracy["hours_in_month"]) == ("2026-10", 744, 744)
+    assert document["period"]["first_hour"] == "2026-11-01T00:00:00Z" and document["period"]["hours"] == 720
     assert sections["policies"]["status"] == "no_data"
     plan_columns = next(t for t in sections["plan"]["tables"] if t["name"] == "plan")["columns"]
     assert "usd_previous" in plan_columns, "the plan section shows the change from last month's plan"
@@ -101,11 +140,90 @@ def test_a_crash_mid_write_leaves_last_report_intact(small_inputs, tmp_path, mon
     assert runs[0]["exit_code"] == 1 and "disk full" in runs[0]["message"]
 
 
-def test_report_rejects_a_bad_month_before_any_work(small_inputs, tmp_path):
+@pytest.mark.parametrize("month", ["2026-13", "2026-11\n", "2026-1", " 2026-11"])
+def test_report_rejects_a_bad_month_before_any_work(small_inputs, tmp_path, month):
     scenario, history = small_inputs
-    result = _report("2026-13", scenario, history, tmp_path / "reports")
+    result = _report(month, scenario, history, tmp_path / "reports")
     assert result.exit_code == 3 and "YYYY-MM" in result.output
     assert not (tmp_path / "reports").exists()
+
+
+def test_an_as_of_after_the_months_first_instant_is_refused(small_inputs, tmp_path):
+    scenario, history = small_inputs
+    result = _report("2026-10", scenario, history, tmp_path / "reports", "--as-of", "2026-10-03")
+    assert result.exit_code == 3 and "after the first instant of the month" in result.output
+    assert not (tmp_path / "reports").exists()
+
+
+def test_history_more_than_a_week_stale_is_exit_3_with_both_dates(small_inputs, tmp_path):
+    scenario, history = small_inputs  # the history ends 2026-10-31T23:00:00Z
+    reports = tmp_path / "reports"
+    result = _report("2027-01", scenario, history, reports)
+    assert result.exit_code == 3, result.output
+    output = " ".join(result.output.split())
+    assert "2026-10-31T23:00:00Z" in output and "2027-01-01T00:00:00Z" in output and "--allow-stale-history" in output
+    assert sorted(p.name for p in reports.iterdir()) == [".lock"], "nothing written but the lock file"
+
+
+@pytest.mark.slow
+def test_allow_stale_history_plans_the_month_across_the_gap_and_lists_a_high_risk(small_inputs, tmp_path):
+    scenario, history = small_inputs
+    result = _report("2026-12", scenario, history, tmp_path, "--allow-stale-history", "--compare-policies", "none")
+    assert result.exit_code == 0, result.output
+    document = json.loads((tmp_path / "2026-12" / "report.json").read_text())
+    assert document["period"] == {"first_hour": "2026-12-01T00:00:00Z", "last_hour": "2026-12-31T23:00:00Z",
+                                  "hours": 744}
+    sections = {s["key"]: s for s in document["sections"]}
+    forecast = sections["forecast"]["facts"]
+    assert (forecast["forecast_start"], forecast["forecast_end"]) == ("2026-11-01T00:00:00Z", "2026-12-31T23:00:00Z")
+    stale = [b for b in sections["risks"]["bullets"] if b.startswith("[high] stale history")]
+    assert len(stale) == 1 and "30.0 days stale" in stale[0], sections["risks"]["bullets"]
+    assert document["facts"]["horizon_hours"] == 744, "the plan covers December only, not the gap before it"
+
+
+@pytest.mark.slow
+def test_overlapping_runs_and_a_kill_9_with_real_processes(small_inputs, tmp_path):
+    """cron's failure modes with real processes: a second run while one works exits 3 at once and names it; a run
+    killed with SIGKILL mid-way leaves the previous report byte-identical; the next run takes the stale lock over."""
+    scenario, history = small_inputs
+    reports = tmp_path / "reports"
+    assert _report("2026-10", scenario, history, reports, "--compare-policies", "none").exit_code == 0
+    october = reports / "2026-10"
+    before = {p.relative_to(october).as_posix(): p.read_bytes() for p in sorted(october.rglob("*")) if p.is_file()}
+    planner = [sys.executable, "-m", "planner"]
+    # The first run compares every policy: calibrating three more of them keeps it working for minutes.
+    first = subprocess.Popen([*planner, *_arguments("2026-10", scenario, history, reports, "--compare-policies",
+                                                     "fcfs,cmu,wspt,drr-wspt")],
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        holder = _wait_for_holder(reports, first)
+        started = time.monotonic()
+        second = subprocess.run([*planner, *_arguments("2026-10", scenario, history, reports, "--compare-policies",
+                                                        "none")], capture_output=True, text=True, timeout=300)
+        seconds = time.monotonic() - started
+        assert first.poll() is None, "the first run still works: the second did not wait for it"
+        message = " ".join(second.stderr.split())
+        assert second.returncode == 3, second.stderr
+        assert f"process {first.pid}" in message and holder.started_at in message, message
+        assert str(reports / ".lock") in message and "nothing was written" in message
+        assert second.stdout == "" and seconds < 60, "it stopped at start, before any work"
+        time.sleep(2.0)  # let the first run get further into its work
+        assert first.poll() is None
+        os.kill(first.pid, signal.SIGKILL)
+        assert first.wait(timeout=30) == -signal.SIGKILL
+    finally:
+        if first.poll() is None:
+            first.kill()
+            first.wait(timeout=30)
+    after = {p.relative_to(october).as_posix(): p.read_bytes() for p in sorted(october.rglob("*")) if p.is_file()}
+    assert after == before, "a run killed mid-way leaves the previous report byte-identical"
+    assert read_holder(reports).pid == first.pid, "the killed run could not clear its holder record"
+    again = _report("2026-10", scenario, history, reports, "--compare-policies", "none")
+    assert again.exit_code == 0, again.output
+    output = " ".join(again.output.split())
+    assert "took over the stale lock" in output and f"process {first.pid}" in output and "is gone" in output
+    assert _files(october) == {name: GENERATED.sub(b"", data) for name, data in before.items()}
+    assert not [p for p in reports.iterdir() if p.name not in (".lock", "2026-10")], "no leftovers"
 
 
 def test_history_lists_runs_and_survives_a_corrupt_file(tmp_path, monkeypatch):

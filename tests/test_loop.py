@@ -24,6 +24,7 @@ from planner.loop.derate import (
     find_misses,
 )
 from planner.loop.windows import loop_windows
+from planner.placement.window import PlanningWindow
 from planner.profiles import load_profiles
 from planner.runs import RunHistory
 
@@ -116,6 +117,19 @@ def test_loop_converges_on_a_scenario_built_to_fail_the_first_round(small):
     final = result.capacity.set_index(["model", "sku", "traffic_class"])["max_rps_per_replica"]
     start = table.set_index(["model", "sku", "traffic_class"])["max_rps_per_replica"]
     assert (final < 4 * start).all() and (final >= 0.5 * start - 1e-9).all()
+
+
+@pytest.mark.slow
+def test_every_round_of_the_loop_plans_the_window_it_was_given(small):
+    scenario, forecast, table, cache = small
+    overstated = table.assign(max_rps_per_replica=table["max_rps_per_replica"] * 4)  # round 1 fails, round 2 runs
+    first = pd.Timestamp(str(forecast["ts"].min()))
+    window = PlanningWindow(first + pd.Timedelta(hours=12), first + pd.Timedelta(hours=24))
+    result = run_loop(scenario, forecast, load_catalog(), load_profiles(), _settings(cache), capacity=overstated,
+                      planning_window=window)
+    assert len(result.rounds) >= 2 and result.converged
+    assert result.placement.meta["demand"]["forecast_hours_used"] == 12, "the last round's plan covers the window"
+    assert result.placement.periods["first_ts"].tolist() == [f"{t:%Y-%m-%dT%H:%M:%SZ}" for t in window.hour_starts()]
 
 
 @pytest.mark.slow

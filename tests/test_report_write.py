@@ -17,6 +17,7 @@ import json
 import os
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import tempfile
@@ -31,6 +32,7 @@ from report_fixtures import small_inputs
 from planner.errors import ExitCode, InputError
 from planner.report import ReportLockedError, build_report, write_report
 from planner.report import write as write_module
+from planner.report.lock import HOLDER_NAME
 from planner.report.model import SECTION_KEYS
 from planner.report.render import render_json
 from planner.report.write import recover
@@ -171,18 +173,26 @@ def test_recovery_restores_a_report_left_between_the_two_renames(tmp_path):
     assert not unfinished.exists() and len(done) == 2
 
 
-def test_the_lock_refuses_a_second_writer_and_nothing_is_written(model, tmp_path):
-    tmp_path.joinpath(".lock").write_text("4242\n")
-    with open(tmp_path / ".lock", "r+") as other:  # a second open file description: flock treats it as another run
+def test_the_lock_refuses_a_second_writer_at_once_and_nothing_is_written(model, tmp_path):
+    holder = {"pid": 4242, "started_at": "2026-12-01T02:00:00Z", "host": socket.gethostname(),
+              "command": "planner report --month 2026-11"}
+    tmp_path.joinpath(HOLDER_NAME).write_text(json.dumps(holder))
+    with open(tmp_path / ".lock", "a") as other:  # a second open file description: flock treats it as another run
         fcntl.flock(other, fcntl.LOCK_EX | fcntl.LOCK_NB)
         started = time.monotonic()
         with pytest.raises(ReportLockedError) as info:
-            write_report(model, tmp_path, lock_wait_s=0.3)
-        assert time.monotonic() - started >= 0.3
-    assert "another planner report run holds the lock" in str(info.value) and "4242" in str(info.value)
+            write_report(model, tmp_path)
+        assert time.monotonic() - started < 1.0, "a held lock is refused at once, not waited for"
+    message = str(info.value)
+    assert "another planner report run holds the lock" in message and "process 4242" in message
+    assert "2026-12-01T02:00:00Z" in message and str(tmp_path / ".lock") in message
     assert info.value.exit_code == ExitCode.INVALID_INPUT
-    assert sorted(p.name for p in tmp_path.iterdir()) == [".lock"]
-    write_report(model, tmp_path, generated_at="2026-11-01T03:00:00Z")  # released: the next run goes ahead
+    assert sorted(p.name for p in tmp_path.iterdir()) == [".lock", HOLDER_NAME]  # nothing written
+    # The holder released its flock without clearing its holder file, as a killed run does: the next writer
+    # takes the lock over and says whose it was.
+    written = write_report(model, tmp_path, generated_at="2026-11-01T03:00:00Z")
+    assert any("took over the stale lock" in n and "process 4242" in n for n in written.notices), written.notices
+    assert sorted(p.name for p in tmp_path.iterdir()) == [".lock", "2026-11"]
 
 
 _KILLED_WRITER = textwrap.dedent("""
@@ -215,7 +225,9 @@ def test_a_killed_run_leaves_the_previous_report_and_the_next_run_cleans_up(mode
         writer.wait(timeout=30)
     assert tree_digest(previous) == before
     assert any(p.name.startswith(".2026-11.tmp-") for p in tmp_path.iterdir())  # the killed run's leftovers
-    write_report(model, tmp_path, generated_at="2026-11-01T03:00:00Z", lock_wait_s=5)  # kernel freed its lock
+    written = write_report(model, tmp_path, generated_at="2026-11-01T03:00:00Z")  # the kernel freed its lock
+    assert any(f"process {writer.pid}" in n and "is gone" in n for n in written.notices), written.notices
+    assert any(n.startswith("deleted the unfinished .2026-11.tmp-") for n in written.notices), written.notices
     assert sorted(p.name for p in tmp_path.iterdir()) == [".lock", "2026-11"]
 
 
@@ -260,3 +272,4 @@ def test_an_unusable_reports_folder_is_an_input_error(model, tmp_path):
     with pytest.raises(InputError, match="cannot use the reports folder") as info:
         write_report(model, blocker / "reports")
     assert info.value.exit_code == ExitCode.INVALID_INPUT
+    assert "--reports" in info.value.fix and "--out" not in info.value.fix, "the hint names the option report has"

@@ -47,15 +47,20 @@ DEFAULT_POLICIES = "fcfs,cmu,wspt,drr-wspt"
 @app.command()
 @guarded
 def report(
-    month: Annotated[str, typer.Option(help="The month the report is for, YYYY-MM.")],
+    month: Annotated[str, typer.Option(help="The month the report plans, YYYY-MM: every hour of it, UTC.")],
     scenario: Annotated[Path, typer.Option(help="Scenario TOML file.")],
     history: HistoryOption,
     as_of: Annotated[
         str | None,
         typer.Option(help="'Now' for this report (ISO-8601): only history before it is used. "
-                          "Default: the first instant of --month."),
+                          "Default, and latest allowed: the first instant of --month."),
     ] = None,
     reports: Annotated[Path, typer.Option(help="Folder that holds one sub-folder per month.")] = Path("reports"),
+    allow_stale_history: Annotated[
+        bool, typer.Option("--allow-stale-history",
+                           help="Plan even when the history ends more than 7 days before the month (the report "
+                                "then lists the gap as a high risk); without it such a run exits 3.")
+    ] = False,
     compare_policies: Annotated[
         str, typer.Option(help="Policies to compare, comma-separated, or 'none'.")
     ] = DEFAULT_POLICIES,
@@ -75,50 +80,65 @@ def report(
     scheduler: SchedulerOption = None,
     as_json: JsonFlag = False,
 ) -> None:
-    """Write reports/YYYY-MM/: forecast, plan, cost, SLO evidence, policy comparison and risks (md, html, json)."""
+    """Write reports/YYYY-MM/: the month's forecast, plan, cost, SLO evidence, policy comparison and risks.
+
+    One run per reports folder: the folder's lock is taken before any work, and a second
+    run exits 3 at once, naming the run that holds it.
+    """
     from planner.catalog import load_catalog
     from planner.loop.compare import parse_policies
-    from planner.loop.pipeline import parse_as_of, run_pipeline
+    from planner.loop.pipeline import history_as_of, last_history_hour, parse_as_of, run_pipeline
     from planner.profiles import load_profiles
-    from planner.report import build_report, write_report
+    from planner.report import build_report, report_lock, write_report
     from planner.report.assemble import report_inputs
-    from planner.report.inputs import MONTH_PATTERN
+    from planner.report.period import check_as_of, check_history_fresh, month_window
     from planner.runs import RunHistory, last_month
     from planner.scenario import load_scenario
     from planner.storage import file_sha256, read_table
 
-    if not MONTH_PATTERN.match(month):
-        raise InputError(f"--month {month!r} is not YYYY-MM", where="--month", fix="pass e.g. --month 2026-11")
+    window = month_window(month)
     use_engine(engine, scheduler, workers)
     check_paths(inputs={"--scenario": scenario, "--history": history, "--histogram": histogram},
                 folders={"--reports": reports})
-    stamp = parse_as_of(as_of or f"{month}-01T00:00:00Z")
+    stamp = check_as_of(parse_as_of(as_of) if as_of is not None else window.start, window)
     settings = loop_settings(max_rounds=max_rounds, periods=periods, solver=solver, node_limit=node_limit,
                              time_limit=time_limit, gap=gap,
                              quantile=None, sim_duration=sim_duration, replications=replications, seed=seed,
                              engine=engine, workers=workers, cache_dir=cache_dir)
     policies = None if compare_policies.strip().lower() in ("", "none") else parse_policies(compare_policies)
     loaded = load_scenario(scenario)
-    catalog = load_catalog()
-    previous = last_month(RunHistory(session.history_file), month)
-    hashes = {"scenario": file_sha256(scenario), "history": file_sha256(history)}
-    with narrated(f"Capacity report {month}: reading the history...") as say:
-        result = run_pipeline(loaded, named(read_table(history), history), catalog, load_profiles(), settings,
-                              as_of=stamp, compare=policies, histogram=read_table(histogram) if histogram else None,
-                              input_hashes=hashes, notify=say)
-        say("writing the report")
-        inputs = report_inputs(month, f"{stamp:%Y-%m-%dT%H:%M:%SZ}", loaded, result, catalog, previous)
-        model = build_report(inputs)
-        written = write_report(model, reports, generated_at=datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"))
+    with report_lock(reports) as lock:
+        notice = lock.takeover_notice()
+        if notice:
+            stderr.print(f"[yellow]warning:[/] {notice}")
+        catalog = load_catalog()
+        previous = last_month(RunHistory(session.history_file), month)
+        hashes = {"scenario": file_sha256(scenario), "history": file_sha256(history)}
+        with narrated(f"Capacity report {month}: reading the history...") as say:
+            known = history_as_of(named(read_table(history), history), stamp, where=str(history))
+            check_history_fresh(last_history_hour(known, where=str(history)), window, month,
+                                allow_stale=allow_stale_history, where=history)
+            result = run_pipeline(loaded, known, catalog, load_profiles(), settings, as_of=stamp, compare=policies,
+                                  histogram=read_table(histogram) if histogram else None, input_hashes=hashes,
+                                  notify=say, window=window)
+            say("writing the report")
+            inputs = report_inputs(month, f"{stamp:%Y-%m-%dT%H:%M:%SZ}", loaded, result, catalog, previous)
+            model = build_report(inputs)
+            written = write_report(model, reports, generated_at=datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
+                                   lock=lock)
+    for note in written.notices:
+        stderr.print(f"[yellow]note:[/] {note}")
     if session.run is not None:
         session.run.add_figures(report_spend_usd=round(result.loop.cost_usd, 2), **loop_figures(result))
         session.run.save_forecast(result.forecast.forecast)
         session.run.save_plan(result.loop.placement.plan)
         session.run.add_output(written.directory)
     rows = [{"section": s.key, "title": s.title, "status": s.status} for s in model.sections]
-    print_table(rows, title=f"Capacity report {month} (as of {stamp:%Y-%m-%d %H:%M} UTC)", as_json=as_json,
+    print_table(rows, title=f"Capacity report {month}: plans {window.describe()}, as of {stamp:%Y-%m-%d %H:%M} UTC",
+                as_json=as_json,
                 json_extra={"directory": str(written.directory), "files": [str(p) for p in written.files],
-                            "converged": result.loop.converged, "previous_month_found": previous is not None})
+                            "period": model.period, "converged": result.loop.converged,
+                            "previous_month_found": previous is not None})
     if not as_json:
         stderr.print(f"wrote {written.directory}/ ({len(written.files)} files): open report.html, or read report.md")
     report_warnings(loop_warnings(result))

@@ -17,6 +17,7 @@ import pandas as pd
 from planner.catalog import Catalog
 from planner.errors import InputError
 from planner.loop.run import LoopResult, LoopSettings, Notify, capacity_key, run_loop
+from planner.placement.window import PlanningWindow
 from planner.scenario import Scenario
 from planner.sim.policies import get_policy
 
@@ -61,8 +62,12 @@ def parse_policies(text: str) -> list[str]:
 
 def compare_policies(scenario: Scenario, forecast: pd.DataFrame, catalog: Catalog, profiles: pd.DataFrame,
                      settings: LoopSettings, policies: list[str], *, histogram: pd.DataFrame | None = None,
-                     known: dict[str, LoopResult] | None = None, notify: Notify | None = None) -> list[PolicyOutcome]:
-    """Run the loop for each policy (re-using ``known`` results, e.g. the scenario policy's own run)."""
+                     known: dict[str, LoopResult] | None = None, notify: Notify | None = None,
+                     planning_window: PlanningWindow | None = None) -> list[PolicyOutcome]:
+    """Run the loop for each policy (re-using ``known`` results, e.g. the scenario policy's own run).
+
+    Every policy plans the same hours: the scenario's horizon, or ``planning_window`` when given.
+    """
     outcomes = []
     placements: dict[str, object] = {}
     for result in (known or {}).values():
@@ -71,7 +76,8 @@ def compare_policies(scenario: Scenario, forecast: pd.DataFrame, catalog: Catalo
         result = (known or {}).get(policy)
         if result is None:
             result = run_loop(scenario, forecast, catalog, profiles, settings, policy=policy, histogram=histogram,
-                              notify=notify, placements=placements)
+                              notify=notify, placements=placements,
+                              planning_window=planning_window)
         outcomes.append(PolicyOutcome(policy, result))
     return outcomes
 

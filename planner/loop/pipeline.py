@@ -1,9 +1,12 @@
 """``planner plan`` as one function: forecast the history as of a date, run the loop, compare policies.
 
 The history is cut at ``as_of`` (rows with ``ts`` before it), so a run for a past date
-sees exactly what was known then; the forecast covers the scenario's horizon from the
-first hour after the history. The loop (``run``) runs for the scenario's policy, and the
-policy comparison (``compare``) re-uses that run for the policy it already covers.
+sees exactly what was known then. The forecast starts at the first hour after the
+history and covers the scenario's horizon; given a planning window instead (``planner
+report`` plans its calendar month), it runs to the window's end, across any gap between
+the history and the window, and every plan covers exactly the window's hours. The loop
+(``run``) runs for the scenario's policy, and the policy comparison (``compare``) re-uses
+that run for the policy it already covers.
 """
 
 from __future__ import annotations
@@ -15,9 +18,10 @@ import pandas as pd
 
 from planner.catalog import Catalog
 from planner.errors import InputError
-from planner.forecast.run import ForecastResult, forecast_history
+from planner.forecast.run import MAX_HORIZON_HOURS, ForecastResult, forecast_history
 from planner.loop.compare import PolicyOutcome, compare_policies
 from planner.loop.run import LoopResult, LoopSettings, Notify, run_loop
+from planner.placement.window import HOUR, PlanningWindow, iso_hour
 from planner.scenario import Scenario
 
 FORECAST_QUANTILES = (0.5, 0.9, 0.95, 0.99)
@@ -30,6 +34,7 @@ class PipelineResult:
     loop: LoopResult
     comparison: list[PolicyOutcome] | None
     as_of: pd.Timestamp | None
+    window: PlanningWindow | None = None
 
 
 def parse_as_of(text: str | None) -> pd.Timestamp | None:
@@ -62,22 +67,53 @@ def history_as_of(history: pd.DataFrame, as_of: pd.Timestamp | None, where: str 
     return kept
 
 
+def last_history_hour(history: pd.DataFrame, where: str = "history") -> pd.Timestamp:
+    """The start of the history's last hour (UTC)."""
+    stamps = pd.to_datetime(history["ts"].astype(str), utc=True, format="ISO8601", errors="coerce")
+    if stamps.isna().all():
+        raise InputError("the history has no readable 'ts' value", where=where,
+                         fix="write hours as ISO-8601 UTC, e.g. 2026-11-01T00:00:00Z")
+    return stamps.max().floor("h")
+
+
+def forecast_hours_to(window: PlanningWindow, history_end: pd.Timestamp, where: str = "history") -> int:
+    """Hours from the first hour after ``history_end`` (the last history hour) to the end of ``window``."""
+    if history_end >= window.start:
+        raise InputError(f"the history reaches {iso_hour(history_end)}, inside or after the planning window "
+                         f"({window.describe()}), so the forecast cannot cover the window's first hours", where=where,
+                         fix="pass an --as-of at or before the window's first hour, so the plan starts from a "
+                             "forecast of every hour of it")
+    hours = int((window.end - history_end) / HOUR) - 1
+    if hours > MAX_HORIZON_HOURS:
+        raise InputError(f"the history ends {iso_hour(history_end)}: forecasting from there to the end of the "
+                         f"planning window ({window.describe()}) takes {hours} hours, more than the forecast's "
+                         f"{MAX_HORIZON_HOURS}", where=where, fix="pass a history that ends closer to the window")
+    return hours
+
+
 def run_pipeline(scenario: Scenario, history: pd.DataFrame, catalog: Catalog, profiles: pd.DataFrame,
                  settings: LoopSettings, *, as_of: pd.Timestamp | None = None, compare: list[str] | None = None,
                  histogram: pd.DataFrame | None = None, capacity: pd.DataFrame | None = None,
                  input_hashes: dict[str, str] | None = None, notify: Notify | None = None,
-                 forecast_progress: Callable[[int, int], None] | None = None) -> PipelineResult:
-    """Forecast, then the loop for the scenario's policy, then (optionally) every policy in ``compare``."""
+                 forecast_progress: Callable[[int, int], None] | None = None,
+                 window: PlanningWindow | None = None) -> PipelineResult:
+    """Forecast, then the loop for the scenario's policy, then (optionally) every policy in ``compare``.
+
+    Without ``window`` the plans cover the scenario's horizon; with it, exactly the window's
+    hours (the forecast then runs from the first hour after the history to the window's end).
+    """
     say = notify or (lambda _text: None)
     known = history_as_of(history, as_of)
-    say(f"forecasting {scenario.horizon_hours} h ahead")
-    forecast = forecast_history(known, horizon_hours=scenario.horizon_hours, quantiles=list(FORECAST_QUANTILES),
+    horizon_hours = scenario.horizon_hours if window is None else forecast_hours_to(window, last_history_hour(known))
+    say(f"forecasting {horizon_hours} h ahead")
+    forecast = forecast_history(known, horizon_hours=horizon_hours, quantiles=list(FORECAST_QUANTILES),
                                 backtest=True, seed=scenario.seeds.base if settings.seed is None else settings.seed,
                                 engine=settings.engine, workers=settings.workers, progress=forecast_progress)
     loop = run_loop(scenario, forecast.forecast, catalog, profiles, settings, capacity=capacity, histogram=histogram,
-                    input_hashes=input_hashes, notify=say)
+                    input_hashes=input_hashes, notify=say, planning_window=window)
     comparison = None
     if compare:
         comparison = compare_policies(scenario, forecast.forecast, catalog, profiles, settings, compare,
-                                      histogram=histogram, known={loop.policy: loop}, notify=say)
-    return PipelineResult(known, forecast, loop, comparison, as_of)
+                                      histogram=histogram, known={loop.policy: loop}, notify=say,
+                                      planning_window=window)
+    return PipelineResult(known, forecast, loop, comparison, as_of, window)

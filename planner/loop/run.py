@@ -34,6 +34,7 @@ from planner.catalog import Catalog
 from planner.loop.derate import Miss, derate, find_misses
 from planner.loop.windows import loop_windows
 from planner.placement.limits import DEFAULT_NODE_LIMIT, DEFAULT_TIME_LIMIT_S
+from planner.placement.window import PlanningWindow
 from planner.placement.workflow import DEFAULT_GAP, DEFAULT_PERIODS, PlacementResult, place_plan
 from planner.scenario import Scenario
 from planner.sim.simulate import simulate_plan
@@ -138,8 +139,11 @@ def _round_record(number: int, placement: PlacementResult, misses: list[Miss], c
 def run_loop(scenario: Scenario, forecast: pd.DataFrame, catalog: Catalog, profiles: pd.DataFrame,
              settings: LoopSettings, *, policy: str | None = None, capacity: pd.DataFrame | None = None,
              histogram: pd.DataFrame | None = None, input_hashes: dict[str, str] | None = None,
-             notify: Notify | None = None, placements: dict[str, PlacementResult] | None = None) -> LoopResult:
+             notify: Notify | None = None, placements: dict[str, PlacementResult] | None = None,
+             planning_window: PlanningWindow | None = None) -> LoopResult:
     """Run the loop for ``policy`` (default: the scenario's); see the module docstring.
+
+    Every plan covers the scenario's horizon, or exactly ``planning_window``'s hours when given.
 
     ``placements`` memoises plans by the capacity table they were placed with (a policy
     comparison passes one dict to every policy): placement depends on the policy only
@@ -168,7 +172,7 @@ def run_loop(scenario: Scenario, forecast: pd.DataFrame, catalog: Catalog, profi
             placement = place_plan(scenario, forecast, catalog, profiles, capacity=table, solver=settings.solver,
                                    node_limit=settings.node_limit, time_limit_s=settings.time_limit_s,
                                    gap=settings.gap, quantile=settings.quantile,
-                                   periods=settings.periods, input_hashes=input_hashes)
+                                   periods=settings.periods, input_hashes=input_hashes, window=planning_window)
             if placements is not None:
                 placements[key] = placement
         else:

@@ -16,9 +16,11 @@ Period schemes (``--periods``):
   costs wrap around from the last block to the first. ``how:4`` on a 4-week forecast
   turns 672 hourly periods into 42 blocks.
 
-The forecast must cover the scenario's horizon hour by hour and every origin and model
-(:mod:`planner.placement.forecast_check`); it is clipped to the horizon (its first
-``horizon_hours`` distinct hours), and the plan JSON records how many hours were used.
+The forecast must cover every origin and model and, hour by hour, the scenario's horizon
+or, when a planning window is given (``planner report`` plans a calendar month), exactly
+the window's hours (:mod:`planner.placement.forecast_check`). It is clipped to the horizon
+(its first ``horizon_hours`` distinct hours) or to the window; the plan JSON records how
+many hours were used.
 """
 
 from __future__ import annotations
@@ -31,6 +33,7 @@ import pandas as pd
 
 from planner.errors import InputError
 from planner.placement.forecast_check import check_forecast_contract
+from planner.placement.window import PlanningWindow, iso_hour
 from planner.scenario import Scenario
 
 HOURS_PER_WEEK = 168
@@ -156,17 +159,38 @@ def _validated(forecast: pd.DataFrame, scenario: Scenario, column: str) -> pd.Da
     return frame
 
 
+def _window_hours(hours_given: np.ndarray, window: PlanningWindow) -> np.ndarray:
+    """The forecast hours inside ``window``; an input error unless the forecast covers every one of them."""
+    given = pd.DatetimeIndex(hours_given)
+    missing = window.hour_starts().difference(given)
+    if len(missing):
+        raise _fail(
+            f"the forecast covers {iso_hour(given[0])} to {iso_hour(given[-1])}, which leaves {len(missing)} of the "
+            f"planning window's {window.hours} hours without demand (the first at {iso_hour(missing[0])}); the "
+            f"window is {window.describe()}",
+            "forecast every hour of the window, from the first hour after the history to the window's end",
+        )
+    return hours_given[(given >= window.start) & (given < window.end)]
+
+
 def demand_from_forecast(
-    forecast: pd.DataFrame, scenario: Scenario, quantile: float, spec: PeriodSpec
+    forecast: pd.DataFrame, scenario: Scenario, quantile: float, spec: PeriodSpec,
+    window: PlanningWindow | None = None,
 ) -> Demand:
-    """Fold the forecast into periods and return demand in req/s per (origin, model, class, period)."""
-    check_forecast_contract(forecast, scenario, hours=scenario.horizon_hours)
+    """Fold the forecast into periods and return demand in req/s per (origin, model, class, period).
+
+    The periods stand for the scenario's horizon, or for exactly ``window``'s hours when given.
+    """
+    if window is None:
+        check_forecast_contract(forecast, scenario, hours=scenario.horizon_hours)
+    else:
+        check_forecast_contract(forecast, scenario, hours=window.hours, start=window.start)
     column = quantile_column(quantile)
     frame = _validated(forecast, scenario, column)
     if frame.empty:
         raise _fail("the forecast has no rows", "pass a non-empty forecast")
     hours_given = np.sort(frame["ts"].unique())
-    hours_used = hours_given[: scenario.horizon_hours]
+    hours_used = hours_given[: scenario.horizon_hours] if window is None else _window_hours(hours_given, window)
     frame = frame[frame["ts"].isin(hours_used)]
     origins, models, classes = scenario.origin_names, scenario.model_names, scenario.class_names
     series = frame.groupby(["region", "model", "traffic_class"], sort=True).size()

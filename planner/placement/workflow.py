@@ -51,6 +51,7 @@ from planner.placement.problem import formulate
 from planner.placement.result import PlacementResult, fleet_cost, plan_frames
 from planner.placement.solve import solve_instance
 from planner.placement.status import SolveStatus
+from planner.placement.window import PlanningWindow
 from planner.scenario import Scenario
 from planner.storage import atomic_path, staged_outputs
 
@@ -115,15 +116,19 @@ def place_plan(
     debug_dir: Path | None = None,
     input_hashes: dict[str, str] | None = None,
     baselines: bool = True,
+    window: PlanningWindow | None = None,
 ) -> PlacementResult:
-    """Place replicas for the forecast; see the module docstring for the order of work."""
+    """Place replicas for the forecast; see the module docstring for the order of work.
+
+    The plan covers the scenario's horizon, or exactly ``window``'s hours when given.
+    """
     _check_solver(solver)
     _check_limits(node_limit, time_limit_s, gap, quantile)
     net = SafetyNet.starting_now(time_limit_s)
     spec = parse_periods(periods)
     level = scenario.capacity.forecast_quantile if quantile is None else quantile
     table, capacity_label, capacity_meta = _capacity_table(scenario, profiles, capacity)
-    demand = demand_from_forecast(forecast, scenario, level, spec)
+    demand = demand_from_forecast(forecast, scenario, level, spec, window=window)
     inst = build_instance(scenario, demand, catalog, profiles, table)
     findings = diagnose.precheck(inst)
     if findings:

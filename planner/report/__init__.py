@@ -2,8 +2,9 @@
 
 from planner.report.build import build_report
 from planner.report.inputs import ReportInputs
+from planner.report.lock import ReportLock, ReportLockedError, report_lock
 from planner.report.model import ReportModel, Section, Table
-from planner.report.write import ReportLockedError, WrittenReport, write_report
+from planner.report.write import WrittenReport, write_report
 
-__all__ = ["ReportInputs", "ReportLockedError", "ReportModel", "Section", "Table", "WrittenReport", "build_report",
-           "write_report"]
+__all__ = ["ReportInputs", "ReportLock", "ReportLockedError", "ReportModel", "Section", "Table", "WrittenReport",
+           "build_report", "report_lock", "write_report"]

@@ -1,7 +1,8 @@
 """How wrong was last month's forecast: per-series error against the demand that then happened.
 
 For a series with actual demand a_t and last month's forecast mean f_t over the hours
-t in H where both exist (and t is before the report's as-of time):
+t in H where both exist (and t is in last month, when the month is given, and before the
+report's as-of time):
 
     bias %   = 100 (Σ f_t − Σ a_t) / Σ a_t              (positive: over-forecast)
     MAPE %   = 100 mean_{t in H, a_t > 0} |a_t − f_t| / a_t   (hours with a_t = 0 are left out)
@@ -23,6 +24,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from planner.placement.window import PlanningWindow
 from planner.report.inputs import SERIES_KEY, present, utc
 
 SCALE_WINDOW_HOURS = 8 * 168
@@ -57,12 +59,11 @@ def mase_scale(values: pd.Series, first_forecast_hour: pd.Timestamp) -> tuple[fl
     return None, ""
 
 
-def forecast_accuracy(previous: pd.DataFrame | None, history: pd.DataFrame | None, as_of: pd.Timestamp,
-                      measure: str = "requests") -> pd.DataFrame:
-    """One row per series of ``previous`` with actuals (columns ``ACCURACY_COLUMNS``); empty when none overlap."""
-    empty = pd.DataFrame(columns=list(ACCURACY_COLUMNS))
+def _pairs(previous: pd.DataFrame | None, history: pd.DataFrame | None, as_of: pd.Timestamp, measure: str,
+           window: PlanningWindow | None) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame] | None:
+    """(forecast, actuals, both on the hours compared) or None when either input is missing."""
     if not present(previous, *SERIES_KEY, "ts", "mean") or not present(history, *SERIES_KEY, "ts", measure):
-        return empty
+        return None
     actual = _hourly(history, measure)
     actual = actual[actual["ts"] < as_of]
     fc = previous.copy()
@@ -70,8 +71,29 @@ def forecast_accuracy(previous: pd.DataFrame | None, history: pd.DataFrame | Non
         fc[column] = fc[column].astype(str)
     fc["ts"] = utc(fc["ts"])
     merged = fc.merge(actual, on=[*SERIES_KEY, "ts"], how="inner").dropna(subset=[measure, "mean"])
-    if merged.empty:
+    if window is not None:
+        merged = merged[(merged["ts"] >= window.start) & (merged["ts"] < window.end)]
+    return fc, actual, merged
+
+
+def hours_compared(previous: pd.DataFrame | None, history: pd.DataFrame | None, as_of: pd.Timestamp,
+                   measure: str = "requests", window: PlanningWindow | None = None) -> int:
+    """How many distinct hours (of ``window``, when given) have both a forecast and an actual for some series."""
+    pairs = _pairs(previous, history, as_of, measure, window)
+    return 0 if pairs is None else int(pairs[2]["ts"].nunique())
+
+
+def forecast_accuracy(previous: pd.DataFrame | None, history: pd.DataFrame | None, as_of: pd.Timestamp,
+                      measure: str = "requests", window: PlanningWindow | None = None) -> pd.DataFrame:
+    """One row per series of ``previous`` with actuals (columns ``ACCURACY_COLUMNS``); empty when none overlap.
+
+    ``window``: compare only these hours (last month, for the monthly report).
+    """
+    empty = pd.DataFrame(columns=list(ACCURACY_COLUMNS))
+    pairs = _pairs(previous, history, as_of, measure, window)
+    if pairs is None or pairs[2].empty:
         return empty
+    fc, actual, merged = pairs
     rows = []
     by_series = {key: part.set_index("ts")[measure] for key, part in actual.groupby(list(SERIES_KEY), sort=True)}
     first_hour = fc.groupby(list(SERIES_KEY), sort=True)["ts"].min().to_dict()
@@ -124,16 +146,11 @@ def overall_accuracy(table: pd.DataFrame) -> dict[str, float | int | None]:
 
 
 def wape_pct(previous: pd.DataFrame, history: pd.DataFrame, as_of: pd.Timestamp,
-             measure: str = "requests") -> float | None:
+             measure: str = "requests", window: PlanningWindow | None = None) -> float | None:
     """WAPE % of the total over all series, hour by hour (errors of opposite sign cancel across series)."""
-    if not present(previous, *SERIES_KEY, "ts", "mean") or not present(history, *SERIES_KEY, "ts", measure):
+    pairs = _pairs(previous, history, as_of, measure, window)
+    if pairs is None or pairs[2].empty:
         return None
-    actual = _hourly(history, measure)
-    actual = actual[actual["ts"] < as_of]
-    fc = previous.assign(ts=utc(previous["ts"]), **{c: previous[c].astype(str) for c in SERIES_KEY})
-    merged = fc.merge(actual, on=[*SERIES_KEY, "ts"], how="inner")
-    if merged.empty:
-        return None
-    totals = merged.groupby("ts")[[measure, "mean"]].sum()
+    totals = pairs[2].groupby("ts")[[measure, "mean"]].sum()
     denominator = float(totals[measure].sum())
     return 100.0 * float((totals[measure] - totals["mean"]).abs().sum()) / denominator if denominator > 0 else None

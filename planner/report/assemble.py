@@ -110,24 +110,22 @@ def plan_meta_for_report(result: PipelineResult, scenario: Scenario, catalog: Ca
         "baselines": baselines,
         "objective_usd": (meta.get("cost_usd") or {}).get("total"),
         "policy": result.loop.policy,
-        "horizon_hours": scenario.horizon_hours,
+        "horizon_hours": scenario.horizon_hours if result.window is None else result.window.hours,
         "quota_usage": quota_usage(result.loop.placement.plan, scenario, catalog),
     })
     return meta
 
 
-def pipeline_risks(result: PipelineResult, history_end: pd.Timestamp | None) -> list[str]:
-    """Risks only the pipeline knows of: unmet SLOs, calibration failures, stale history."""
+def pipeline_risks(result: PipelineResult) -> list[str]:
+    """Risks only the pipeline knows of: unmet SLOs, calibration failures, policies that miss their SLOs.
+
+    (Stale history is a rule of the risks section itself: it needs only the history and the period.)
+    """
     risks = [f"SLO still missed after {len(result.loop.rounds)} round(s): {m.describe()}" for m in result.loop.misses]
     calibration = result.loop.calibration
     for failure in getattr(calibration, "failures", []) or []:
         risks.append(f"{failure['model']} on {failure['sku']} cannot meet the SLOs at any load, so it is not used: "
                      f"{failure['reason']}")
-    if history_end is not None and result.as_of is not None:
-        stale = (result.as_of - history_end) / pd.Timedelta(hours=1) - 1
-        if stale >= 24:
-            risks.append(f"the demand history ends {stale / 24:.1f} days before the as-of time "
-                         f"({history_end:%Y-%m-%d %H:%M} UTC): the forecast starts from older data")
     for outcome in result.comparison or []:
         if not outcome.result.converged:
             risks.append(f"policy {outcome.policy} does not meet every SLO within {len(outcome.result.rounds)} "
@@ -138,7 +136,6 @@ def pipeline_risks(result: PipelineResult, history_end: pd.Timestamp | None) -> 
 def report_inputs(month: str, as_of: str, scenario: Scenario, result: PipelineResult, catalog: Catalog,
                   previous: LastMonth | None) -> ReportInputs:
     """Everything the report shows for ``month``, from this run and last month's record."""
-    stamps = pd.to_datetime(result.history["ts"].astype(str), utc=True, format="ISO8601")
     return ReportInputs(
         month=month, as_of=as_of, scenario_name=scenario.name,
         forecast=result.forecast.forecast, forecast_meta=result.forecast.metadata,
@@ -149,5 +146,6 @@ def report_inputs(month: str, as_of: str, scenario: Scenario, result: PipelineRe
         slo=slo_evidence(result.loop.slo, result.loop.placement.plan, result.loop.capacity),
         loop_rounds=[{k: v for k, v in r.items() if k not in WALL_CLOCK_KEYS} for r in result.loop.rounds],
         policy_comparison=comparison_table(result.comparison) if result.comparison else None,
-        risks_extra=pipeline_risks(result, stamps.max() if len(stamps) else None),
+        risks_extra=pipeline_risks(result),
+        period=result.window,
     )

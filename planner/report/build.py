@@ -130,6 +130,9 @@ def build_report(inputs: ReportInputs) -> ReportModel:
     }
     summary = summary_section(inputs, built)
     sections = [summary, *built.values()]
+    window = inputs.period
+    period = None if window is None else {"first_hour": iso(window.start), "last_hour": iso(window.last_hour),
+                                          "hours": window.hours}
     return ReportModel(month=inputs.month, as_of=iso(as_of), scenario_name=str(inputs.scenario_name),
                        title=f"Capacity report {inputs.month}: {inputs.scenario_name}", sections=sections,
-                       facts=summary.facts)
+                       facts=summary.facts, period=period)

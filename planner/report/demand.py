@@ -1,5 +1,9 @@
 """Report sections about demand: the forecast with its bands, and last month's forecast against actuals.
 
+Last month's forecast is compared with the actual demand on every hour of last month
+(the calendar month before the report's) for which both exist; the section says how
+many of the month's hours that is.
+
 Totals over traffic classes add the class means (exact for expectations) and add the
 class quantiles (exact only if the classes peak together, so the bands shown for a
 region and model are upper bounds on the quantiles of their total). The change
@@ -13,9 +17,10 @@ from typing import Any
 
 import pandas as pd
 
-from planner.report.accuracy import forecast_accuracy, overall_accuracy, wape_pct
+from planner.report.accuracy import forecast_accuracy, hours_compared, overall_accuracy, wape_pct
 from planner.report.inputs import SERIES_KEY, ReportInputs, iso, number, pct, pick, present, rounded, utc
 from planner.report.model import STATUS_PARTIAL, Chart, Section, Table
+from planner.report.period import previous_month_window
 
 QUANTILES = ("q50", "q90", "q95", "q99")
 HISTORY_TAIL_HOURS = 7 * 24
@@ -144,25 +149,30 @@ def accuracy_section(inputs: ReportInputs, as_of: pd.Timestamp) -> Section:
         return section.no_data("the run history holds no forecast from last month. Each report run stores the "
                                "forecast it shows; next month's report compares that one with what happened.")
     measure = forecast_measure(inputs)
-    table = forecast_accuracy(previous, inputs.history, as_of, measure)
+    month = previous_month_window(inputs.month)
+    month_name = f"{month.start:%Y-%m}"
+    table = forecast_accuracy(previous, inputs.history, as_of, measure, month)
     prev_ts = utc(previous["ts"])
     if table.empty:
         hist_end = iso(utc(inputs.history["ts"]).max()) if present(inputs.history, "ts") else "no history given"
         return section.no_data(f"last month's forecast covers {iso(prev_ts.min())} to {iso(prev_ts.max())}, but "
-                               f"no actual demand is recorded for those hours before {iso(as_of)} (history ends "
-                               f"{hist_end}).")
+                               f"no actual demand is recorded for the hours of {month_name} it forecast before "
+                               f"{iso(as_of)} (history ends {hist_end}).")
     table = rounded(table.rename(columns={"actual": f"actual_{measure}", "forecast": f"forecast_{measure}"}))
     overall = overall_accuracy(table.rename(columns={f"actual_{measure}": "actual", f"forecast_{measure}": "forecast"}))
-    wape = wape_pct(previous, inputs.history, as_of, measure)
-    covered = int(table["hours_compared"].max())
-    if covered < prev_ts.nunique():
+    wape = wape_pct(previous, inputs.history, as_of, measure, month)
+    covered = hours_compared(previous, inputs.history, as_of, measure, month)
+    if covered < month.hours:
         section.status = STATUS_PARTIAL
-    median = overall.get("median_mase")
     section.paragraphs.append(
-        f"Over {overall['series_compared']} series and {overall['hours_compared']:,} series-hours "
-        f"(forecast window {iso(prev_ts.min())} to {iso(prev_ts.max())}, up to {covered} of its "
-        f"{prev_ts.nunique()} hours observed), last month's forecast was {pct(overall['bias_pct'], signed=True)} "
-        f"on total {measure} (WAPE of the hourly total {pct(wape)}).")
+        f"Covers {covered} of the {month.hours} hours of {month_name} ({iso(month.start)} to "
+        f"{iso(month.last_hour)}): the hours with both last month's forecast (which ran from {iso(prev_ts.min())} "
+        f"to {iso(prev_ts.max())}) and actual demand.")
+    section.paragraphs.append(
+        f"Over {overall['series_compared']} series and {overall['hours_compared']:,} series-hours, last month's "
+        f"forecast was {pct(overall['bias_pct'], signed=True)} on total {measure} (WAPE of the hourly total "
+        f"{pct(wape)}).")
+    median = overall.get("median_mase")
     section.paragraphs.append(
         (f"Median MASE {median:.3f}; {overall['series_mase_below_1']} of {overall['series_compared']} series beat "
          "the seasonal naive in-sample error (MASE < 1). " if median is not None else
@@ -178,5 +188,6 @@ def accuracy_section(inputs: ReportInputs, as_of: pd.Timestamp) -> Section:
                                  "reference": 1.0 if metric == "mase" else None},
                                 f"{metric} per series; 1.0 marks the seasonal naive"))
     section.facts = {**{k: (round(v, 3) if isinstance(v, float) else v) for k, v in overall.items()},
-                     "wape_pct": round(wape, 3) if wape is not None else None}
+                     "wape_pct": round(wape, 3) if wape is not None else None,
+                     "month_compared": month_name, "hours_covered": covered, "hours_in_month": month.hours}
     return section

@@ -18,8 +18,9 @@ import numpy as np
 import pandas as pd
 
 from planner.errors import InputError
+from planner.placement.window import PlanningWindow
+from planner.report.period import check_month
 
-MONTH_PATTERN = re.compile(r"^\d{4}-(0[1-9]|1[0-2])$")
 ISO_DATE = re.compile(r"^\d{4}-\d{2}-\d{2}([T ]\d{2}:\d{2}(:\d{2}(\.\d+)?)?)?(Z|[+-]\d{2}:?\d{2})?$")
 NOT_REPORTED = "not reported"
 SERIES_KEY = ("region", "model", "traffic_class")
@@ -38,7 +39,8 @@ class ReportInputs:
     baselines, quota usage. ``previous_plan`` / ``previous_forecast``: last month's, from
     the run history. ``slo``: one row per (region, model, traffic_class[, window]) from the
     simulator. ``loop_rounds``: the plan loop's rounds. ``policy_comparison``: policy,
-    gpus, usd, slo_met. ``risks_extra``: free-text risks from the pipeline.
+    gpus, usd, slo_met. ``risks_extra``: free-text risks from the pipeline. ``period``: the
+    hours the plan covers (the whole month for ``planner report``); None when not known.
     """
 
     month: str
@@ -55,12 +57,12 @@ class ReportInputs:
     loop_rounds: list[dict[str, Any]] = field(default_factory=list)
     policy_comparison: pd.DataFrame | None = None
     risks_extra: list[str] = field(default_factory=list)
+    period: PlanningWindow | None = None
 
 
 def check_header(inputs: ReportInputs) -> pd.Timestamp:
     """Validate month and as_of; return as_of as a UTC timestamp."""
-    if not MONTH_PATTERN.match(str(inputs.month)):
-        raise InputError(f"month {inputs.month!r} is not YYYY-MM", where="--month", fix="pass e.g. --month 2026-11")
+    check_month(inputs.month)
     try:
         if not ISO_DATE.match(str(inputs.as_of)):  # pandas would also take "now", which is not reproducible
             raise ValueError(inputs.as_of)

@@ -66,12 +66,15 @@ class Section:
 
 @dataclass
 class ReportModel:
+    """One report. ``period``: the hours the plan covers, ``{first_hour, last_hour, hours}`` (None: not known)."""
+
     month: str
     as_of: str
     scenario_name: str
     title: str
     sections: list[Section]
     facts: dict[str, Any] = field(default_factory=dict)
+    period: dict[str, Any] | None = None
 
     def section(self, key: str) -> Section:
         return next(s for s in self.sections if s.key == key)

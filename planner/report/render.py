@@ -58,6 +58,14 @@ def generated_line(generated_at: str) -> str:
     return f"Generated at {generated_at} by planner {__version__}."
 
 
+def meta_line(model: ReportModel) -> str:
+    """The header line under the title: the month, the hours planned (first and last), as-of and scenario."""
+    period = model.period
+    planned = (f"plans {period['first_hour']} to {period['last_hour']} ({period['hours']} hours)" if period
+               else "hours planned not reported")
+    return f"Month {model.month}; {planned}; as of {model.as_of}; scenario {model.scenario_name}."
+
+
 def format_cell(column: str, value: Any) -> str:
     """A table cell as text, thousands separated: ``_pct``/``_ms`` 1 decimal; USD whole dollars from $1,000, else
     cents; other numbers whole from 1,000, else up to 3 decimals."""
@@ -116,8 +124,7 @@ def _md_table(table: Table) -> list[str]:
 
 
 def render_markdown(model: ReportModel, generated_at: str) -> str:
-    lines = [f"# {model.title}", "", generated_line(generated_at), "",
-             f"Month {model.month}; as of {model.as_of}; scenario {model.scenario_name}.", ""]
+    lines = [f"# {model.title}", "", generated_line(generated_at), "", meta_line(model), ""]
     for section in model.sections:
         lines += [f"## {section.title}", ""]
         for paragraph in section.paragraphs:
@@ -189,8 +196,7 @@ def render_html(model: ReportModel, generated_at: str, pngs: dict[str, bytes]) -
         "<main>",
         f"<h1>{html.escape(model.title)}</h1>",
         f'<p class="generated">{html.escape(generated_line(generated_at))}</p>',
-        f'<p class="meta">Month {html.escape(model.month)}; as of {html.escape(model.as_of)}; scenario '
-        f"{html.escape(model.scenario_name)}.</p>",
+        f'<p class="meta">{html.escape(meta_line(model))}</p>',
         f"<nav><ol>{nav}</ol></nav>",
         body,
         "</main>",
@@ -215,7 +221,7 @@ def report_payload(model: ReportModel, generated_at: str) -> dict[str, Any]:
         })
     return {"report": "planner monthly capacity report", "schema_version": JSON_SCHEMA_VERSION,
             "generated_at": generated_at, "planner_version": __version__, "month": model.month,
-            "as_of": model.as_of, "scenario": model.scenario_name, "title": model.title,
+            "as_of": model.as_of, "period": plain(model.period), "scenario": model.scenario_name, "title": model.title,
             "facts": plain(model.facts), "sections": sections}
 
 

@@ -22,6 +22,10 @@ Rules (each a row: kind, severity, where, detail):
   excluded or infeasibilities it diagnosed are medium.
 * reproducibility: a placement the wall-clock safety net cut short is high: the same
   inputs may give another plan, so this report may not reproduce.
+* stale history: the demand history ends more than ``STALE_HISTORY_DAYS`` (7) days before
+  the first hour planned is high (``planner report`` stops there unless
+  ``--allow-stale-history``); a day or more is medium. The forecast bridges the gap, and
+  its error grows with every hour it has not seen.
 * pipeline: free-text risks passed in by the pipeline (medium).
 """
 
@@ -31,9 +35,11 @@ from typing import Any
 
 import pandas as pd
 
+from planner.placement.window import iso_hour
 from planner.report.evidence import slo_table
-from planner.report.inputs import SERIES_KEY, ReportInputs, label, number, pick, present
+from planner.report.inputs import SERIES_KEY, ReportInputs, label, number, pick, present, utc
 from planner.report.model import Section, Table
+from planner.report.period import STALE_HISTORY_DAYS, history_gap_days
 
 KNEE_UTILISATION = 0.85
 HIGH_UTILISATION = 0.95
@@ -150,6 +156,21 @@ def slo_risks(inputs: ReportInputs) -> list[dict[str, str]]:
     return out
 
 
+def history_risks(inputs: ReportInputs) -> list[dict[str, str]]:
+    """Stale history: days from the end of the history to the first hour planned (see the module docstring)."""
+    if inputs.period is None or not present(inputs.history, "ts"):
+        return []
+    last = utc(inputs.history["ts"]).max().floor("h")
+    gap = history_gap_days(last, inputs.period)
+    if gap < 1:
+        return []
+    severity = "high" if gap > STALE_HISTORY_DAYS else "medium"
+    return [_risk("stale history", severity, "demand history",
+                  f"the history is {gap:.1f} days stale: its last hour is {iso_hour(last)} and the plan starts "
+                  f"{iso_hour(inputs.period.start)}; the forecast bridges those {gap:.1f} days without any observed "
+                  "demand")]
+
+
 def collect_risks(inputs: ReportInputs) -> tuple[pd.DataFrame, list[str]]:
     """Every risk as a sorted table, plus notes on what could not be checked."""
     notes = []
@@ -163,7 +184,7 @@ def collect_risks(inputs: ReportInputs) -> tuple[pd.DataFrame, list[str]]:
     if not pick(inputs.forecast_meta, "series"):
         notes.append("No forecast metadata was given: fallback and data-quality checks did not run.")
     rows = [*quota, *slo_risks(inputs), *forecast_risks(inputs.forecast_meta), *infeasibility_risks(inputs.plan_meta),
-            *(_risk("pipeline", "medium", "", str(text)) for text in inputs.risks_extra)]
+            *history_risks(inputs), *(_risk("pipeline", "medium", "", str(text)) for text in inputs.risks_extra)]
     frame = pd.DataFrame(rows, columns=["kind", "severity", "where", "detail"])
     frame = frame.assign(rank=frame["severity"].map(SEVERITY_RANK)).sort_values(
         ["rank", "kind", "where", "detail"], kind="stable").drop(columns="rank").reset_index(drop=True)
@@ -187,7 +208,8 @@ def risks_section(inputs: ReportInputs) -> Section:
         section.bullets.append(f"[info] {info} series with data-quality findings (table below).")
     section.paragraphs.append(f"Checks: quota at or above {100 * QUOTA_NEAR_SHARE:.0f} % of its limit, utilisation "
                               f"above the knee {KNEE_UTILISATION}, SLO misses and marginal passes, forecast "
-                              "fallbacks, data-quality findings, solver status and infeasibilities.")
+                              "fallbacks, data-quality findings, solver status and infeasibilities, and how stale "
+                              "the history is against the first hour planned.")
     section.tables.append(Table("risks", "Risks, most severe first", table))
     section.facts = {"high": int(counts.get("high", 0)), "medium": int(counts.get("medium", 0)),
                      "info": int(counts.get("info", 0))}

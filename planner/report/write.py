@@ -13,80 +13,39 @@ the two renames leaves the previous report under ``.YYYY-MM.old-XXXX``, and the 
 run puts it back before it starts. An exception while writing deletes the temporary
 folder and re-raises, so the previous report stays byte-identical.
 
-One writer at a time: ``fcntl.flock`` on ``<reports>/.lock`` (exclusive, non-blocking,
-retried for ``lock_wait_s``). The lock file holds the holder's process id and is never
-deleted (deleting a flock file lets two processes lock two different files). If the
-lock stays held, :class:`ReportLockedError` is raised with exit code 3: the inputs are
-fine but the job's schedule overlaps another run (a configuration problem for cron,
-not a bug), and, as exit code 3 promises, nothing was written. The kernel releases a
-flock when its holder dies, so a killed run never leaves a stale lock.
+One writer at a time: everything above happens under the reports folder's lock
+(``planner.report.lock``). ``planner report`` takes it when it starts, before any work,
+and hands it to :func:`write_report`; called on its own, ``write_report`` takes it for
+the write. Either way a second writer stops at once with ``ReportLockedError`` (exit 3,
+nothing written).
 """
 
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import os
 import re
 import shutil
 import tempfile
-import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 
-from planner.errors import ExitCode, InputError, PlannerError
 from planner.report.charts import render_chart
-from planner.report.inputs import MONTH_PATTERN
+from planner.report.lock import ReportLock, report_lock
 from planner.report.model import ReportModel
+from planner.report.period import check_month
 from planner.report.render import render_html, render_json, render_markdown
 
-LOCK_NAME = ".lock"
 LEFTOVER = re.compile(r"^\.\d{4}-\d{2}\.(tmp|old)-")
-
-
-class ReportLockedError(PlannerError):
-    """Another ``planner report`` run holds the reports folder's lock (exit code 3; nothing was written)."""
-
-    exit_code = ExitCode.INVALID_INPUT
 
 
 @dataclass(frozen=True)
 class WrittenReport:
     directory: Path
     files: tuple[Path, ...]
-
-
-@contextlib.contextmanager
-def report_lock(reports_dir: Path, wait_s: float = 5.0) -> Iterator[Path]:
-    """Hold the exclusive lock on ``reports_dir/.lock`` for the duration of the block."""
-    path = reports_dir / LOCK_NAME
-    try:
-        reports_dir.mkdir(parents=True, exist_ok=True)
-        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
-    except OSError as exc:
-        raise InputError(f"cannot use the reports folder: {exc.strerror or exc}", where=reports_dir,
-                         fix="pass a writable folder with --out") from exc
-    try:
-        deadline = time.monotonic() + wait_s
-        while True:
-            try:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                break
-            except BlockingIOError:
-                if time.monotonic() >= deadline:
-                    holder = os.pread(fd, 64, 0).decode("ascii", "replace").strip()
-                    raise ReportLockedError(
-                        "another planner report run holds the lock" + (f" (process {holder})" if holder else ""),
-                        where=path, fix="wait for that run to finish, or schedule the cron jobs so they do not "
-                                        "overlap; nothing was written") from None
-                time.sleep(0.1)
-        os.ftruncate(fd, 0)
-        os.pwrite(fd, f"{os.getpid()}\n".encode("ascii"), 0)
-        yield path
-    finally:
-        os.close(fd)  # closing the descriptor releases the flock
+    notices: tuple[str, ...] = ()  # what recovery and the lock did before the write (e.g. a stale lock taken over)
 
 
 def recover(reports_dir: Path) -> list[str]:
@@ -158,19 +117,32 @@ def write_files(model: ReportModel, directory: Path, generated_at: str) -> list[
     return written
 
 
+@contextlib.contextmanager
+def _held(out_dir: Path, lock: ReportLock | None) -> Iterator[ReportLock]:
+    """``lock`` when the caller holds it for ``out_dir``; else the lock, taken here for the write."""
+    if lock is None:
+        with report_lock(out_dir) as taken:
+            yield taken
+        return
+    if lock.reports_dir.resolve() != out_dir.resolve():
+        raise ValueError(f"the lock held is for {lock.reports_dir}, not for {out_dir}")
+    yield lock
+
+
 def write_report(model: ReportModel, out_dir: Path, *, generated_at: str | None = None,
-                 lock_wait_s: float = 5.0) -> WrittenReport:
+                 lock: ReportLock | None = None) -> WrittenReport:
     """Write ``out_dir/<model.month>/`` atomically as a whole, under the reports lock (module docstring).
 
     ``generated_at`` (ISO UTC) is the one line that differs between runs; it defaults to now.
-    Returns the month's folder and its files (final paths, sorted).
+    ``lock``: the reports lock when the caller already holds it (``report_lock(out_dir)``).
+    Returns the month's folder, its files (final paths, sorted) and notices.
     """
-    if not MONTH_PATTERN.match(model.month):
-        raise InputError(f"month {model.month!r} is not YYYY-MM", where="--month", fix="pass e.g. --month 2026-11")
+    check_month(model.month)
     out_dir = Path(out_dir)
     stamp = generated_at or datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-    with report_lock(out_dir, lock_wait_s):
-        recover(out_dir)
+    with _held(out_dir, lock) as held:
+        notice = held.takeover_notice() if lock is None else None  # a caller holding the lock reports its own
+        notices = ([notice] if notice else []) + recover(out_dir)
         final = out_dir / model.month
         staging = Path(tempfile.mkdtemp(prefix=f".{model.month}.tmp-", dir=out_dir))
         os.chmod(staging, 0o777 & ~_umask())  # mkdtemp makes it private; a report folder is as readable as any
@@ -190,4 +162,4 @@ def write_report(model: ReportModel, out_dir: Path, *, generated_at: str | None 
         if old is not None:
             shutil.rmtree(old, ignore_errors=True)
     files = tuple(sorted(final / p.relative_to(staging) for p in written))
-    return WrittenReport(directory=final, files=files)
+    return WrittenReport(directory=final, files=files, notices=tuple(notices))

@@ -1,0 +1,76 @@
+"""The month a report plans, and whether the demand history is recent enough to plan it from.
+
+``planner report --month M`` plans every hour of M: from its first instant (UTC) to the
+first instant of M + 1 (``PlanningWindow.month``). Its "now" (``--as-of``) defaults to
+M's first instant and may be earlier (a report prepared ahead), never later: a plan
+for the whole month starts from a forecast of its first hour.
+
+The history is *stale* by the time between its end (the end of its last hour) and the
+month's first instant. Up to ``STALE_HISTORY_DAYS`` the forecast simply starts earlier
+and bridges the gap; beyond it the run stops (exit 3), unless the caller allows it, and
+then the report lists the gap as a high risk.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pandas as pd
+
+from planner.errors import InputError
+from planner.placement.window import HOUR, PlanningWindow, iso_hour
+
+MONTH_PATTERN = re.compile(r"\d{4}-(0[1-9]|1[0-2])")
+"""``YYYY-MM``, month 01 to 12; always matched whole (``fullmatch``: no trailing newline or space)."""
+STALE_HISTORY_DAYS = 7.0
+DAY = pd.Timedelta(days=1)
+
+
+def check_month(text: str, where: str = "--month") -> str:
+    """``text`` if it is exactly ``YYYY-MM`` with a month 01-12; an input error otherwise."""
+    if not isinstance(text, str) or MONTH_PATTERN.fullmatch(text) is None:
+        raise InputError(f"{text!r} is not YYYY-MM (a year and a month 01-12)", where=where,
+                         fix="pass e.g. --month 2026-11")
+    return text
+
+
+def month_window(month: str) -> PlanningWindow:
+    """Every hour of ``month`` (``YYYY-MM``)."""
+    year, number = check_month(month).split("-")
+    return PlanningWindow.month(int(year), int(number))
+
+
+def previous_month_window(month: str) -> PlanningWindow:
+    """Every hour of the month before ``month``."""
+    start = month_window(month).start - DAY
+    return PlanningWindow.month(start.year, start.month)
+
+
+def check_as_of(as_of: pd.Timestamp, window: PlanningWindow) -> pd.Timestamp:
+    """``as_of`` unless it falls after the month's first instant (the plan must start from a forecast of it)."""
+    if as_of > window.start:
+        raise InputError(f"{as_of.tz_convert('UTC'):%Y-%m-%dT%H:%M:%SZ} is after the first instant of the month "
+                         f"({iso_hour(window.start)}): the report plans the whole month from a forecast of its "
+                         "first hour", where="--as-of",
+                         fix=f"leave --as-of out (it defaults to {iso_hour(window.start)}) or pass an earlier one")
+    return as_of
+
+
+def history_gap_days(history_end: pd.Timestamp, window: PlanningWindow) -> float:
+    """Days from the end of the history's last hour (``history_end`` is its start) to the window's first instant."""
+    return float((window.start - (history_end + HOUR)) / DAY)
+
+
+def check_history_fresh(history_end: pd.Timestamp, window: PlanningWindow, month: str, *, allow_stale: bool,
+                        where: str | Path = "history") -> float:
+    """The history's gap in days; an input error when it exceeds ``STALE_HISTORY_DAYS`` and stale is not allowed."""
+    gap = history_gap_days(history_end, window)
+    if gap > STALE_HISTORY_DAYS and not allow_stale:
+        raise InputError(
+            f"the demand history ends {gap:.1f} days before the month it should plan: its last hour is "
+            f"{iso_hour(history_end)}, and {month} starts {iso_hour(window.start)} (at most "
+            f"{STALE_HISTORY_DAYS:g} days are bridged by the forecast)", where=where,
+            fix=f"pass a history that reaches within {STALE_HISTORY_DAYS:g} days of the month, or add "
+                "--allow-stale-history to plan from it anyway (the report then lists the gap as a high risk)")
+    return gap
