@@ -62,7 +62,7 @@ COMMANDS = {
     "place debug": ("planner.placement.workflow.place_plan",
                     lambda f, s, d: ["place", "--scenario", s, "--forecast", str(f["forecast.csv"]), "--out",
                                      str(f["forecast.csv"].parent / "p.csv"), "--debug", str(d / "lp")], "--debug"),
-    "simulate": ("planner.sim.simulate.select_window",
+    "simulate": ("planner.sim.plan_input.validated_plan",
                  lambda f, s, d: ["simulate", "--scenario", s, "--plan", str(f["plan.csv"]), "--out",
                                   str(d / "s.csv")], "--out"),
     "calibrate": ("planner.calibrate.calibrate",
