@@ -70,7 +70,7 @@ COMMANDS = {
     "plan": ("planner.loop.pipeline.run_pipeline",
              lambda f, s, d: ["plan", "--scenario", s, "--history", str(f["history.csv"]), "--out",
                               str(d / "plan")], "--out"),
-    "report": ("planner.loop.pipeline.run_pipeline",
+    "report": ("planner.loop.pipeline.history_as_of",
                lambda f, s, d: ["report", "--month", "2026-11", "--scenario", s, "--history", str(f["history.csv"]),
                                 "--reports", str(d / "reports")], "--reports"),
     "experiment": ("planner.sim.experiments.run_experiment",
