@@ -19,6 +19,11 @@ atomically right after taking the lock and deletes it just before releasing it, 
 * a run that takes the lock and still finds a holder file knows that holder died
   without releasing (``kill -9``, a power cut): the lock is stale, the kernel has freed
   it, and the new run takes it over and reports the dead holder (``ReportLock.took_over``).
+
+One exception to "never deleted": a run that created the reports folder itself and then
+fails leaves no folder behind (bad input writes nothing). It unlinks the lock file while
+it still holds it, then removes the folders it made. That is safe because runs try the
+lock once, without waiting: any other run that opened the old file has already given up.
 """
 
 from __future__ import annotations
@@ -145,6 +150,7 @@ def report_lock(reports_dir: Path, *, wait_s: float = 0.0, command: str | None =
     """
     reports_dir = Path(reports_dir)
     path = reports_dir / LOCK_NAME
+    created = [folder for folder in (reports_dir, *reports_dir.parents) if not folder.exists()]
     try:
         reports_dir.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
@@ -167,5 +173,12 @@ def report_lock(reports_dir: Path, *, wait_s: float = 0.0, command: str | None =
             yield ReportLock(reports_dir, path, holder, stale)
         finally:
             (reports_dir / HOLDER_NAME).unlink(missing_ok=True)
+    except BaseException:
+        if created and wait_s <= 0 and [p.name for p in reports_dir.iterdir()] == [LOCK_NAME]:
+            path.unlink(missing_ok=True)  # still held: see the module docstring
+        raise
     finally:
         lock.release()
+        for folder in created:  # deepest first; only the ones this run made, and only if empty
+            with contextlib.suppress(OSError):
+                folder.rmdir()
