@@ -117,7 +117,7 @@ def test_a_plan_placed_for_a_window_covers_its_hours():
     assert case.scenario.horizon_hours == 96  # without the window, all 96 forecast hours would be planned
     window = PlanningWindow(START + pd.Timedelta(hours=24), START + pd.Timedelta(hours=72))
     result = place_plan(case.scenario, case.forecast, case.catalog, case.profiles, capacity=case.capacity,
-                        baselines=False, gap=0.0, window=window)
+                        baselines=False, gap=0.0, periods="hourly", window=window)
     assert result.meta["demand"]["forecast_hours_used"] == 48 and result.meta["demand"]["hours"] == 48.0
     assert result.periods["first_ts"].iloc[0] == "2026-11-03T00:00:00Z" and len(result.periods) == 48
 
