@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 EARLIER_OUTPUT = b"an earlier good output that a failed run must leave alone\n"
+LOCK_FILE = ".lock"
 
 
 @dataclass(frozen=True)
@@ -32,7 +33,8 @@ class BadInput:
     at fault), compared case-insensitively after collapsing whitespace. ``earlier``: output
     paths (relative to ``folder``) that hold a good earlier result before the run and must
     be byte-identical after it. Every other file the run leaves in ``folder`` that was not
-    there before is a defect ("nothing was written").
+    there before is a defect ("nothing was written"), except a reports folder's ``.lock``:
+    the lock of a folder that already existed stays, by design (``planner.report.lock``).
     """
 
     name: str
@@ -83,7 +85,7 @@ def run_case(case: BadInput, folder: Path) -> Outcome:
     proc = subprocess.run([*planner_command(), *argv], cwd=folder, env=env, capture_output=True, text=True,
                           timeout=case.timeout_s, stdin=subprocess.DEVNULL)
     after = _snapshot(folder)
-    new_files = sorted(set(after) - set(before))
+    new_files = sorted(rel for rel in set(after) - set(before) if Path(rel).name != LOCK_FILE)
     changed = sorted(rel for rel in before if rel in after and after[rel] != before[rel])
     return Outcome(proc.returncode, proc.stdout, proc.stderr, new_files, changed)
 

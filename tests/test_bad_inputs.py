@@ -21,6 +21,7 @@ from bad_inputs_harness import BadInput, check_outcome, run_case
 from conftest import REPO_ROOT
 
 DEMO_SCENARIO = REPO_ROOT / "scenarios" / "demo.toml"
+DEMO_HISTORY = str(REPO_ROOT / "data" / "history" / "demo_history.parquet")
 
 
 INGEST_LABELS = ("--region", "us-east", "--model", "llama3-8b", "--traffic-class", "interactive")
@@ -392,6 +393,20 @@ CASES = [
     BadInput("plan: --seed -1",
              lambda d: ["plan", "--scenario", _demo(), "--history", _file(d, "h.csv"), "--out", "out",
                         "--seed", "-1"], mentions=("--seed",)),
+    BadInput("report: --month 2026-13",
+             lambda d: ["report", "--month", "2026-13", "--scenario", _demo(), "--history", DEMO_HISTORY,
+                        "--reports", "reports"], mentions=("--month", "2026-13")),
+    BadInput("report: --month with a trailing newline",
+             lambda d: ["report", "--month", "2026-11\n", "--scenario", _demo(), "--history", DEMO_HISTORY,
+                        "--reports", "reports"], mentions=("--month",)),
+    BadInput("report: --as-of after the month's first instant",
+             lambda d: ["report", "--month", "2026-11", "--as-of", "2026-11-15", "--scenario", _demo(),
+                        "--history", DEMO_HISTORY, "--reports", "reports"], mentions=("--as-of",)),
+    BadInput("report: history that ends two months before the month",
+             lambda d: ["report", "--month", "2027-01", "--scenario", _demo(), "--history", DEMO_HISTORY,
+                        "--reports", "reports"],
+             mentions=("demo_history.parquet", "2026-10-31T23:00:00Z", "2027-01-01", "--allow-stale-history"),
+             earlier=("reports/2026-12/report.md",)),
     BadInput("report: --seed -1",
              lambda d: ["report", "--month", "2026-11", "--scenario", _demo(), "--history", _file(d, "h.csv"),
                         "--reports", "reports", "--seed", "-1"], mentions=("--seed",)),
