@@ -9,7 +9,3 @@ Modules: ``pool`` (a pool as Python values, μ_k for c-mu, one replication), ``s
 inlined), ``metrics`` and ``run`` (per-class metrics with confidence intervals over
 replications), ``static_batch`` (check against measured end-to-end times).
 """
-
-from planner.sim.replica.cache import register as _register_cache
-
-_register_cache()  # before any module of the package defines a cached function
