@@ -19,6 +19,7 @@ from planner.cli.app import (
     app,
     guarded,
     parse_duration_s,
+    prepare_simulator,
     print_outputs,
     session,
     use_engine,
@@ -88,6 +89,7 @@ def calibrate(
     check_table_suffix(out)
     use_engine(engine, scheduler, workers)
     loaded = load_scenario(scenario)
+    prepare_simulator()
     with progress_bar("Calibrating (model, SKU) pairs", console=stderr) as advance:
         result = run_calibration(
             loaded, load_profiles(), policy=policy, histogram=read_table(histogram) if histogram else None,
@@ -201,6 +203,7 @@ def plan(
     loaded = load_scenario(scenario)
     table = validate_capacity(read_table(capacity), where=capacity) if capacity else None
     hashes = {"scenario": file_sha256(scenario), "history": file_sha256(history)}
+    prepare_simulator()
     with narrated("Reading the history...") as say:
         result = run_pipeline(loaded, read_table(history), load_catalog(), load_profiles(), settings,
                               as_of=parse_as_of(as_of), compare=policies, capacity=table,

@@ -17,6 +17,7 @@ from planner.cli.app import (
     WorkersOption,
     app,
     guarded,
+    prepare_simulator,
     print_outputs,
     session,
     use_engine,
@@ -96,6 +97,7 @@ def report(
     catalog = load_catalog()
     previous = last_month(RunHistory(session.history_file), month)
     hashes = {"scenario": file_sha256(scenario), "history": file_sha256(history)}
+    prepare_simulator()
     with narrated(f"Capacity report {month}: reading the history...") as say:
         result = run_pipeline(loaded, read_table(history), catalog, load_profiles(), settings,
                               as_of=stamp, compare=policies, histogram=read_table(histogram) if histogram else None,

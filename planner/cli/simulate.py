@@ -17,6 +17,7 @@ from planner.cli.app import (
     app,
     guarded,
     parse_duration_s,
+    prepare_simulator,
     print_outputs,
     use_engine,
 )
@@ -103,6 +104,7 @@ def simulate(
                 "<plan>.flows.csv)",
             )
         period, demand = select_window(plan_frame, read_table(flows_path), window)
+    prepare_simulator()
     with progress_bar(f"Simulating period {period}: pools x {replications} replication(s) of {duration}",
                       console=stderr) as advance:
         result = simulate_plan(
