@@ -19,10 +19,12 @@ module of ``replica/`` and ``policies/`` (and the queue engine from ``policies/`
 numba's per-file keys an edit to, say, ``batching.py`` leaves a stale compiled
 ``run_pool`` in the cache (checked with numba 0.68). A folder keyed on all those sources
 cannot be stale, and it needs only numba's public ``CACHE_DIR`` setting, which
-:func:`use_cache_dir` points at it before any compiled function is defined. (This
-replaces a cache locator that patched numba's private locator list at import, and
-covered the replica engine only.) The setting is process-wide: any other library's
-numba cache in a planner process lands in the same folder, which is harmless.
+:func:`use_cache_dir` points at it before any compiled function is defined. A custom
+cache locator could stamp each function with all those sources instead, but it would
+subclass numba internals (``numba.core.caching``) and be installed either through
+numba's private locator list or through ``NUMBA_CACHE_LOCATOR_CLASSES``, an environment
+variable that must be set before numba starts. ``CACHE_DIR`` is process-wide: any other
+library's numba cache in a planner process lands in the same folder, which is harmless.
 
 **Warm or cold.** :func:`compile_engine` compiles the replica engine (everything
 ``planner simulate`` and ``planner calibrate`` run) on a tiny pool and then writes a
@@ -45,9 +47,10 @@ from pathlib import Path
 PACKAGE_DIR = Path(__file__).resolve().parent
 COMPILED_PACKAGES = ("policies", "queue", "replica")
 """The packages of ``planner.sim`` whose modules define compiled functions."""
-COLD_COMPILE_S = 10
-"""The replica engine's cold compile on this project's 2-core reference machine, in seconds
-(``benchmarks/compile_time.py``: 9.5-11 s wall on a shared machine); the figure announced."""
+COLD_COMPILE_S = 12
+"""The replica engine's cold compile, in seconds, as announced: the median first call of
+``benchmarks/compile_time.py`` on a shared 2-core machine was 11.6 s of wall time (9.6 s to
+15 s as the other load on the machine varied)."""
 FOLDER_PREFIX = "planner-sim-"
 MARKER = "replica-engine.compiled"
 

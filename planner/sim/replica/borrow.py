@@ -8,11 +8,11 @@ of the run time). :func:`borrow` returns the same array without its owner pointe
 run time.
 
 The view also has its own type, :class:`BorrowedArray`, whose data model declares no
-reference to count, so numba does not even emit the increments and decrements. Before
-that type existed it emitted them (a null check each) for every copy of the engine's
-state tuple, 27 arrays at a time: about half of the event loop's LLVM IR, and several
-seconds of its one-time compile. A borrowed array behaves as an ordinary array in every
-other way (indexing, slicing, shape); a slice of one is an ordinary array again.
+reference to count, so numba does not even emit the increments and decrements. For an
+ordinary array it emits them (a null check each) at every copy of the engine's state
+tuple, 27 arrays at a time: about half of the event loop's LLVM IR, and seconds of its
+one-time compile. A borrowed array behaves as an ordinary array in every other way
+(indexing, slicing, shape); a slice of one is an ordinary array again.
 
 The view is only valid while the original array is alive: ``run_pool`` keeps the owning
 arrays as its arguments for the whole call and never lets a borrowed view escape.

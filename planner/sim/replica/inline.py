@@ -6,8 +6,8 @@ by value, which costs the loop more than twice its run time. numba inlines a hel
 copying its IR, and before copying it first inlines the helper's own helpers into it.
 That copy costs time quadratic in the size of what is copied (each block is copied with
 the whole variable scope), so with helpers inside helpers (``run_pool`` ← ``start_step``
-← ``_candidate`` ← ``heap_clean_top`` ← ``heap_pop``) inlining alone took about 5 s of
-the one-time compile.
+← ``_candidate`` ← ``heap_clean_top`` ← ``heap_pop``) inlining alone would take about 5 s
+of the one-time compile.
 
 :func:`inlined` inlines a helper only into a function that numba compiles on its own
 (the event loop, ``preempt``, ``make_room``). The nested helpers then reach that function
