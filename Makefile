@@ -12,6 +12,8 @@ $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
 	$(BIN)/pip install --quiet -e '.[dev]'
+	@echo "compiling the simulator ahead of its first use (one time)..."
+	$(BIN)/python -c 'from planner.sim.compiled import compile_engine; compile_engine()'
 	touch $(STAMP)
 
 venv: $(STAMP)
