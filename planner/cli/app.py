@@ -242,6 +242,18 @@ def use_engine(engine: str, scheduler: str | None, workers: int | None) -> None:
         os.environ[SCHEDULER_ENV] = scheduler
 
 
+def prepare_simulator() -> None:
+    """Compile the simulator before a command's work starts; one line on stderr when that is the one-time compile.
+
+    Warm cache: nothing happens here, nothing is printed. Cold cache: the compile runs in
+    this process, so the worker processes that follow load it instead of each compiling.
+    """
+    from planner.sim.compiled import prepare
+
+    prepare(lambda seconds: stderr.print(f"compiling the simulator (one time, about {seconds:.0f} s)...",
+                                         highlight=False))
+
+
 def parse_duration_s(text: str, option: str = "--duration") -> float:
     """'30min', '1h', '900s' -> seconds."""
     units = {"s": 1, "m": 60, "min": 60, "h": 3600}

@@ -19,6 +19,7 @@ from planner.cli.app import (
     app,
     guarded,
     parse_duration_s,
+    prepare_simulator,
     print_outputs,
     session,
     use_engine,
@@ -90,6 +91,7 @@ def calibrate(
 
     use_engine(engine, scheduler, workers)
     loaded = load_scenario(scenario)
+    prepare_simulator()
     with progress_bar("Calibrating (model, SKU) pairs", console=stderr) as advance:
         result = run_calibration(
             loaded, load_profiles(), policy=policy, histogram=read_table(histogram) if histogram else None,
@@ -227,6 +229,7 @@ def plan(
     loaded = load_scenario(scenario)
     table = validate_capacity(read_table(capacity), where=capacity) if capacity else None
     hashes = {"scenario": file_sha256(scenario), "history": file_sha256(history)}
+    prepare_simulator()
     with narrated("Reading the history...") as say:
         result = run_pipeline(loaded, named(read_table(history), history), load_catalog(), load_profiles(), settings,
                               as_of=parse_as_of(as_of), compare=policies, capacity=table,

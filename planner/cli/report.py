@@ -17,6 +17,7 @@ from planner.cli.app import (
     WorkersOption,
     app,
     guarded,
+    prepare_simulator,
     print_outputs,
     session,
     use_engine,
@@ -114,6 +115,7 @@ def report(
         catalog = load_catalog()
         previous = last_month(RunHistory(session.history_file), month)
         hashes = {"scenario": file_sha256(scenario), "history": file_sha256(history)}
+        prepare_simulator()
         with narrated(f"Capacity report {month}: reading the history...") as say:
             known = history_as_of(named(read_table(history), history), stamp, where=str(history))
             check_history_fresh(last_history_hour(known, where=str(history)), window, month,

@@ -17,6 +17,7 @@ from planner.cli.app import (
     app,
     guarded,
     parse_duration_s,
+    prepare_simulator,
     print_outputs,
     use_engine,
 )
@@ -114,6 +115,7 @@ def simulate(
         period, demand = _forecast_window(loaded, plan_frame, named(read_table(forecast), forecast), window)
     else:
         period, demand = select_window(plan_frame, named(read_table(flows_path), flows_path), window)
+    prepare_simulator()
     with progress_bar(f"Simulating period {period}: pools x {replications} replication(s) of {duration}",
                       console=stderr) as advance:
         result = simulate_plan(

@@ -5,11 +5,7 @@ Modules: ``pool`` (a pool as Python values, μ_k for c-mu, one replication), ``s
 (array layout of the compiled engine), ``engine`` (event loop, expiry, routing calls),
 ``batching`` (one replica's step), ``requests`` (queue/batch moves, keys, preemption),
 ``trail`` (Trail-limited SRPT preemption), ``heap`` (waiting queues), ``routing``,
-``borrow`` (reference-count-free array views), ``metrics`` and ``run`` (per-class metrics
-with confidence intervals over replications), ``static_batch`` (check against measured
-end-to-end times).
+``borrow`` (reference-count-free array views), ``inline`` (how the per-event helpers are
+inlined), ``metrics`` and ``run`` (per-class metrics with confidence intervals over
+replications), ``static_batch`` (check against measured end-to-end times).
 """
-
-from planner.sim.replica.cache import register as _register_cache
-
-_register_cache()  # before any module of the package defines a cached function

@@ -29,8 +29,11 @@ next one after a recompute). A request leaves when it has generated its output l
 
 Implementation note: every function reads the :class:`~planner.sim.replica.state.State`
 fields it needs into locals on entry, and the per-step ones are inlined into the event
-loop (``inline="always"``); the rare paths (preemption, Trail's victim search) are plain
+loop (:mod:`.inline`); the rare paths (preemption, Trail's victim search) are plain
 calls. The arrays are borrowed views (:mod:`.borrow`), so neither costs reference counting.
+Each helper is inlined at as few places as the logic allows (one pass over the class
+heaps in :func:`_candidate`, one removal loop in :func:`_admit`): every inlined copy is
+compiled again, and the event loop's one-time compile grows with them.
 """
 
 from __future__ import annotations
@@ -38,24 +41,22 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from numba import njit
 
 from planner.sim.policies.drr import drr_cost, drr_note_dequeue, drr_select_class
 from planner.sim.policies.keys import precedes
-from planner.sim.replica.heap import heap_clean_top, heap_pop
+from planner.sim.replica.heap import heap_clean_top, heap_remove_top
+from planner.sim.replica.inline import inlined
 from planner.sim.replica.requests import outstanding, preempt
 from planner.sim.replica.state import (
     B_NSYS, C_QUANTUM, DONE, F_ADMIT, F_EXIT, F_FIRST, G_DRR, G_SRPT, H_W0, H_W1, I_CLS, I_GEN, I_HELD,
-    I_OUT, I_PREFILLED, I_PROMPT, I_RESERVED, I_STATUS, I_TARGET, P_BUDGET, P_CAP, P_DRRPTR, P_KV, P_KVLIM,
-    P_MAXB, P_MAXKV, P_NRUN, P_NWAIT, P_RES, Q_A, Q_B, Q_C, Q_WORK, RUNNING, SLOT_DECODE, SLOT_IDLE,
+    I_OUT, I_PRE_KV, I_PREFILLED, I_PROMPT, I_RESERVED, I_STATUS, I_TARGET, NO_INDEX, P_BUDGET, P_CAP, P_DRRPTR,
+    P_KV, P_KVLIM, P_MAXB, P_MAXKV, P_NRUN, P_NWAIT, P_RES, Q_A, Q_B, Q_C, Q_WORK, RUNNING, SLOT_DECODE, SLOT_IDLE,
     SLOT_PREFILL, WAITING,
 )
 from planner.sim.replica.trail import make_room
 
-INLINE = "always"
 
-
-@njit(cache=True, inline=INLINE)
+@inlined
 def _schedule_running(st, hkey: np.ndarray, hid: np.ndarray, r: int) -> int:
     """Give running requests their tokens, decodes first, then ongoing prefills, oldest first;
     evict the newest when KV runs out. Returns the budget left for admissions."""
@@ -86,7 +87,8 @@ def _schedule_running(st, hkey: np.ndarray, hid: np.ndarray, r: int) -> int:
             evicted_self = False
             while rep_i[r, P_KV] + need > cap:
                 last = rep_i[r, P_NRUN] - 1
-                budget += preempt(st, hkey, hid, r, last, False)
+                req_i[run_ids[r, last], I_PRE_KV] += 1
+                budget += preempt(st, hkey, hid, r, last)
                 if last == i:
                     evicted_self = True
                     break
@@ -101,45 +103,42 @@ def _schedule_running(st, hkey: np.ndarray, hid: np.ndarray, r: int) -> int:
     return budget
 
 
-@njit(cache=True, inline=INLINE)
+@inlined
 def _candidate(st, hkey, hid, r: int) -> tuple[int, int]:
     """(request, class) next in the policy's order at replica r, or (−1, −1); DRR charges deficits."""
     req_i = st.req_i
     arrival = st.arrival
     heap_n = st.heap_n
+    tmp_mask = st.tmp_mask
+    tmp_cost = st.tmp_cost
+    tmp_def = st.tmp_def
+    deficits = st.drr_def[r]
     status = req_i[:, I_STATUS]
     n_cls = st.cls_f.shape[0]
-    if st.pol_i[G_DRR] != 0:
-        tmp_mask = st.tmp_mask
-        tmp_cost = st.tmp_cost
-        tmp_def = st.tmp_def
-        deficits = st.drr_def[r]
-        for k in range(n_cls):
-            top = heap_clean_top(hkey, hid, heap_n, arrival, status, WAITING, r * n_cls + k)
+    is_drr = st.pol_i[G_DRR] != 0
+    best = NO_INDEX
+    best_k = NO_INDEX
+    for k in range(n_cls):  # one pass over the class heaps serves both rules (one inlined copy of the heap code)
+        h = r * n_cls + k
+        top = heap_clean_top(hkey, hid, heap_n, arrival, status, WAITING, h)
+        if is_drr:
             tmp_mask[k] = top >= 0
             tmp_cost[k] = drr_cost(float(req_i[top, I_TARGET])) if top >= 0 else 1.0
             tmp_def[k] = deficits[k]
-        k, ptr = drr_select_class(deficits, st.cls_f[:, C_QUANTUM], tmp_cost, tmp_mask, st.rep_i[r, P_DRRPTR])
-        if k < 0:
-            return -1, -1
-        st.rep_i[r, P_DRRPTR] = ptr
-        return hid[r * n_cls + k, 0], k
-    best = -1
-    best_k = -1
-    for k in range(n_cls):
-        h = r * n_cls + k
-        if heap_n[h] == 0:
-            continue
-        top = heap_clean_top(hkey, hid, heap_n, arrival, status, WAITING, h)
-        if top < 0:
-            continue
-        if best < 0 or precedes(hkey[h, 0], arrival[top], top, hkey[r * n_cls + best_k, 0], arrival[best], best):
+        elif top >= 0 and (best < 0 or precedes(hkey[h, 0], arrival[top], top,
+                                                hkey[r * n_cls + best_k, 0], arrival[best], best)):
             best = top
             best_k = k
-    return best, best_k
+    if not is_drr:
+        return best, best_k
+    k, ptr = drr_select_class(deficits, st.cls_f[:, C_QUANTUM], tmp_cost, tmp_mask, st.rep_i[r, P_DRRPTR])
+    if k < 0:
+        return NO_INDEX, NO_INDEX
+    st.rep_i[r, P_DRRPTR] = ptr
+    return hid[r * n_cls + k, 0], k
 
 
-@njit(cache=True, inline=INLINE)
+@inlined
 def _reservation(req_i: np.ndarray, reserve: np.ndarray, j: int) -> int:
     """KV reserved at admission: prompt + max(class reserve, generated + 1)."""
     out = reserve[req_i[j, I_CLS]]
@@ -148,16 +147,15 @@ def _reservation(req_i: np.ndarray, reserve: np.ndarray, j: int) -> int:
     return req_i[j, I_PROMPT] + out
 
 
-@njit(cache=True, inline=INLINE)
+@inlined
 def _admit(st, hkey, hid, r: int, k: int, cand: int, need_res: int, chunk: int, now: float) -> None:
     """Move ``cand`` (the head of class k's queue) into the batch with a first chunk."""
     req_i = st.req_i
     rep_i = st.rep_i
     h = r * st.cls_f.shape[0] + k
-    heap_pop(hkey, hid, st.heap_n, st.arrival, h)
+    top = heap_remove_top(hkey, hid, st.heap_n, st.arrival, req_i[:, I_STATUS], WAITING, h)
     if st.pol_i[G_DRR] != 0:
-        empty = heap_clean_top(hkey, hid, st.heap_n, st.arrival, req_i[:, I_STATUS], WAITING, h) < 0
-        drr_note_dequeue(st.drr_def[r], k, empty)
+        drr_note_dequeue(st.drr_def[r], k, top < 0)
     rep_i[r, P_NWAIT] -= 1
     req_i[cand, I_STATUS] = RUNNING
     req_i[cand, I_RESERVED] = need_res
@@ -173,7 +171,7 @@ def _admit(st, hkey, hid, r: int, k: int, cand: int, need_res: int, chunk: int, 
     rep_i[r, P_KV] += chunk
 
 
-@njit(cache=True, inline=INLINE)
+@inlined
 def _step_cost(st, r: int) -> tuple[int, int, int]:
     """(requests scheduled, KV tokens read, prefill tokens) of the step just formed."""
     req_i = st.req_i
@@ -197,7 +195,7 @@ def _step_cost(st, r: int) -> tuple[int, int, int]:
     return scheduled, kv_read, prefill
 
 
-@njit(cache=True, inline=INLINE)
+@inlined
 def start_step(st, hkey: np.ndarray, hid: np.ndarray, r: int, now: float) -> float:
     """Form replica r's next step at ``now``; return its duration in seconds (−1 when idle)."""
     req_i = st.req_i
@@ -231,8 +229,7 @@ def start_step(st, hkey: np.ndarray, hid: np.ndarray, r: int, now: float) -> flo
             rep_i[r, P_DRRPTR] = old_ptr
         if is_srpt and not (fits_batch and fits_res):
             if make_room(st, hkey, hid, r, cand, hkey[r * n_cls + k, 0], need_res):
-                scheduled, kv_read, prefill = _step_cost(st, r)
-                budget = rep_i[r, P_BUDGET] - prefill - (scheduled - _prefilling(st, r))
+                budget = _budget_left(st, r)
                 continue
         break
     scheduled, kv_read, prefill = _step_cost(st, r)
@@ -244,18 +241,19 @@ def start_step(st, hkey: np.ndarray, hid: np.ndarray, r: int, now: float) -> flo
     return dt_ms / 1000.0
 
 
-@njit(cache=True, inline=INLINE)
-def _prefilling(st, r: int) -> int:
-    """Slots of replica r scheduled for a prefill chunk in the step being formed."""
+@inlined
+def _budget_left(st, r: int) -> int:
+    """Tokens of replica r's step budget not yet given to a slot (a decode slot holds 1)."""
     run_kind = st.run_kind
-    count = 0
+    run_tok = st.run_tok
+    budget = st.rep_i[r, P_BUDGET]
     for i in range(st.rep_i[r, P_NRUN]):
-        if run_kind[r, i] == SLOT_PREFILL:
-            count += 1
-    return count
+        if run_kind[r, i] != SLOT_IDLE:
+            budget -= run_tok[r, i]
+    return budget
 
 
-@njit(cache=True, inline=INLINE)
+@inlined
 def finish_step(st, r: int, now: float) -> None:
     """Apply the step that ends at ``now``: tokens produced, requests completed, KV freed."""
     req_i = st.req_i

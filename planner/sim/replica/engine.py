@@ -33,16 +33,17 @@ from numba import njit
 from planner.sim.replica.batching import finish_step, start_step
 from planner.sim.replica.borrow import borrow
 from planner.sim.replica.heap import grow
+from planner.sim.replica.inline import inlined
 from planner.sim.replica.requests import enqueue, outstanding
 from planner.sim.replica.routing import choose_replica
 from planner.sim.replica.state import (
     A_AREA, A_LAST, B_NSYS, B_RR, C_MAXWAIT, F_ADMIT, F_EXIT, G_D, G_ROUTER, H_W0, H_W1, I_CLS,
-    I_PROMPT, I_REASON, I_REP, I_STATUS, P_KV, P_KVLIM, P_MAXB, P_NRUN, P_NWAIT, P_STEPS, PENDING,
+    I_PROMPT, I_REASON, I_REP, I_STATUS, NO_INDEX, P_KV, P_KVLIM, P_MAXB, P_NRUN, P_NWAIT, P_STEPS, PENDING,
     Q_BATCHAREA, Q_BUSY, Q_END, Q_KVAREA, Q_WORK, REASON_TOO_LARGE, REASON_WAIT, REJECTED, WAITING, State,
 )
 
 
-@njit(cache=True, inline="always")
+@inlined
 def _advance(st, now: float) -> None:
     """Integrate N(t) up to ``now``, then reject every request whose wait deadline has passed."""
     req_i = st.req_i
@@ -80,7 +81,7 @@ def _advance(st, now: float) -> None:
         exp_ptr[k] = ptr
 
 
-@njit(cache=True, inline="always")
+@inlined
 def _arrive(st, hkey: np.ndarray, hid: np.ndarray, j: int, now: float) -> None:
     req_i = st.req_i
     rep_i = st.rep_i
@@ -103,7 +104,7 @@ def _arrive(st, hkey: np.ndarray, hid: np.ndarray, j: int, now: float) -> None:
         rep_f[r, Q_END] = now  # kick an idle replica once the same-time arrivals are in
 
 
-@njit(cache=True, inline="always")
+@inlined
 def _account(st, r: int, start: float, end: float) -> None:
     """Busy time, KV token-seconds and batch-seconds of one step, clipped to the measurement window."""
     rep_f = st.rep_f
@@ -118,7 +119,7 @@ def _account(st, r: int, start: float, end: float) -> None:
         rep_f[r, Q_BATCHAREA] += float(st.rep_i[r, P_NRUN]) * (hi - lo)
 
 
-@njit(cache=True, inline="always")
+@inlined
 def _fullest(st, r: int) -> int:
     """Entries in the fullest waiting heap of replica r."""
     heap_n = st.heap_n
@@ -130,13 +131,7 @@ def _fullest(st, r: int) -> int:
     return fullest
 
 
-@njit(cache=True, inline="always")
-def _needs_room(st, hkey: np.ndarray, r: int, margin: int) -> bool:
-    """Whether one of replica r's heaps could overflow during the next event."""
-    return _fullest(st, r) + margin > hkey.shape[1]
-
-
-@njit(cache=True, inline="always")
+@inlined
 def _borrowed(s):
     """The state with every array borrowed (:mod:`.borrow`): valid while ``s`` is alive."""
     return State(
@@ -166,7 +161,7 @@ def run_pool(owner, hkey_owner: np.ndarray, hid_owner: np.ndarray) -> tuple[np.n
             margin = rep_i[r, P_MAXB] + 1
     nxt = 0
     while True:
-        r_min = -1
+        r_min = NO_INDEX
         t_min = np.inf
         for r in range(n_rep):
             if rep_f[r, Q_END] < t_min:
@@ -175,14 +170,14 @@ def run_pool(owner, hkey_owner: np.ndarray, hid_owner: np.ndarray) -> tuple[np.n
         t_arr = arrival[nxt] if nxt < n else np.inf
         if nxt >= n and r_min < 0:
             break
-        if t_arr <= t_min:
-            _advance(st, t_arr)
-            _arrive(st, hkey, hid, nxt, t_arr)
+        arriving = t_arr <= t_min
+        now = t_arr if arriving else t_min
+        _advance(st, now)
+        if arriving:
+            _arrive(st, hkey, hid, nxt, now)
             r_touched = st.req_i[nxt, I_REP]
             nxt += 1
         else:
-            now = t_min
-            _advance(st, now)
             finish_step(st, r_min, now)
             dt = start_step(st, hkey, hid, r_min, now)
             if dt < 0.0:
@@ -191,8 +186,10 @@ def run_pool(owner, hkey_owner: np.ndarray, hid_owner: np.ndarray) -> tuple[np.n
                 rep_f[r_min, Q_END] = now + dt
                 _account(st, r_min, now, now + dt)
             r_touched = r_min
-        if r_touched >= 0 and _needs_room(st, hkey, r_touched, margin):
-            hkey_owner, hid_owner = grow(hkey_owner, hid_owner, 2 * (_fullest(st, r_touched) + margin))
-            hkey = borrow(hkey_owner)
-            hid = borrow(hid_owner)
+        if r_touched >= 0:
+            fullest = _fullest(st, r_touched)
+            if fullest + margin > hkey.shape[1]:  # one of its heaps could overflow during the next event
+                hkey_owner, hid_owner = grow(hkey_owner, hid_owner, 2 * (fullest + margin))
+                hkey = borrow(hkey_owner)
+                hid = borrow(hid_owner)
     return hkey_owner, hid_owner

@@ -17,16 +17,18 @@ import numpy as np
 from numba import njit
 
 from planner.sim.policies.keys import precedes
+from planner.sim.replica.inline import inlined
+from planner.sim.replica.state import NO_INDEX
 
 
-@njit(cache=True, inline="always")
+@inlined
 def _before(keys: np.ndarray, ids: np.ndarray, arrival: np.ndarray, h: int, i: int, j: int) -> bool:
     a = ids[h, i]
     b = ids[h, j]
     return precedes(keys[h, i], arrival[a], a, keys[h, j], arrival[b], b)
 
 
-@njit(cache=True, inline="always")
+@inlined
 def _swap(keys: np.ndarray, ids: np.ndarray, h: int, i: int, j: int) -> None:
     """Exchange entries ``i`` and ``j`` of heap ``h`` (inlined: a real call costs the hot loop)."""
     kt = keys[h, i]
@@ -37,7 +39,7 @@ def _swap(keys: np.ndarray, ids: np.ndarray, h: int, i: int, j: int) -> None:
     ids[h, j] = it
 
 
-@njit(cache=True, inline="always")
+@inlined
 def heap_push(keys: np.ndarray, ids: np.ndarray, size: np.ndarray, arrival: np.ndarray,
               h: int, key: float, rid: int) -> None:
     """Insert request ``rid`` with ``key`` into heap ``h`` (capacity is the caller's concern)."""
@@ -54,12 +56,12 @@ def heap_push(keys: np.ndarray, ids: np.ndarray, size: np.ndarray, arrival: np.n
             break
 
 
-@njit(cache=True, inline="always")
+@inlined
 def heap_pop(keys: np.ndarray, ids: np.ndarray, size: np.ndarray, arrival: np.ndarray, h: int) -> int:
     """Remove and return the top request id of heap ``h`` (−1 when empty)."""
     n = size[h]
     if n == 0:
-        return -1
+        return NO_INDEX
     top = ids[h, 0]
     n -= 1
     size[h] = n
@@ -84,7 +86,7 @@ def heap_pop(keys: np.ndarray, ids: np.ndarray, size: np.ndarray, arrival: np.nd
     return top
 
 
-@njit(cache=True, inline="always")
+@inlined
 def heap_clean_top(keys: np.ndarray, ids: np.ndarray, size: np.ndarray, arrival: np.ndarray,
                    status: np.ndarray, waiting: int, h: int) -> int:
     """Drop tops that are no longer waiting; return the top id (−1 when the heap is empty)."""
@@ -93,15 +95,37 @@ def heap_clean_top(keys: np.ndarray, ids: np.ndarray, size: np.ndarray, arrival:
         if status[top] == waiting:
             return top
         heap_pop(keys, ids, size, arrival, h)
-    return -1
+    return NO_INDEX
+
+
+@inlined
+def heap_remove_top(keys: np.ndarray, ids: np.ndarray, size: np.ndarray, arrival: np.ndarray,
+                    status: np.ndarray, waiting: int, h: int) -> int:
+    """Remove the top of heap ``h``, then the tops no longer waiting; return the new top (−1 when empty).
+
+    One loop around one :func:`heap_pop`, so the inlined code holds one copy of it. Dropping
+    the stale tops now rather than at the next :func:`heap_clean_top` changes no order.
+    """
+    drop = True  # the top itself, whatever its status
+    while size[h] > 0 and (drop or status[ids[h, 0]] != waiting):
+        heap_pop(keys, ids, size, arrival, h)
+        drop = False
+    return ids[h, 0] if size[h] > 0 else NO_INDEX
 
 
 @njit(cache=True)
 def grow(keys: np.ndarray, ids: np.ndarray, new_cap: int) -> tuple[np.ndarray, np.ndarray]:
-    """Copies of ``keys``/``ids`` with ``new_cap`` columns."""
+    """Copies of ``keys``/``ids`` with ``new_cap`` columns.
+
+    Copied element by element: a slice assignment (``k2[:, :cap] = keys``) would compile
+    numba's broadcast shape check and its error message formatting, several seconds of
+    compile time for a path that cannot fail here.
+    """
     rows, cap = keys.shape
-    k2 = np.empty((rows, new_cap), dtype=keys.dtype)
-    i2 = np.empty((rows, new_cap), dtype=ids.dtype)
-    k2[:, :cap] = keys
-    i2[:, :cap] = ids
+    k2 = np.empty((rows, new_cap), dtype=np.float64)
+    i2 = np.empty((rows, new_cap), dtype=np.int64)
+    for h in range(rows):
+        for i in range(cap):
+            k2[h, i] = keys[h, i]
+            i2[h, i] = ids[h, i]
     return k2, i2

@@ -20,23 +20,22 @@ from numba import njit
 from planner.sim.policies.base import SRPT
 from planner.sim.policies.keys import priority_key
 from planner.sim.replica.heap import heap_push
+from planner.sim.replica.inline import inlined
 from planner.sim.replica.state import (
-    C_JUMP, C_WEIGHT, F_PRED, G_CODE, H_AGING, I_CLS, I_GEN, I_HELD, I_PRE_KV, I_PRE_POL, I_PREFILLED,
+    C_JUMP, C_WEIGHT, F_PRED, G_CODE, H_AGING, I_CLS, I_GEN, I_HELD, I_PREFILLED,
     I_PROMPT, I_REP, I_RESERVED, I_STATUS, I_TARGET, P_KV, P_NRUN, P_NWAIT, P_RES, Q_WORK, SLOT_IDLE,
     WAITING,
 )
 
-INLINE = "always"
 
-
-@njit(cache=True, inline=INLINE)
+@inlined
 def outstanding(req_i: np.ndarray, req_f: np.ndarray, j: int) -> float:
     """Tokens request j still needs: prefill left plus max(0, p̂ − generated)."""
     left = req_f[j, F_PRED] - req_i[j, I_GEN]
     return float(req_i[j, I_TARGET] - req_i[j, I_PREFILLED]) + (left if left > 0.0 else 0.0)
 
 
-@njit(cache=True, inline=INLINE)
+@inlined
 def waiting_key(st, j: int, r: int) -> float:
     """Policy key of request j waiting at (or running on) replica r; larger is served first."""
     req_i = st.req_i
@@ -51,7 +50,7 @@ def waiting_key(st, j: int, r: int) -> float:
                         cls_f[k, C_JUMP], float(req_i[j, I_TARGET]), st.pol_f[H_AGING])
 
 
-@njit(cache=True, inline=INLINE)
+@inlined
 def enqueue(st, hkey: np.ndarray, hid: np.ndarray, j: int, r: int) -> None:
     req_i = st.req_i
     n_cls = st.cls_f.shape[0]
@@ -63,8 +62,12 @@ def enqueue(st, hkey: np.ndarray, hid: np.ndarray, j: int, r: int) -> None:
 
 
 @njit(cache=True)
-def preempt(st, hkey: np.ndarray, hid: np.ndarray, r: int, slot: int, by_policy: bool) -> int:
-    """Evict the running request in ``slot`` (recompute); return the step tokens it gives back."""
+def preempt(st, hkey: np.ndarray, hid: np.ndarray, r: int, slot: int) -> int:
+    """Evict the running request in ``slot`` (recompute); return the step tokens it gives back.
+
+    The caller counts the preemption (``I_PRE_KV`` or ``I_PRE_POL``): a constant flag argument
+    would make numba compile this function once per value.
+    """
     req_i = st.req_i
     req_f = st.req_f
     rep_i = st.rep_i
@@ -87,10 +90,6 @@ def preempt(st, hkey: np.ndarray, hid: np.ndarray, r: int, slot: int, by_policy:
         run_kind[r, i] = run_kind[r, i + 1]
         run_tok[r, i] = run_tok[r, i + 1]
     rep_i[r, P_NRUN] = n - 1
-    if by_policy:
-        req_i[j, I_PRE_POL] += 1
-    else:
-        req_i[j, I_PRE_KV] += 1
     enqueue(st, hkey, hid, j, r)
     return given_back
 

@@ -23,6 +23,7 @@ import numpy as np
 from numba import njit
 
 from planner.errors import InputError
+from planner.sim.replica.inline import inlined
 
 RANDOM = 0
 ROUND_ROBIN = 1
@@ -45,7 +46,7 @@ def router_code(name: str) -> int:
     return ROUTERS[key]
 
 
-@njit(cache=True, inline="always")
+@inlined
 def _first_min(values: np.ndarray, n: int) -> int:
     """Index of the smallest of ``values[:n]``, the lowest index on a tie (a deterministic tie-break)."""
     best = 0

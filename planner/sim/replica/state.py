@@ -25,6 +25,10 @@ import collections
 
 import numpy as np
 
+NO_INDEX = np.int64(-1)
+"""No replica, request or class. A numpy integer, not ``-1``: numba types a literal ``-1`` as
+a type of its own, and while it infers the types of a variable that starts as one it
+compiles every function the variable is passed to twice, for the literal and for int64."""
 # request status
 PENDING, WAITING, RUNNING, DONE, REJECTED = 0, 1, 2, 3, 4
 # rejection reasons

@@ -16,7 +16,7 @@ from numba import njit
 
 from planner.sim.policies.keys import precedes
 from planner.sim.replica.requests import preempt, waiting_key
-from planner.sim.replica.state import F_PRED, H_TRAIL, I_GEN, I_RESERVED, P_KVLIM, P_MAXB, P_NRUN, P_RES
+from planner.sim.replica.state import F_PRED, H_TRAIL, I_GEN, I_PRE_POL, I_RESERVED, P_KVLIM, P_MAXB, P_NRUN, P_RES
 
 
 @njit(cache=True)
@@ -54,6 +54,7 @@ def make_room(st, hkey, hid, r: int, cand: int, cand_key: float, need_res: int) 
         res_left -= req_i[run_ids[r, worst], I_RESERVED]
     for i in range(n - 1, -1, -1):
         if mark[i]:
-            preempt(st, hkey, hid, r, i, True)
+            req_i[run_ids[r, i], I_PRE_POL] += 1
+            preempt(st, hkey, hid, r, i)
     return True
 
