@@ -45,9 +45,10 @@ lock:
 
 # The main job: the monthly capacity report on the demo scenario and history. October first
 # (so that November's report can compare with last month's forecast and plan), then November
-# with the policy comparison. Runs are recorded in out/demo/history.duckdb; reports land in reports/.
+# with the policy comparison. Runs are recorded in out/demo/history.duckdb and calibrations cached in
+# out/demo/calibration; reports land in reports/. `make clean` removes all of it.
 DEMO_HISTORY_DB := out/demo/history.duckdb
-DEMO := --scenario scenarios/demo.toml --history data/history/demo_history.parquet
+DEMO := --scenario scenarios/demo.toml --history data/history/demo_history.parquet --cache-dir out/demo/calibration
 
 run: $(STAMP)
 	$(BIN)/planner --history-file $(DEMO_HISTORY_DB) validate scenarios/demo.toml
@@ -61,5 +62,8 @@ test: $(STAMP)
 bench: $(STAMP)
 	for b in benchmarks/*.py; do $(BIN)/python $$b || exit 1; done
 
+# Everything `make run` and `make test` wrote: the venv, the demo's run history, calibration cache and
+# reports, and the simulator's compiled code (planner/sim/__pycache__/planner-sim-*).
 clean:
-	rm -rf $(VENV) out reports
+	rm -rf $(VENV) out reports .pytest_cache .hypothesis *.egg-info
+	find planner tests benchmarks data -name __pycache__ -type d -prune -exec rm -rf {} +
