@@ -84,8 +84,7 @@ def stand_in_forecast(hours: int, scale: float = 1.0) -> pd.DataFrame:
 
 def build(hours: int, scale: float, n_regions: int | None = None):
     scenario = load_scenario(PROJECT_ROOT / "scenarios" / "global.toml")
-    if hours > scenario.horizon_hours:
-        scenario = scenario.model_copy(update={"horizon": f"{hours}h"})
+    scenario = scenario.model_copy(update={"horizon": f"{hours}h"})  # the stand-in covers exactly these hours
     forecast = stand_in_forecast(hours, scale)
     if n_regions is not None:
         scenario, forecast = _fewer_regions(scenario, forecast, n_regions)
