@@ -84,6 +84,11 @@ def test_a_file_cannot_replace_a_folder_and_nothing_is_published(tmp_path):
 
 def test_sigint_during_the_renames_waits_until_every_file_is_in_place(tmp_path, monkeypatch):
     """An interrupt that lands between two renames is delivered after the last one."""
+    import signal
+
+    # Python's own Ctrl-C handler, whatever this process inherited (a job started in the
+    # background by a non-interactive shell, as under make or CI, starts with SIGINT ignored)
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
     real_replace = os.replace
     calls = []
 
@@ -94,10 +99,13 @@ def test_sigint_during_the_renames_waits_until_every_file_is_in_place(tmp_path, 
             os.kill(os.getpid(), 2)  # SIGINT, as from Ctrl-C
 
     monkeypatch.setattr(os, "replace", replace_then_interrupt)
-    with pytest.raises(KeyboardInterrupt):
-        with staged_outputs() as outputs:
-            outputs.write_text(tmp_path / "a.txt", "a")
-            outputs.write_text(tmp_path / "b.txt", "b")
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            with staged_outputs() as outputs:
+                outputs.write_text(tmp_path / "a.txt", "a")
+                outputs.write_text(tmp_path / "b.txt", "b")
+    finally:
+        signal.signal(signal.SIGINT, previous)
     assert (tmp_path / "a.txt").read_text() == "a" and (tmp_path / "b.txt").read_text() == "b"
 
 
