@@ -1,10 +1,17 @@
-"""Build ``data/profiles/profiles.csv`` and ``data/profiles/fit_report.csv``.
+"""Build ``data/profiles/``: the model geometry, the profile table and the roofline's check.
 
-Inputs: the measured runs (Splitwise ``perf_model.csv``, vendored as
-``data/profiles/splitwise_perf_model.csv``, MIT) and the catalog's ``skus.csv``. Both outputs
-are written atomically and are byte-identical for identical inputs.
+Inputs: the Hugging Face configs and measured kernel tables that ship with
+``aiconfigurator-core`` (a dependency, Apache-2.0), and the catalog's ``skus.csv``. Outputs,
+each written atomically and byte-identical for identical inputs:
 
-    python data/build/build_profiles.py [--perf CSV] [--skus CSV] [--out-dir DIR]
+* ``models.csv``: one row per served model (``planner/profiles/geometry.py``);
+* ``profiles.csv``: one row per (model, SKU, TP, engine) with its step model and its error;
+* ``roofline_check.csv``: the roofline's error on each measured SKU, left out of its fit;
+* ``roofline_efficiency.csv``: the roofline's fitted constants per engine.
+
+    python data/build/build_profiles.py [--skus CSV] [--out-dir DIR]
+
+It takes a few minutes: every measured profile is fitted and checked on its whole grid.
 """
 
 from __future__ import annotations
@@ -13,38 +20,40 @@ import argparse
 import sys
 from pathlib import Path
 
+import pandas as pd
+
 from planner.errors import PlannerError
 from planner.paths import catalog_dir, profiles_dir
 from planner.profiles.build import build_profiles
-from planner.profiles.fit import read_perf_model
-from planner.profiles.loader import PROFILES_FILE, validate_profiles
+from planner.profiles.loader import MODELS_FILE, PROFILES_FILE, validate_models, validate_profiles
+from planner.profiles.measured import hf_geometries
 from planner.profiles.specs import read_sku_specs
 from planner.storage import write_table_atomic
 
-FIT_REPORT_FILE = "fit_report.csv"
-PERF_FILE = "splitwise_perf_model.csv"
+ROOFLINE_CHECK_FILE = "roofline_check.csv"
+ROOFLINE_EFFICIENCY_FILE = "roofline_efficiency.csv"
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--perf", type=Path, default=profiles_dir() / PERF_FILE, help="measured runs CSV")
     parser.add_argument("--skus", type=Path, default=catalog_dir() / "skus.csv", help="catalog SKU table")
-    parser.add_argument("--out-dir", type=Path, default=profiles_dir(), help="where to write the two tables")
+    parser.add_argument("--out-dir", type=Path, default=profiles_dir(), help="where to write the tables")
     args = parser.parse_args(argv)
     try:
-        build = build_profiles(read_perf_model(args.perf), read_sku_specs(args.skus))
+        geometries = hf_geometries()
+        models = pd.DataFrame([g.to_row() for g in geometries.values()])
+        build = build_profiles(geometries, read_sku_specs(args.skus), progress=lambda m: print(m, flush=True))
+        validate_models(models, args.out_dir / MODELS_FILE)
         validate_profiles(build.profiles, args.out_dir / PROFILES_FILE)
-        write_table_atomic(args.out_dir / FIT_REPORT_FILE, build.fit_report)
+        write_table_atomic(args.out_dir / MODELS_FILE, models)
+        write_table_atomic(args.out_dir / ROOFLINE_CHECK_FILE, build.roofline_check)
+        write_table_atomic(args.out_dir / ROOFLINE_EFFICIENCY_FILE, build.efficiency)
         write_table_atomic(args.out_dir / PROFILES_FILE, build.profiles)
     except PlannerError as error:
         print(error, file=sys.stderr)
         return error.exit_code
-    e = build.efficiency
-    print(
-        f"wrote {len(build.profiles)} profiles and {len(build.fit_report)} fit rows to {args.out_dir}; "
-        f"roofline eff_bw_weights={e.eff_bw_weights:.3f} eff_bw_attention={e.eff_bw_attention:.3f} "
-        f"eff_flops={e.eff_flops:.3f} overhead={e.overhead_ms_per_layer:.4f} ms/layer"
-    )
+    print(f"wrote {len(models)} models and {len(build.profiles)} profiles to {args.out_dir}")
+    print(build.roofline_check.to_string(index=False))
     return 0
 
 

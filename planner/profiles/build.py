@@ -1,206 +1,215 @@
-"""Build the profile table: one row per (model, SKU) where the model fits on one node.
+"""Build the profile table: one row per (model, SKU, TP, engine) that fits on one node.
 
-Sizing rules (GB = 1e9 bytes; HBM figures from the catalog's ``skus.csv``):
+Sizing rules (GB = 1e9 bytes; HBM from the catalog's ``skus.csv``):
 
-* **KV capacity** of a replica of TP GPUs::
+* **KV capacity** of a replica of TP GPUs, as a serving engine sizes it: of each GPU's HBM,
+  ``gpu_memory_utilization`` (vLLM's default 0.9) is the engine's; from that come the GPU's
+  share of the weights and ACTIVATION_RESERVE (peak activations of a full token budget, CUDA
+  graphs and collective buffers); the rest is KV cache in whole blocks of the engine's block
+  size::
 
-      kv_capacity_tokens = floor((TP * HBM * MEM_UTIL - weights - TP * ACTIVATION_RESERVE) / kv_bytes_per_token)
+      per_gpu_bytes = HBM · gpu_memory_utilization − weights / TP − ACTIVATION_RESERVE
+      kv_capacity_tokens = block · ⌊per_gpu_bytes / kv_bytes_per_token_per_gpu(TP) / block⌋
 
-  with MEM_UTIL = 0.9 (the usual serving-engine memory fraction; the rest is CUDA context,
-  allocator slack and fragmentation) and ACTIVATION_RESERVE = 2 GB per GPU (peak activations
-  of an 8k-token prefill chunk, CUDA graphs and collective-communication buffers).
-* **Tensor parallelism**: the smallest TP in {1, 2, 4, 8}, and no larger than the SKU's
-  ``max_gpus_per_node``, whose KV capacity is at least MIN_KV_TOKENS = 16,384 tokens (eight
-  requests of 2,048 tokens, or one 16k-context request). A model that needs more than one
-  node of a SKU does not fit it and gets no row. For llama2-70b on 80 GB GPUs this rule gives
-  TP4 (TP2 would leave ~6k tokens), which is also the measured configuration used as the
-  production one (``PRODUCTION_TP``); TP2 and TP8 fits are kept in ``fit_report.csv``.
-* **max_batch** = min(256, floor(kv_capacity_tokens / 2,048)): 2,048 tokens is the mean
-  prompt of the Azure 2023 code trace (and above the conversation trace's mean prompt plus
-  output, ~1,370), so this many typical requests fit in the KV cache at once.
+  with the model's real KV geometry (``geometry.py``: GQA heads, head dim, bf16).
+* **Tensor parallelism**: every TP in {1, 2, 4, 8}, up to the SKU's ``max_gpus_per_node``,
+  that leaves at least MIN_KV_TOKENS of KV cache, is a candidate; calibration evaluates each
+  and the placement program chooses.
+* **Engine defaults**: ``max_num_seqs`` and ``max_num_batched_tokens`` are the engine's own
+  defaults for an API server; calibration searches around them.
 
-Measured pairs (llama2-70b on A100-80GB and H100) take (a, b, c) from the fit at the
-production TP; every other pair takes them from the roofline (``roofline.py``), calibrated
-on the fits of llama2-70b on those two SKUs at TP 2, 4 and 8.
+Step models come from the measured tables (``measured.py``) on the SKUs that have them, and
+from the roofline (``roofline.py``) elsewhere. Every measured profile's error against the
+measured estimate over its operating grid is in its row; a roofline row carries the
+roofline's error on the measured SKUs it was not fitted to.
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
 
-from planner.errors import InputError
-from planner.profiles.fit import StepTimeCoefficients, fit_all
-from planner.profiles.geometry import MODELS, ModelGeometry, geometry_for
-from planner.profiles.loader import PROFILE_COLUMNS
-from planner.profiles.roofline import (
-    CalibrationTarget,
-    Efficiency,
-    calibrate,
-    coefficient_ratios,
-    roofline_coefficients,
-)
+from planner.profiles.geometry import ModelGeometry
+from planner.profiles.measured import ENGINES, SYSTEMS, MeasuredEngine, NotMeasured, estimator_version
+from planner.profiles.roofline import Efficiency, Target, calibrate, efficiency_names, roofline_step_model
 from planner.profiles.specs import SkuSpec
+from planner.profiles.step_model import StepError, StepModel, operating_grid, uniform_steps_ms
 
-MEM_UTIL = 0.9
+GPU_MEMORY_UTILIZATION = 0.9
 ACTIVATION_RESERVE_GB_PER_GPU = 2.0
 MIN_KV_TOKENS = 16_384
 TP_CHOICES = (1, 2, 4, 8)
-TYPICAL_CONTEXT_TOKENS = 2_048
-MAX_BATCH_CAP = 256
-PRODUCTION_TP: dict[str, int] = {"llama2-70b": 4}
-"""The measured TP whose fit becomes each measured model's profile."""
-
+KV_BLOCK_TOKENS: dict[str, int] = {"vllm": 16, "sglang": 1, "trtllm": 32}
+"""KV block (page) size in tokens: vLLM's ``--block-size`` default, SGLang's token-level pool
+(page size 1), TensorRT-LLM's ``tokens_per_block`` default."""
+DEFAULT_MAX_NUM_SEQS = 256
+DEFAULT_MAX_NUM_BATCHED_TOKENS = 8192
+ROOFLINE_ENGINES: dict[str, tuple[str, ...]] = {"NVIDIA": ENGINES, "AMD": ("vllm", "sglang")}
+"""Engines that run on each vendor's GPUs (TensorRT-LLM is NVIDIA-only)."""
 SIGNIFICANT_DIGITS = 6
+
+
+def kv_capacity_tokens(geometry: ModelGeometry, spec: SkuSpec, tp: int, engine: str,
+                       gpu_memory_utilization: float = GPU_MEMORY_UTILIZATION) -> int:
+    """Tokens of KV cache one replica holds (module docstring); 0 or less when it does not fit."""
+    per_gpu = spec.hbm_bytes * gpu_memory_utilization - geometry.weights_bytes / tp - ACTIVATION_RESERVE_GB_PER_GPU * 1e9
+    block = KV_BLOCK_TOKENS[engine]
+    return block * math.floor(per_gpu / geometry.kv_bytes_per_token_per_gpu(tp) / block)
+
+
+def candidate_tps(geometry: ModelGeometry, spec: SkuSpec, engine: str) -> list[int]:
+    """The tensor-parallel degrees on one node that leave MIN_KV_TOKENS of KV cache."""
+    return [tp for tp in TP_CHOICES
+            if tp <= spec.max_gpus_per_node and geometry.attention_heads % tp == 0
+            and kv_capacity_tokens(geometry, spec, tp, engine) >= MIN_KV_TOKENS]
+
+
+def _sig(value: float) -> float:
+    return float(f"{value:.{SIGNIFICANT_DIGITS}g}")
 
 
 @dataclass(frozen=True)
 class ProfileBuild:
     profiles: pd.DataFrame
-    fit_report: pd.DataFrame
-    efficiency: Efficiency
+    roofline_check: pd.DataFrame
+    efficiency: pd.DataFrame
 
 
-def kv_capacity_tokens(geometry: ModelGeometry, spec: SkuSpec, tp_degree: int) -> int:
-    """Tokens of KV cache a replica holds after weights and activation reserve (may be <= 0)."""
-    free_bytes = (
-        tp_degree * spec.hbm_bytes * MEM_UTIL
-        - geometry.weights_bytes
-        - tp_degree * ACTIVATION_RESERVE_GB_PER_GPU * 1e9
-    )
-    return math.floor(free_bytes / geometry.kv_bytes_per_token)
+@dataclass(frozen=True)
+class _Measured:
+    geometry: ModelGeometry
+    spec: SkuSpec
+    tp: int
+    engine: str
+    step: StepModel
+    points: np.ndarray
+    measured_ms: np.ndarray
 
 
-def choose_tp(geometry: ModelGeometry, spec: SkuSpec) -> int | None:
-    """The smallest TP that leaves MIN_KV_TOKENS of KV cache on one node, or None."""
-    for tp in TP_CHOICES:
-        if tp <= spec.max_gpus_per_node and kv_capacity_tokens(geometry, spec, tp) >= MIN_KV_TOKENS:
-            return tp
-    return None
-
-
-def max_batch(kv_tokens: int) -> int:
-    return max(1, min(MAX_BATCH_CAP, kv_tokens // TYPICAL_CONTEXT_TOKENS))
-
-
-def _sig(value: float, digits: int = SIGNIFICANT_DIGITS) -> float:
-    return float(f"{value:.{digits}g}")
-
-
-def _coefficients(row: pd.Series) -> StepTimeCoefficients:
-    return StepTimeCoefficients(
-        float(row["a_ms"]), float(row["b_ms_per_kv_token"]), float(row["c_ms_per_prefill_token"])
-    )
-
-
-def _served_fits(fits: pd.DataFrame, specs: dict[str, SkuSpec]) -> pd.DataFrame:
-    """Fits of served models on catalog SKUs: the calibration targets."""
-    served = fits[fits["model"].isin(list(MODELS)) & (fits["sku"] != "")]
-    for _, row in served.iterrows():
-        if row["sku"] not in specs:
-            raise InputError(
-                f"measured hardware {row['hardware']} maps to SKU {row['sku']!r}, which the SKU table lacks",
-                where="skus.csv",
-                fix=f"add a row for {row['sku']} to the catalog's skus.csv",
-            )
-    return served
-
-
-def _production_fits(served: pd.DataFrame) -> dict[tuple[str, str], pd.Series]:
-    """The fit rows that become profiles (the production TP), keyed by (model, sku)."""
-    return {
-        (row["model"], row["sku"]): row
-        for _, row in served.iterrows()
-        if PRODUCTION_TP.get(row["model"]) == row["tp_degree"]
+def _row(geometry: ModelGeometry, spec: SkuSpec, tp: int, engine: str, step: StepModel, source: str,
+         detail: str, error: StepError) -> dict[str, object]:
+    row: dict[str, object] = {
+        "model": geometry.model, "sku": spec.sku, "tp_degree": tp, "engine": engine,
+        "weights_gb": _sig(geometry.weights_bytes / 1e9),
+        "kv_bytes_per_token": geometry.kv_bytes_per_token_per_gpu(tp) * tp,
+        "kv_block_tokens": KV_BLOCK_TOKENS[engine],
+        "gpu_memory_utilization": GPU_MEMORY_UTILIZATION,
+        "kv_capacity_tokens": kv_capacity_tokens(geometry, spec, tp, engine),
+        "max_num_seqs": DEFAULT_MAX_NUM_SEQS,
+        "max_num_batched_tokens": DEFAULT_MAX_NUM_BATCHED_TOKENS,
+        "source": source,
+        "source_detail": detail,
+        "err_points": error.points,
+        "err_median_pct": round(error.median_pct, 2),
+        "err_p95_pct": round(error.p95_pct, 2),
+        "err_max_pct": round(error.max_pct, 2),
     }
+    row.update({k: _sig(v) for k, v in step.to_row().items()})
+    return row
 
 
-def _fit_report(fits: pd.DataFrame, specs: dict[str, SkuSpec], efficiency: Efficiency) -> pd.DataFrame:
-    report = fits.copy()
-    report.insert(4, "production", [PRODUCTION_TP.get(m) == tp for m, tp in zip(report["model"], report["tp_degree"])])
-    ratios = []
-    for _, row in report.iterrows():
-        if row["sku"] in specs:
-            predicted = roofline_coefficients(geometry_for(row["model"]), specs[row["sku"]], int(row["tp_degree"]), efficiency)
-            ratios.append(coefficient_ratios(predicted, _coefficients(row)))
-        else:
-            ratios.append(np.full(3, np.nan))
-    stacked = np.vstack(ratios)
-    for position, name in enumerate(("roofline_a_ratio", "roofline_b_ratio", "roofline_c_ratio")):
-        report[name] = np.round(stacked[:, position], 3)
-    for column in ("a_ms", "b_ms_per_kv_token", "c_ms_per_prefill_token"):
-        report[column] = report[column].map(_sig)
-    for column in [c for c in report.columns if c.endswith("_pct")]:
-        report[column] = report[column].round(2)
-    return report
+def _measure(geometry: ModelGeometry, spec: SkuSpec, tp: int, engine: str) -> _Measured:
+    measured = MeasuredEngine(geometry.model, spec.sku, tp, engine)
+    points = np.asarray(operating_grid(kv_capacity_tokens(geometry, spec, tp, engine)), dtype=np.float64)
+    reference = np.array([measured.step_ms(int(b), int(c), int(p)) for b, c, p in points])
+    step = measured.fit()
+    # the table stores 6 significant digits: judge the model as it will be read back
+    step = StepModel.from_row({k: _sig(v) for k, v in step.to_row().items()})
+    return _Measured(geometry, spec, tp, engine, step, points, reference)
 
 
-def _roofline_note(geometry: ModelGeometry, spec: SkuSpec, tp_degree: int, efficiency: Efficiency) -> str:
-    parts = [
-        f"roofline on {spec.sku} specs (eff_bw_weights {efficiency.eff_bw_weights:.3f}, "
-        f"eff_bw_attention {efficiency.eff_bw_attention:.3f}, eff_flops {efficiency.eff_flops:.3f}, "
-        f"overhead {efficiency.overhead_ms_per_layer:.3f} ms/layer; calibrated on measured llama2-70b A100/H100 fits)"
-    ]
-    if geometry.is_moe:
-        parts.append("MoE: weight read uses total params, prefill FLOPs use active params")
-    if tp_degree >= 8:
-        parts.append("TP8: measured b does not shrink from TP4 to TP8, so b here is likely ~2x optimistic")
-    if spec.sku.startswith("MI"):
-        parts.append("non-NVIDIA SKU projected with NVIDIA-calibrated efficiencies")
-    return "; ".join(parts)
+def _roofline(measured: list[_Measured], held_out: str | None) -> Efficiency:
+    return calibrate([Target(m.geometry, m.spec, m.tp, m.points, m.measured_ms)
+                      for m in measured if m.spec.sku != held_out])
 
 
-def build_profiles(runs: pd.DataFrame, specs: dict[str, SkuSpec]) -> ProfileBuild:
-    """Fit, calibrate and size: the profile table, the fit report and the calibrated efficiency."""
-    fits = fit_all(runs)
-    served = _served_fits(fits, specs)
-    production = _production_fits(served)
-    efficiency = calibrate(
-        [
-            CalibrationTarget(MODELS[row["model"]], specs[row["sku"]], int(row["tp_degree"]), _coefficients(row))
-            for _, row in served.iterrows()
-        ]
-    )
-    rows = []
-    for model, geometry in MODELS.items():
-        for sku in sorted(specs):
-            spec = specs[sku]
-            fit_row = production.get((model, sku))
-            tp = int(fit_row["tp_degree"]) if fit_row is not None else choose_tp(geometry, spec)
-            if tp is None:
-                continue
-            capacity = kv_capacity_tokens(geometry, spec, tp)
-            if fit_row is not None:
-                coefficients = _coefficients(fit_row)
-                source, mape = "measured-fit", round(float(fit_row["overall_mape_pct"]), 2)
-                note = (
-                    f"robust fit of Splitwise perf_model {model} {fit_row['hardware']} TP{tp} "
-                    f"({int(fit_row['n_runs'])} runs): prefill MAPE {fit_row['prefill_mape_pct']:.1f} %, "
-                    f"decode MAPE {fit_row['decode_mape_pct']:.1f} %; TP2/TP8 fits in fit_report.csv"
-                )
-            else:
-                coefficients = roofline_coefficients(geometry, spec, tp, efficiency)
-                source, mape, note = "roofline", float("nan"), _roofline_note(geometry, spec, tp, efficiency)
-            rows.append(
-                {
-                    "model": model,
-                    "sku": sku,
-                    "tp_degree": tp,
-                    "weights_gb": round(geometry.weights_gb, 3),
-                    "kv_bytes_per_token": geometry.kv_bytes_per_token,
-                    "kv_capacity_tokens": capacity,
-                    "a_ms": _sig(coefficients.a_ms),
-                    "b_ms_per_kv_token": _sig(coefficients.b_ms_per_kv_token),
-                    "c_ms_per_prefill_token": _sig(coefficients.c_ms_per_prefill_token),
-                    "max_batch": max_batch(capacity),
-                    "source": source,
-                    "fit_mape_pct": mape,
-                    "notes": note,
-                }
-            )
-    profiles = pd.DataFrame(rows, columns=list(PROFILE_COLUMNS))
-    return ProfileBuild(profiles=profiles, fit_report=_fit_report(fits, specs, efficiency), efficiency=efficiency)
+def build_profiles(geometries: Mapping[str, ModelGeometry], specs: Mapping[str, SkuSpec],
+                   progress: Callable[[str], None] | None = None) -> ProfileBuild:
+    """Every profile of every model on every catalog SKU it fits, measured where the tables exist."""
+    say = progress or (lambda _message: None)
+    version = estimator_version()
+    rows, checks, efficiencies = [], [], []
+    for engine in ENGINES:
+        measured: list[_Measured] = []
+        unmeasured: list[tuple[ModelGeometry, SkuSpec, int, str]] = []
+        for geometry in geometries.values():
+            for sku in SYSTEMS:
+                spec = specs[sku]
+                for tp in candidate_tps(geometry, spec, engine):
+                    say(f"measuring {geometry.model} on {tp} x {sku} under {engine}")
+                    try:
+                        m = _measure(geometry, spec, tp, engine)
+                    except NotMeasured as why:
+                        say(f"  no measured data ({why}): roofline instead")
+                        unmeasured.append((geometry, spec, tp, str(why)))
+                        continue
+                    measured.append(m)
+                    error = StepError.of(uniform_steps_ms(m.step, m.points), m.measured_ms)
+                    rows.append(_row(geometry, spec, tp, engine, m.step, "measured",
+                                     f"aiconfigurator-core {version}, {engine} tables", error))
+        say(f"fitting the {engine} roofline and checking it on each measured SKU left out of its fit")
+        checks.extend(_roofline_checks(engine, measured))
+        overall = StepError(**{field: checks[-2][column] for field, column in _ERROR_FIELDS.items()})
+        eff = _roofline(measured, held_out=None)
+        efficiencies.append({"engine": engine, **{k: _sig(getattr(eff, k)) for k in efficiency_names()}})
+        detail = (f"roofline fitted to the {engine} tables of aiconfigurator-core {version}; "
+                  "error columns: its error on measured SKUs left out of the fit")
+        for geometry in geometries.values():
+            for sku, spec in specs.items():
+                if sku in SYSTEMS or engine not in ROOFLINE_ENGINES.get(spec.vendor, ENGINES):
+                    continue
+                for tp in candidate_tps(geometry, spec, engine):
+                    rows.append(_row(geometry, spec, tp, engine, roofline_step_model(geometry, spec, tp, eff),
+                                     "roofline", detail, overall))
+        for geometry, spec, tp, why in unmeasured:
+            rows.append(_row(geometry, spec, tp, engine, roofline_step_model(geometry, spec, tp, eff), "roofline",
+                             f"the tables lack {why}; {detail}", overall))
+    profiles = pd.DataFrame(rows).sort_values(["model", "sku", "tp_degree", "engine"], kind="stable")
+    return ProfileBuild(profiles.reset_index(drop=True), pd.DataFrame(checks), pd.DataFrame(efficiencies))
 
+
+_ERROR_FIELDS = {"points": "err_points", "median_pct": "err_median_pct", "p95_pct": "err_p95_pct",
+                 "max_pct": "err_max_pct"}
+
+
+def _error_columns(error: StepError) -> dict[str, object]:
+    return {"err_points": error.points, "err_median_pct": round(error.median_pct, 2),
+            "err_p95_pct": round(error.p95_pct, 2), "err_max_pct": round(error.max_pct, 2)}
+
+
+def _predictable(m: _Measured, measured: list[_Measured], held_out: str) -> bool:
+    """Whether the SKUs other than ``held_out`` inform this profile's roofline: a PCIe-only SKU's
+    all-reduce across the host (TP > 2) is fitted on PCIe-only SKUs alone."""
+    if not (m.spec.pcie_only and m.tp > 2):
+        return True
+    return any(o.spec.pcie_only and o.tp > 2 and o.spec.sku != held_out for o in measured)
+
+
+def _roofline_checks(engine: str, measured: list[_Measured]) -> list[dict[str, object]]:
+    """The roofline's error on each measured SKU from a fit without it, then over all of them
+    (the figure a roofline profile carries), then in sample (fitted on every SKU)."""
+    rows, predicted, observed = [], [], []
+    for sku in dict.fromkeys(m.spec.sku for m in measured):
+        eff = _roofline(measured, held_out=sku)
+        mine = [m for m in measured if m.spec.sku == sku and _predictable(m, measured, sku)]
+        skipped = sorted({m.tp for m in measured if m.spec.sku == sku and not _predictable(m, measured, sku)})
+        pred = np.concatenate([uniform_steps_ms(roofline_step_model(m.geometry, m.spec, m.tp, eff), m.points)
+                               for m in mine])
+        obs = np.concatenate([m.measured_ms for m in mine])
+        predicted.append(pred)
+        observed.append(obs)
+        scope = "left out of the fit" + (f"; TP {', '.join(map(str, skipped))} not checked: the all-reduce across "
+                                         "the host is fitted on this SKU alone" if skipped else "")
+        rows.append({"engine": engine, "sku": sku, "check": scope, **_error_columns(StepError.of(pred, obs))})
+    rows.append({"engine": engine, "sku": "all", "check": "each SKU left out of the fit",
+                 **_error_columns(StepError.of(np.concatenate(predicted), np.concatenate(observed)))})
+    eff = _roofline(measured, held_out=None)
+    pred = np.concatenate([uniform_steps_ms(roofline_step_model(m.geometry, m.spec, m.tp, eff), m.points)
+                           for m in measured])
+    rows.append({"engine": engine, "sku": "all", "check": "in sample (fitted on every SKU)",
+                 **_error_columns(StepError.of(pred, np.concatenate([m.measured_ms for m in measured])))})
+    return rows

@@ -1,143 +1,105 @@
-"""Model architectures as data: the few numbers that set memory footprint and step cost.
+"""Model architectures as data: the numbers that set a replica's memory footprint and KV cache.
 
-Every figure comes from the model's Hugging Face ``config.json`` and model card:
+Each served model is read from its Hugging Face ``config.json``, the copy that ships with
+``aiconfigurator-core`` (``aiconfigurator_core/model_configs/<org>--<name>_config.json``), and
+written to ``data/profiles/models.csv`` by the profile build. Parameters are counted from the
+config (embeddings, attention, MLP or experts, norms, an untied LM head), so a model's weights
+follow from its architecture rather than from a marketing round number; bf16 weights and KV.
 
-==============  ==========================================  ==================================================
-model           source (``config.json`` fields)             values
-==============  ==========================================  ==================================================
-llama3-8b       meta-llama/Meta-Llama-3-8B                   num_hidden_layers 32, num_attention_heads 32,
-                                                             num_key_value_heads 8, hidden_size 4096
-                                                             (head_dim 128); 8.03e9 parameters (model card)
-llama2-70b      meta-llama/Llama-2-70b-hf                    num_hidden_layers 80, num_attention_heads 64,
-                                                             num_key_value_heads 8, hidden_size 8192
-                                                             (head_dim 128); 68.98e9 parameters
-mixtral-8x22b   mistralai/Mixtral-8x22B-v0.1                 num_hidden_layers 56, num_attention_heads 48,
-                                                             num_key_value_heads 8, hidden_size 6144
-                                                             (head_dim 128), num_local_experts 8,
-                                                             num_experts_per_tok 2; 140.6e9 total and
-                                                             39.1e9 active parameters per token
-bloom-176b      bigscience/bloom                             n_layer 70, n_head 112 (multi-head attention, so
-                                                             112 KV heads), hidden_size 14336 (head_dim 128);
-                                                             176.25e9 parameters. Validation only: it is in
-                                                             the measured data but is not a served model.
-==============  ==========================================  ==================================================
+KV cache stored per token, all layers, for a replica of TP GPUs::
 
-Weights and KV cache are bf16 (2 bytes per value).
+    kv_bytes_per_token_per_gpu = 2 (K and V) · layers · ⌈kv_heads / TP⌉ · head_dim · bytes
 
-KV cache stored per token (what limits how many tokens a replica can hold):
-
-    kv_bytes_per_token = 2 (K and V) * layers * kv_heads * head_dim * bytes
-
-Attention bytes streamed per cached token in one decode step, per query head
-(what the measured decode step time tracks, see ``roofline.py``):
-
-    attention_bytes_per_token = 2 * layers * attention_heads * head_dim * bytes
+Grouped-query attention stores only the KV heads; when TP exceeds the KV heads, each GPU keeps
+one replicated head (vLLM's rule), so KV per token per GPU stops shrinking.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import json
+import math
+from dataclasses import asdict, dataclass, fields
+from pathlib import Path
+from typing import Any
 
 BF16_BYTES = 2
 
 
 @dataclass(frozen=True)
 class ModelGeometry:
-    """Architecture of one model; parameters in units of one (not billions)."""
+    """Architecture of one model; parameters counted in units of one."""
 
-    name: str
+    model: str
+    hf_name: str
     layers: int
+    hidden_size: int
     attention_heads: int
     kv_heads: int
     head_dim: int
-    total_params: float
-    active_params: float
-    bytes_per_value: int
-    hf_config: str
+    vocab_size: int
+    experts: int
+    experts_per_token: int
+    params_total: float
+    params_active: float
+    bytes_per_value: int = BF16_BYTES
 
     @property
     def is_moe(self) -> bool:
-        return self.active_params < self.total_params
+        return self.experts > 0
 
     @property
     def weights_bytes(self) -> float:
-        """Every parameter is resident, MoE experts included."""
-        return self.total_params * self.bytes_per_value
-
-    @property
-    def weights_gb(self) -> float:
-        return self.weights_bytes / 1e9
+        """Every parameter is resident, every expert included."""
+        return self.params_total * self.bytes_per_value
 
     @property
     def kv_bytes_per_token(self) -> int:
+        """KV stored per token by the whole model (one copy of every KV head)."""
         return 2 * self.layers * self.kv_heads * self.head_dim * self.bytes_per_value
 
-    @property
-    def attention_bytes_per_token(self) -> int:
-        return 2 * self.layers * self.attention_heads * self.head_dim * self.bytes_per_value
+    def kv_bytes_per_token_per_gpu(self, tp: int) -> int:
+        return 2 * self.layers * math.ceil(self.kv_heads / tp) * self.head_dim * self.bytes_per_value
+
+    def to_row(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_row(cls, row: Any) -> ModelGeometry:
+        values = {f.name: row[f.name] for f in fields(cls)}
+        for name in ("layers", "hidden_size", "attention_heads", "kv_heads", "head_dim", "vocab_size", "experts",
+                     "experts_per_token", "bytes_per_value"):
+            values[name] = int(values[name])
+        for name in ("params_total", "params_active"):
+            values[name] = float(values[name])
+        return cls(**{k: (str(v) if k in ("model", "hf_name") else v) for k, v in values.items()})
 
 
-MODELS: dict[str, ModelGeometry] = {
-    geometry.name: geometry
-    for geometry in (
-        ModelGeometry(
-            name="llama3-8b",
-            layers=32,
-            attention_heads=32,
-            kv_heads=8,
-            head_dim=128,
-            total_params=8.03e9,
-            active_params=8.03e9,
-            bytes_per_value=BF16_BYTES,
-            hf_config="meta-llama/Meta-Llama-3-8B",
-        ),
-        ModelGeometry(
-            name="llama2-70b",
-            layers=80,
-            attention_heads=64,
-            kv_heads=8,
-            head_dim=128,
-            total_params=68.98e9,
-            active_params=68.98e9,
-            bytes_per_value=BF16_BYTES,
-            hf_config="meta-llama/Llama-2-70b-hf",
-        ),
-        ModelGeometry(
-            name="mixtral-8x22b",
-            layers=56,
-            attention_heads=48,
-            kv_heads=8,
-            head_dim=128,
-            total_params=140.6e9,
-            active_params=39.1e9,
-            bytes_per_value=BF16_BYTES,
-            hf_config="mistralai/Mixtral-8x22B-v0.1",
-        ),
+def from_hf_config(model: str, hf_name: str, config: dict[str, Any]) -> ModelGeometry:
+    """Geometry and parameter counts of a decoder-only model (dense or mixture-of-experts)."""
+    hidden = int(config["hidden_size"])
+    heads = int(config["num_attention_heads"])
+    kv_heads = int(config.get("num_key_value_heads") or heads)
+    head_dim = int(config.get("head_dim") or hidden // heads)
+    layers = int(config["num_hidden_layers"])
+    vocab = int(config["vocab_size"])
+    experts = int(config.get("num_experts") or config.get("num_local_experts") or 0)
+    top_k = int(config.get("num_experts_per_tok") or 0) if experts else 0
+    attention = hidden * heads * head_dim * 2 + hidden * kv_heads * head_dim * 2  # q, o and k, v projections
+    norms = 2 * hidden + (2 * head_dim if config.get("model_type", "").startswith("qwen3") else 0)
+    if experts:
+        expert = 3 * hidden * int(config["moe_intermediate_size"])  # gate, up, down
+        router = hidden * experts
+        layer_total = attention + norms + router + experts * expert
+        layer_active = attention + norms + router + top_k * expert
+    else:
+        layer_total = layer_active = attention + norms + 3 * hidden * int(config["intermediate_size"])
+    embeddings = vocab * hidden * (1 if config.get("tie_word_embeddings") else 2) + hidden
+    return ModelGeometry(
+        model=model, hf_name=hf_name, layers=layers, hidden_size=hidden, attention_heads=heads, kv_heads=kv_heads,
+        head_dim=head_dim, vocab_size=vocab, experts=experts, experts_per_token=top_k,
+        params_total=float(embeddings + layers * layer_total), params_active=float(embeddings + layers * layer_active),
     )
-}
-"""The models the planner serves."""
-
-VALIDATION_MODELS: dict[str, ModelGeometry] = {
-    "bloom-176b": ModelGeometry(
-        name="bloom-176b",
-        layers=70,
-        attention_heads=112,
-        kv_heads=112,
-        head_dim=128,
-        total_params=176.25e9,
-        active_params=176.25e9,
-        bytes_per_value=BF16_BYTES,
-        hf_config="bigscience/bloom",
-    ),
-}
-"""Models present in the measured data, used only to check the roofline out of sample."""
 
 
-def geometry_for(model: str) -> ModelGeometry:
-    """The geometry of a served or validation model; ``KeyError`` names the known ones."""
-    if model in MODELS:
-        return MODELS[model]
-    if model in VALIDATION_MODELS:
-        return VALIDATION_MODELS[model]
-    known = ", ".join(sorted([*MODELS, *VALIDATION_MODELS]))
-    raise KeyError(f"unknown model {model!r}; known: {known}")
+def read_hf_config(path: Path) -> dict[str, Any]:
+    return json.loads(path.read_text())

@@ -1,132 +1,125 @@
-"""Roofline step-time coefficients for (model, SKU, TP) pairs that have no measurement.
+r"""A roofline step model for SKUs without measured tables, calibrated on the SKUs that have them.
 
-For a replica of TP GPUs, each with HBM bandwidth BW (bytes/s) and dense BF16 throughput F
-(FLOP/s), and the model's geometry (``geometry.py``)::
+For a replica of TP GPUs of a SKU with HBM bandwidth BW, dense BF16 throughput F and a
+per-GPU interconnect of bandwidth L, and a model with ``layers`` layers:
 
-    a = L * o  +  W_mem / (TP * BW * eff_bw_weights)                  [ms]
-    b = A_tok / (TP * BW * eff_bw_attention)                          [ms per cached token read]
-    c = 2 * N_active / (TP * F * eff_flops)                           [ms per prefill token]
+    D(n) = layers · o_dense + max(W(n) / (e_w · BW), 2 · A · n / (e_f · F)) + AR(n)
+    W(n) = weight bytes one GPU reads for n tokens (all of its share of a dense model; for a
+           mixture of experts, the shared weights plus the experts the n tokens touch,
+           E · (1 − (1 − k/E)ⁿ) per layer)
+    A    = active parameters per GPU
+    AR(n) = [TP > 1] · 2 · layers · (ℓ_ar + 2 (TP − 1)/TP · n · hidden · 2 bytes / (e_l · L))
+           (on a GPU fabric, NVLink or Infinity Fabric, and between the two GPUs of a PCIe switch,
+           e_l is one efficiency; on PCIe-only SKUs beyond two GPUs the all-reduce crosses the
+           host, whose one link the TP/2 switch pairs share: e_l = e_host / (TP/2))
 
-* ``a``: a fixed step overhead ``o`` per layer (kernel launches, the two all-reduces of each
-  layer and host-side scheduling all repeat per layer), plus the decode weight read: every
-  step streams all resident weights, W_mem = total params * 2 bytes.
-* For a mixture of experts, memory traffic uses the **total** parameters and compute the
-  **active** ones. With top-2 routing over 8 experts, an expert receives none of B tokens with
-  probability (6/8)^B: 10 % at B = 8, 0.1 % at B = 24. At the batch sizes a serving replica
-  runs, essentially every expert's weights are read every step, while each token only does
-  the FLOPs of its two experts (2 * N_active FLOPs per token).
-* ``b``: A_tok = 2 * L * attention_heads * head_dim * 2 bytes, the K and V bytes streamed per
-  cached token **per query head**. In the measured data b does not follow the stored KV
-  size: bloom-176b (multi-head attention) stores 12.25x more KV per token than llama2-70b
-  (grouped-query attention, 8 query heads per KV head), yet its fitted b is only 1.3-1.6x
-  larger at the same TP; the ratio of query-head bytes is 1.53. The measured engine's decode
-  attention costs as if K and V were read once per query head, so the roofline charges A_tok.
-* ``c``: two FLOPs per active parameter per prefill token. Attention FLOPs of long prompts
-  are left out, as in the fitted model (see ``fit.py`` for the residual pattern).
+    decode attention  = layers · (δ + β · n_d) + K_d · kv_bytes_per_token_per_gpu / (e_a · BW)
+    prefill attention = layers · γ₀ + Q · 4 · layers · (heads / TP) · head_dim / (e_p · F)
 
-Two bandwidth efficiencies, not one: no single efficiency reproduces both a and b, because
-the weight read runs near the HBM peak while the decode attention runs far below it.
+Two all-reduces per layer (after attention and after the MLP) of n tokens' hidden states;
+4·head_dim FLOPs per query-key pair per head (QKᵀ and PV, a multiply-add each).
 
-The four constants are calibrated on the measured fits of llama2-70b on A100-80GB and H100 at
-TP 2, 4 and 8 (18 coefficients): least squares on log(roofline / measured) with the
-``soft_l1`` loss at scale 0.2, so the TP2 decode slopes (pulled down by the anomalous batch-64
-runs, see ``fit.py``) do not dominate; efficiencies are bounded to (0, 0.9] because no
-published benchmark sustains more than ~90 % of spec-sheet bandwidth or tensor throughput.
-The roofline therefore inherits the measured engine's efficiency: it is a like-for-like
-comparison with the measured profiles, not a forecast of a newer engine. ``fit_report.csv``
-gives roofline / measured for every measured configuration, including bloom-176b, which the
-calibration never sees. Known limits: the measured b does not shrink from TP4 to TP8 and c
-shrinks less than 1/TP, so TP8 rows are optimistic on b (~2x) and c; non-NVIDIA SKUs are
-projected with efficiencies measured on NVIDIA hardware.
+The efficiencies e_*, the per-layer overheads o_dense, δ, β, γ₀ and the all-reduce latency
+ℓ_ar are one :class:`Efficiency` per serving engine, fitted (:func:`calibrate`) to the
+measured estimate of every measured (model, SKU, TP) of that engine by least squares on
+log(roofline / measured). Its error on the measured SKUs, each predicted by a fit that did
+not see it (leave one SKU out), is what ``fit_report.csv`` and ``data/README.md`` report for
+the roofline.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import astuple, dataclass, fields
 
 import numpy as np
 from scipy.optimize import least_squares
 
-from planner.profiles.fit import StepTimeCoefficients
 from planner.profiles.geometry import ModelGeometry
 from planner.profiles.specs import SkuSpec
-
-MS_PER_S = 1e3
-MAX_EFFICIENCY = 0.9
-CALIBRATION_F_SCALE = 0.2
+from planner.profiles.step_model import KNOT_TOKENS, StepModel, uniform_steps_ms
 
 
 @dataclass(frozen=True)
 class Efficiency:
-    """Calibrated fractions of peak, and the per-layer step overhead."""
+    """The fitted constants of the roofline (module docstring); times in ms."""
 
-    eff_bw_weights: float
-    eff_bw_attention: float
-    eff_flops: float
-    overhead_ms_per_layer: float
+    weight_bw: float
+    flops: float
+    dense_ms_per_layer: float
+    link_bw: float
+    host_bw: float
+    allreduce_ms: float
+    attention_bw: float
+    decode_ms_per_layer: float
+    decode_ms_per_seq_per_layer: float
+    prefill_flops: float
+    prefill_ms_per_layer: float
+
+
+START = Efficiency(0.8, 0.6, 0.01, 0.5, 0.5, 0.01, 0.6, 0.005, 0.0001, 0.4, 0.01)
+
+
+def weight_bytes_read(geometry: ModelGeometry, tp: int, tokens: np.ndarray) -> np.ndarray:
+    """W(n): bytes of weights one GPU reads in a step of ``tokens`` tokens."""
+    if not geometry.is_moe:
+        return np.full_like(tokens, geometry.weights_bytes / tp, dtype=np.float64)
+    experts, top_k = geometry.experts, geometry.experts_per_token
+    expert_params = (geometry.params_total - geometry.params_active) / (experts - top_k)
+    shared_params = geometry.params_total - experts * expert_params
+    touched = experts * (1.0 - (1.0 - top_k / experts) ** tokens)
+    return (shared_params + touched * expert_params) * geometry.bytes_per_value / tp
+
+
+def roofline_step_model(geometry: ModelGeometry, spec: SkuSpec, tp: int, eff: Efficiency) -> StepModel:
+    """The step model of ``geometry`` on ``tp`` GPUs of ``spec`` (module docstring)."""
+    n = np.asarray(KNOT_TOKENS, dtype=np.float64)
+    memory_ms = weight_bytes_read(geometry, tp, n) / (eff.weight_bw * spec.bandwidth_bytes_per_s) * 1e3
+    compute_ms = 2.0 * geometry.params_active / tp * n / (eff.flops * spec.bf16_flops_per_s) * 1e3
+    dense = geometry.layers * eff.dense_ms_per_layer + np.maximum(memory_ms, compute_ms)
+    if tp > 1:
+        message = 2.0 * (tp - 1) / tp * n * geometry.hidden_size * geometry.bytes_per_value
+        across_host = spec.pcie_only and tp > 2
+        link = (eff.host_bw / (tp / 2) if across_host else eff.link_bw) * spec.link_bytes_per_s
+        dense = dense + 2 * geometry.layers * (eff.allreduce_ms + message / link * 1e3)
+    heads_per_gpu = geometry.attention_heads / tp
+    return StepModel(
+        decode_attn_ms_fixed=geometry.layers * eff.decode_ms_per_layer,
+        decode_attn_ms_per_seq=geometry.layers * eff.decode_ms_per_seq_per_layer,
+        decode_attn_ms_per_kv_token=geometry.kv_bytes_per_token_per_gpu(tp) / (eff.attention_bw
+                                                                              * spec.bandwidth_bytes_per_s) * 1e3,
+        prefill_attn_ms_fixed=geometry.layers * eff.prefill_ms_per_layer,
+        prefill_attn_ms_per_token=0.0,
+        prefill_attn_ms_per_pair=4.0 * geometry.layers * heads_per_gpu * geometry.head_dim
+        / (eff.prefill_flops * spec.bf16_flops_per_s) * 1e3,
+        dense_ms=tuple(float(v) for v in dense),
+    )
 
 
 @dataclass(frozen=True)
-class CalibrationTarget:
+class Target:
+    """One measured (model, SKU, TP): its steps and their measured estimates in ms."""
+
     geometry: ModelGeometry
     spec: SkuSpec
-    tp_degree: int
-    measured: StepTimeCoefficients
+    tp: int
+    points: np.ndarray  # [i, (batch, context, prefill)]
+    measured_ms: np.ndarray  # [i]
 
 
-def roofline_coefficients(
-    geometry: ModelGeometry, spec: SkuSpec, tp_degree: int, efficiency: Efficiency
-) -> StepTimeCoefficients:
-    """The roofline (a, b, c) of one model on ``tp_degree`` GPUs of one SKU (formulas above)."""
-    bandwidth = tp_degree * spec.bandwidth_bytes_per_s
-    flops = tp_degree * spec.bf16_flops_per_s * efficiency.eff_flops
-    weights_read_ms = geometry.weights_bytes / (bandwidth * efficiency.eff_bw_weights) * MS_PER_S
-    return StepTimeCoefficients(
-        a_ms=geometry.layers * efficiency.overhead_ms_per_layer + weights_read_ms,
-        b_ms_per_kv_token=geometry.attention_bytes_per_token / (bandwidth * efficiency.eff_bw_attention) * MS_PER_S,
-        c_ms_per_prefill_token=2.0 * geometry.active_params / flops * MS_PER_S,
-    )
+def _residuals(log_eff: np.ndarray, targets: Sequence[Target]) -> np.ndarray:
+    eff = Efficiency(*np.exp(log_eff))
+    parts = [np.log(uniform_steps_ms(roofline_step_model(t.geometry, t.spec, t.tp, eff), t.points) / t.measured_ms)
+             for t in targets]
+    return np.concatenate(parts)
 
 
-def coefficient_ratios(predicted: StepTimeCoefficients, measured: StepTimeCoefficients) -> np.ndarray:
-    """Roofline / measured for (a, b, c)."""
-    return np.array(
-        [
-            predicted.a_ms / measured.a_ms,
-            predicted.b_ms_per_kv_token / measured.b_ms_per_kv_token,
-            predicted.c_ms_per_prefill_token / measured.c_ms_per_prefill_token,
-        ]
-    )
+def calibrate(targets: Sequence[Target]) -> Efficiency:
+    """The efficiencies that fit ``targets`` best in log error; deterministic (fixed start, no randomness)."""
+    fit = least_squares(_residuals, np.log(np.asarray(astuple(START))), args=(targets,), loss="soft_l1",
+                        f_scale=0.1, max_nfev=400)
+    return Efficiency(*(float(v) for v in np.exp(fit.x)))
 
 
-def calibrate(targets: Sequence[CalibrationTarget]) -> Efficiency:
-    """Robust least squares on log(roofline / measured) over every coefficient of every target.
-
-    Bounds: 0 < efficiencies <= MAX_EFFICIENCY and 0 <= o <= 10 ms; deterministic start.
-    """
-    if not targets:
-        raise ValueError("calibration needs at least one measured configuration")
-
-    def residual(theta: np.ndarray) -> np.ndarray:
-        efficiency = Efficiency(*theta)
-        return np.concatenate(
-            [
-                np.log(
-                    coefficient_ratios(
-                        roofline_coefficients(t.geometry, t.spec, t.tp_degree, efficiency), t.measured
-                    )
-                )
-                for t in targets
-            ]
-        )
-
-    result = least_squares(
-        residual,
-        np.array([0.5, 0.5, 0.5, 0.05]),
-        bounds=([1e-3, 1e-3, 1e-3, 0.0], [MAX_EFFICIENCY, MAX_EFFICIENCY, MAX_EFFICIENCY, 10.0]),
-        loss="soft_l1",
-        f_scale=CALIBRATION_F_SCALE,
-        method="trf",
-    )
-    return Efficiency(*(float(v) for v in result.x))
+def efficiency_names() -> tuple[str, ...]:
+    return tuple(f.name for f in fields(Efficiency))

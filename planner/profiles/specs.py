@@ -1,8 +1,9 @@
 """GPU SKU specifications the profiles need, read from the catalog's ``skus.csv``.
 
-Only five columns matter here: ``sku``, ``hbm_gb`` (GB = 1e9 bytes), ``hbm_bandwidth_gb_per_s``
-(GB/s), ``bf16_tflops`` (dense BF16 tensor TFLOP/s) and ``max_gpus_per_node`` (the largest
-tensor-parallel group that stays on one node's GPU interconnect).
+Six columns matter here: ``sku``, ``hbm_gb`` (GB = 1e9 bytes), ``hbm_bandwidth_gb_per_s``
+(GB/s), ``bf16_tflops`` (dense BF16 tensor TFLOP/s), ``intranode_bandwidth_gb_per_s`` (GB/s
+per GPU over NVLink, Infinity Fabric or PCIe: what a tensor-parallel all-reduce crosses) and
+``max_gpus_per_node`` (the largest tensor-parallel group that stays on one node's interconnect).
 """
 
 from __future__ import annotations
@@ -16,7 +17,10 @@ import pandas as pd
 from planner.errors import InputError
 from planner.storage import read_table
 
-SPEC_COLUMNS = ("sku", "hbm_gb", "hbm_bandwidth_gb_per_s", "bf16_tflops", "max_gpus_per_node")
+PCIE_CEILING_GB_PER_S = 200.0
+"""Above PCIe Gen5 x16 (128 GB/s both ways): an interconnect this fast is a GPU fabric (NVLink, Infinity Fabric)."""
+SPEC_COLUMNS = ("sku", "hbm_gb", "hbm_bandwidth_gb_per_s", "bf16_tflops", "intranode_bandwidth_gb_per_s",
+                "max_gpus_per_node")
 
 
 @dataclass(frozen=True)
@@ -25,7 +29,9 @@ class SkuSpec:
     hbm_gb: float
     hbm_bandwidth_gb_per_s: float
     bf16_tflops: float
+    intranode_bandwidth_gb_per_s: float
     max_gpus_per_node: int
+    vendor: str = "NVIDIA"
 
     @property
     def hbm_bytes(self) -> float:
@@ -38,6 +44,15 @@ class SkuSpec:
     @property
     def bf16_flops_per_s(self) -> float:
         return self.bf16_tflops * 1e12
+
+    @property
+    def link_bytes_per_s(self) -> float:
+        return self.intranode_bandwidth_gb_per_s * 1e9
+
+    @property
+    def pcie_only(self) -> bool:
+        """No GPU-to-GPU fabric: tensor-parallel traffic crosses PCIe (L4, L40S)."""
+        return self.intranode_bandwidth_gb_per_s < PCIE_CEILING_GB_PER_S
 
 
 def specs_from_frame(frame: pd.DataFrame, where: str | Path) -> dict[str, SkuSpec]:
@@ -72,7 +87,9 @@ def specs_from_frame(frame: pd.DataFrame, where: str | Path) -> dict[str, SkuSpe
             hbm_gb=values["hbm_gb"],
             hbm_bandwidth_gb_per_s=values["hbm_bandwidth_gb_per_s"],
             bf16_tflops=values["bf16_tflops"],
+            intranode_bandwidth_gb_per_s=values["intranode_bandwidth_gb_per_s"],
             max_gpus_per_node=int(values["max_gpus_per_node"]),
+            vendor=str(getattr(row, "vendor", "NVIDIA")),
         )
     return specs
 

@@ -1,10 +1,9 @@
 """One replica's iteration: continuous batching with chunked prefill, KV budget, admission.
 
-A step is formed at time t (:func:`start_step`), runs for
-
-    t_step = a + b · (KV tokens read) + c · (prefill tokens)          [ms, profile]
-
-and is completed at t + t_step (:func:`finish_step`). Forming a step, in order:
+A step is formed at time t (:func:`start_step`), runs for the profile's step time
+(:mod:`.step_time`: dense work of its decodes plus prefill tokens, decode attention over the
+KV the decodes read, prefill attention over the chunks' causal query-key pairs) and is
+completed at t + t_step (:func:`finish_step`). Forming a step, in order:
 
 1. **Decodes** (running requests whose prefill is done), oldest admission first: one token
    each, one KV slot each. The budget of ``token_budget`` tokens per step is charged 1.
@@ -22,8 +21,8 @@ and is completed at t + t_step (:func:`finish_step`). Forming a step, in order:
    p̂ − generated, but only those that have generated fewer than trail_c · p̂ tokens
    (Trail: Shahout et al., arXiv:2410.01035): the worst first, and only if that makes it fit.
 
-KV tokens read: a decode reads its whole context (prompt + generated); a prefill chunk
-reads the tokens already prefilled for that request. At the end of a step every decode
+KV tokens read: a decode reads its whole context (prompt + generated); a prefill chunk of q
+tokens after p already prefilled for its request attends to q·(p + (q + 1)/2) query-key pairs. At the end of a step every decode
 yields one token, and a prefill that reaches its target yields one (the first token, or the
 next one after a recompute). A request leaves when it has generated its output length.
 
@@ -50,9 +49,10 @@ from planner.sim.replica.requests import outstanding, preempt
 from planner.sim.replica.state import (
     B_NSYS, C_QUANTUM, DONE, F_ADMIT, F_EXIT, F_FIRST, G_DRR, G_SRPT, H_W0, H_W1, I_CLS, I_GEN, I_HELD,
     I_OUT, I_PRE_KV, I_PREFILLED, I_PROMPT, I_RESERVED, I_STATUS, I_TARGET, NO_INDEX, P_BUDGET, P_CAP, P_DRRPTR,
-    P_KV, P_KVLIM, P_MAXB, P_MAXKV, P_NRUN, P_NWAIT, P_RES, Q_A, Q_B, Q_C, Q_WORK, RUNNING, SLOT_DECODE, SLOT_IDLE,
+    P_KV, P_KVLIM, P_MAXB, P_MAXKV, P_NRUN, P_NWAIT, P_RES, Q_WORK, RUNNING, SLOT_DECODE, SLOT_IDLE,
     SLOT_PREFILL, WAITING,
 )
+from planner.sim.replica.step_time import step_ms
 from planner.sim.replica.trail import make_room
 
 
@@ -172,27 +172,29 @@ def _admit(st, hkey, hid, r: int, k: int, cand: int, need_res: int, chunk: int, 
 
 
 @inlined
-def _step_cost(st, r: int) -> tuple[int, int, int]:
-    """(requests scheduled, KV tokens read, prefill tokens) of the step just formed."""
+def _step_cost(st, r: int) -> tuple[int, int, int, float]:
+    """(decodes, KV tokens the decodes read, prefill tokens, prefill query-key pairs) of the step just formed."""
     req_i = st.req_i
     run_ids = st.run_ids
     run_kind = st.run_kind
     run_tok = st.run_tok
-    kv_read = 0
+    decodes = 0
+    decode_kv = 0
     prefill = 0
-    scheduled = 0
+    pairs = 0.0
     for i in range(st.rep_i[r, P_NRUN]):
         kind = run_kind[r, i]
         if kind == SLOT_IDLE:
             continue
-        scheduled += 1
         j = run_ids[r, i]
         if kind == SLOT_DECODE:
-            kv_read += req_i[j, I_HELD]
+            decodes += 1
+            decode_kv += req_i[j, I_HELD]
         else:
-            kv_read += req_i[j, I_HELD] - run_tok[r, i]
-            prefill += run_tok[r, i]
-    return scheduled, kv_read, prefill
+            chunk = run_tok[r, i]
+            prefill += chunk
+            pairs += float(chunk) * (float(req_i[j, I_HELD] - chunk) + (float(chunk) + 1.0) / 2.0)
+    return decodes, decode_kv, prefill, pairs
 
 
 @inlined
@@ -200,7 +202,6 @@ def start_step(st, hkey: np.ndarray, hid: np.ndarray, r: int, now: float) -> flo
     """Form replica r's next step at ``now``; return its duration in seconds (−1 when idle)."""
     req_i = st.req_i
     rep_i = st.rep_i
-    rep_f = st.rep_f
     drr_def = st.drr_def
     tmp_def = st.tmp_def
     reserve = st.reserve
@@ -232,13 +233,12 @@ def start_step(st, hkey: np.ndarray, hid: np.ndarray, r: int, now: float) -> flo
                 budget = _budget_left(st, r)
                 continue
         break
-    scheduled, kv_read, prefill = _step_cost(st, r)
-    if scheduled == 0:
+    decodes, decode_kv, prefill, pairs = _step_cost(st, r)
+    if decodes + prefill == 0:
         return -1.0
     if rep_i[r, P_KV] > rep_i[r, P_MAXKV]:
         rep_i[r, P_MAXKV] = rep_i[r, P_KV]
-    dt_ms = rep_f[r, Q_A] + rep_f[r, Q_B] * float(kv_read) + rep_f[r, Q_C] * float(prefill)
-    return dt_ms / 1000.0
+    return step_ms(st.rep_step, r, decodes, decode_kv, prefill, pairs) / 1000.0
 
 
 @inlined

@@ -9,15 +9,11 @@ compiled engine on it.
 **c-mu's μ_k at the replica level.** Following the fluid model of Li, Wang & Si (2026),
 μ_k is the rate at which one replica completes class-k requests when it runs only class k
 at the largest batch its KV budget allows, with class means P_k (prompt) and O_k (output):
-
-    B_k   = min(max_batch, ⌊kv_fraction · KV capacity / (P_k + O_k)⌋)     (KV occupancy)
-    t_k   = a + b · B_k · (P_k + O_k/2)                                   (one decode step, ms)
-    μ_k   = 1000 · B_k / (O_k · t_k + B_k · c · P_k)                      (requests per second)
-
-Each class-k request holds P_k + O_k tokens of KV at its peak (the admission reservation),
-reads P_k + O_k/2 on an average decode step, costs c·P_k ms of prefill and shares each of its
-O_k decode steps with B_k − 1 others. Compute (a, c), bandwidth (b) and KV capacity all
-enter, as the theory asks; the index is w_k · μ_k on each replica's own profile.
+the analytic ceiling of :mod:`planner.profiles.throughput`. Each class-k request holds
+P_k + O_k tokens of KV at its peak (the admission reservation), shares each of its O_k decode
+steps with the others in flight and adds its prompt's marginal cost to the steps that carry
+it. Compute, bandwidth and KV capacity all enter, as the theory asks; the index is
+w_k · μ_k on each replica's own profile.
 """
 
 from __future__ import annotations
@@ -30,6 +26,8 @@ from typing import Any
 import numpy as np
 
 from planner.errors import InputError
+from planner.profiles.step_model import StepModel
+from planner.profiles.throughput import ceiling
 from planner.sim.policies import SRPT, PolicySpec
 from planner.sim.replica.engine import run_pool
 from planner.sim.replica.routing import POWER_OF_D, router_code
@@ -43,16 +41,29 @@ its API server on H100-class GPUs, and the production config in the practitioner
 
 @dataclass(frozen=True)
 class ReplicaSpec:
-    """One sub-pool: ``count`` identical replicas of one SKU's profile."""
+    """One sub-pool: ``count`` identical replicas of one profile under one engine setting.
+
+    ``max_batch`` is the engine's batch cap (vLLM ``--max-num-seqs``) and ``token_budget`` its
+    tokens per step (``--max-num-batched-tokens``).
+    """
 
     sku: str
     count: int
-    a_ms: float
-    b_ms_per_kv_token: float
-    c_ms_per_prefill_token: float
+    step: StepModel
     kv_capacity_tokens: int
     max_batch: int
+    token_budget: int = DEFAULT_TOKEN_BUDGET
     usd_per_replica_hour: float = 0.0
+    tp: int = 1
+
+    @classmethod
+    def of(cls, profile: Any, count: int, *, max_batch: int | None = None, token_budget: int | None = None,
+           usd_per_replica_hour: float = 0.0) -> ReplicaSpec:
+        """From a profile row (``planner.profiles``), with its engine defaults unless a setting is given."""
+        return cls(str(profile["sku"]), int(count), StepModel.from_row(profile), int(profile["kv_capacity_tokens"]),
+                   int(profile["max_num_seqs"] if max_batch is None else max_batch),
+                   int(profile["max_num_batched_tokens"] if token_budget is None else token_budget),
+                   float(usd_per_replica_hour), int(profile["tp_degree"]))
 
 
 @dataclass(frozen=True)
@@ -89,7 +100,6 @@ class PoolConfig:
     prediction_sigma: float = 0.0
     router: str = "jsq"
     router_d: int = 2
-    token_budget: int = DEFAULT_TOKEN_BUDGET
     arrival_kind: str = "poisson"
     arrival_cv: float = 1.0
     arrival_trace_s: tuple[float, ...] | None = None
@@ -110,11 +120,9 @@ class PoolConfig:
 
 def effective_service_rate(spec: ReplicaSpec, prompt: float, output: float, kv_fraction: float) -> float:
     """μ_k in requests per second of one replica (module docstring); 0 if no request fits."""
-    batch = min(spec.max_batch, math.floor(kv_fraction * spec.kv_capacity_tokens / (prompt + output)))
-    if batch < 1:
-        return 0.0
-    step_ms = spec.a_ms + spec.b_ms_per_kv_token * batch * (prompt + output / 2.0)
-    return 1000.0 * batch / (output * step_ms + batch * spec.c_ms_per_prefill_token * prompt)
+    return ceiling(spec.step, kv_capacity_tokens=spec.kv_capacity_tokens, max_num_seqs=spec.max_batch,
+                   max_num_batched_tokens=spec.token_budget, prompt=prompt, output=output,
+                   kv_fraction=kv_fraction).rps
 
 
 def service_rates(config: PoolConfig) -> np.ndarray:
@@ -128,10 +136,10 @@ def check_config(config: PoolConfig) -> None:
     if config.n_replicas < 1:
         raise InputError("a pool needs at least one replica", where="plan", fix="give the pool replicas > 0")
     for spec in config.replicas:
-        if config.token_budget < spec.max_batch:
+        if spec.token_budget < spec.max_batch:
             raise InputError(
-                f"token budget {config.token_budget} is below max_batch {spec.max_batch} of {spec.sku}",
-                where="token_budget", fix=f"use a token budget of at least {spec.max_batch}")
+                f"token budget {spec.token_budget} is below the batch cap {spec.max_batch} of {spec.sku}",
+                where="max_num_batched_tokens", fix=f"use a token budget of at least {spec.max_batch}")
     if not config.duration_s > config.warmup_s >= 0:
         raise InputError(f"warm-up {config.warmup_s:g} s must be shorter than the duration {config.duration_s:g} s",
                          where="duration", fix="lengthen the run or shorten the warm-up")
@@ -150,8 +158,8 @@ def engine_state(config: PoolConfig, sample: RequestSample) -> tuple[State, np.n
     return build_state(
         arrival=sample.arrival_s, cls=sample.cls, prompt=sample.prompt_tokens, output=sample.output_tokens,
         predicted=sample.predicted_output_tokens, route_u=sample.route_u,
-        replica_coeffs=np.array([[s.a_ms, s.b_ms_per_kv_token, s.c_ms_per_prefill_token] for s in reps]),
-        replica_ints=np.array([[s.kv_capacity_tokens, lim, s.max_batch, config.token_budget]
+        replica_steps=np.array([s.step.packed() for s in reps]),
+        replica_ints=np.array([[s.kv_capacity_tokens, lim, s.max_batch, s.token_budget]
                                for s, lim in zip(reps, kv_limit, strict=True)], dtype=np.int64),
         mu=service_rates(config), class_f=class_f, reserve=config.reserve_tokens(),
         policy_i=policy_i, policy_f=policy_f,

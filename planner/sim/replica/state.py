@@ -14,9 +14,10 @@ Per request j (rows of ``req_i``/``req_f``, ids in arrival order):
 * ``reserved`` is its admission reservation: prompt + max(reserve_k, generated + 1), with
   reserve_k the class's output-length quantile (``output_quantile_reserve``).
 
-Per replica r (rows of ``rep_i``/``rep_f``): step-time coefficients (ms), KV capacity and
-admission limit (tokens), max batch, token budget per step, live counters, and the
-time-integrals used for utilisation (measured on the window [w0, w1)).
+Per replica r (rows of ``rep_i``/``rep_f``/``rep_step``): KV capacity and admission limit
+(tokens), max batch, token budget per step, live counters, the time-integrals used for
+utilisation (measured on the window [w0, w1)), and the step model packed as
+:mod:`.step_time` reads it.
 """
 
 from __future__ import annotations
@@ -44,8 +45,8 @@ N_REQ_F = 4
 P_NRUN, P_KV, P_RES, P_NWAIT, P_CAP, P_KVLIM, P_MAXB, P_BUDGET, P_DRRPTR, P_STEPS, P_MAXKV = range(11)
 N_REP_I = 11
 # rep_f columns
-Q_A, Q_B, Q_C, Q_END, Q_WORK, Q_BUSY, Q_KVAREA, Q_BATCHAREA = range(8)
-N_REP_F = 8
+Q_END, Q_WORK, Q_BUSY, Q_KVAREA, Q_BATCHAREA = range(5)
+N_REP_F = 5
 # running-slot kinds in one step
 SLOT_IDLE, SLOT_DECODE, SLOT_PREFILL = 0, 1, 2
 # cls_f columns
@@ -63,7 +64,7 @@ State = collections.namedtuple(
     "State",
     [
         "arrival", "route_u", "req_i", "req_f",
-        "rep_i", "rep_f", "run_ids", "run_kind", "run_tok", "mu", "drr_def",
+        "rep_i", "rep_f", "rep_step", "run_ids", "run_kind", "run_tok", "mu", "drr_def",
         "cls_f", "reserve", "class_order", "class_start", "exp_ptr",
         "pol_i", "pol_f", "acc_f", "acc_i", "tokens_win", "heap_n",
         "tmp_def", "tmp_cost", "tmp_mask", "tmp_mark", "present",
@@ -81,7 +82,7 @@ def build_state(
     output: np.ndarray,
     predicted: np.ndarray,
     route_u: np.ndarray,
-    replica_coeffs: np.ndarray,
+    replica_steps: np.ndarray,
     replica_ints: np.ndarray,
     mu: np.ndarray,
     class_f: np.ndarray,
@@ -91,11 +92,11 @@ def build_state(
 ) -> tuple[State, np.ndarray, np.ndarray]:
     """Fresh engine state and empty heaps for one replication of one pool.
 
-    ``replica_coeffs[r] = (a_ms, b_ms_per_kv_token, c_ms_per_prefill_token)``,
+    ``replica_steps[r]`` = replica r's packed step model (``StepModel.packed``),
     ``replica_ints[r] = (kv_capacity_tokens, admission limit, max_batch, token budget)``.
     """
     n = int(arrival.size)
-    n_rep = int(replica_coeffs.shape[0])
+    n_rep = int(replica_steps.shape[0])
     n_cls = int(class_f.shape[0])
     req_i = np.zeros((n, N_REQ_I), dtype=np.int64)
     req_i[:, I_CLS] = cls
@@ -112,7 +113,6 @@ def build_state(
     rep_i[:, P_BUDGET] = replica_ints[:, 3]
     rep_i[:, P_DRRPTR] = -1
     rep_f = np.zeros((n_rep, N_REP_F))
-    rep_f[:, Q_A:Q_C + 1] = replica_coeffs
     rep_f[:, Q_END] = np.inf
     max_batch = int(replica_ints[:, 2].max())
     order = np.argsort(cls, kind="stable").astype(np.int64)
@@ -125,6 +125,7 @@ def build_state(
         req_f=req_f,
         rep_i=rep_i,
         rep_f=rep_f,
+        rep_step=np.ascontiguousarray(replica_steps, dtype=np.float64),
         run_ids=np.full((n_rep, max_batch), -1, dtype=np.int64),
         run_kind=np.zeros((n_rep, max_batch), dtype=np.int64),
         run_tok=np.zeros((n_rep, max_batch), dtype=np.int64),
