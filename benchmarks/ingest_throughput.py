@@ -31,7 +31,7 @@ from pathlib import Path
 import numpy as np
 
 REGIONS = ("us-east", "us-west", "eu-west", "ap-northeast")
-MODELS = ("llama3-8b", "llama2-70b", "mixtral-8x22b")
+MODELS = ("llama-3.1-8b", "llama-3.1-70b", "qwen3-235b-a22b")
 CLASSES = ("interactive", "standard", "batch")
 MAPPING = (
     "ts=ts,prompt_tokens=prompt_tokens,output_tokens=output_tokens,"

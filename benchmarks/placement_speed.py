@@ -14,7 +14,7 @@ Sections (``--sections``, default all):
 The forecast. It is a deterministic stand-in, not ``planner forecast`` output: the last N
 hours of ``data/history/demo_history.parquet`` (requests per hour, per origin, model and
 class) moved N hours ahead, with mean = q50 = the count, q90 = 1.15×, q95 = 1.25× and
-q99 = 1.45× it. The history has no mixtral-8x22b, so its series are llama2-70b's at half
+q99 = 1.45× it. The history has no qwen3-235b-a22b, so its series are llama-3.1-70b's at half
 the rate. ``--scale`` multiplies every rate. The capacity coefficients are the analytic
 estimate (no calibration yet).
 
@@ -72,7 +72,7 @@ def stand_in_forecast(hours: int, scale: float = 1.0) -> pd.DataFrame:
     wide = window.pivot_table(index=["region", "model", "traffic_class"], columns="ts", values="requests",
                               fill_value=0, aggfunc="sum")
     frame = wide.stack().rename("mean").reset_index()
-    mixtral = frame[frame["model"] == "llama2-70b"].assign(model="mixtral-8x22b")
+    mixtral = frame[frame["model"] == "llama-3.1-70b"].assign(model="qwen3-235b-a22b")
     mixtral["mean"] = mixtral["mean"] * MIXTRAL_SHARE
     frame = pd.concat([frame, mixtral], ignore_index=True)
     frame["mean"] = frame["mean"].astype(float) * scale
@@ -156,7 +156,7 @@ def main() -> None:
           f"{args.scale:g}; forecast: deterministic stand-in from the demo history (not planner forecast output)")
     results: dict[str, Any] = {"node_limit": args.node_limit, "time_limit_s": args.time_limit, "scale": args.scale,
                                "cores": available_cores(),
-                               "forecast": "stand-in: last N hours of the demo history, mixtral = 0.5 x llama2-70b"}
+                               "forecast": "stand-in: last N hours of the demo history, mixtral = 0.5 x llama-3.1-70b"}
     base = build(168, args.scale)
     results["size_168h"] = _size(base)
     print(f"global, 168 hourly periods: {results['size_168h']}")

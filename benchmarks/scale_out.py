@@ -9,7 +9,7 @@ What it does:
    ``SeedSequence(--seed)``. ``forecast_history`` (14-day horizon, no backtest unless
    ``--backtest``) runs on ``local``, ``processes`` (``--workers``) and ``dask`` (an
    embedded LocalCluster of ``--workers`` processes, started inside the timing).
-2. **simulate.** ``simulate_plan`` of 8 serving regions x 16 replicas of llama2-70b on
+2. **simulate.** ``simulate_plan`` of 8 serving regions x 16 replicas of llama-3.1-70b on
    H100 (TP4), each at 41.1 req/s (70 % of the 58.75 req/s saturation measured by
    ``sim_replica_speed.py``) in the demo scenario's class mix and policy, for
    ``--sim-duration`` seconds x ``--replications``, on the same three engines.
@@ -180,9 +180,9 @@ def simulate_section(workers: int, duration_s: float, replications: int) -> None
 
     scenario = load_scenario(ROOT / "scenarios" / "demo.toml")
     period = "2026-11-02T18:00:00Z"
-    plan = pd.DataFrame([{"period": period, "region": r, "sku": "H100", "model": "llama2-70b", "tier": "on_demand",
+    plan = pd.DataFrame([{"period": period, "region": r, "sku": "H100", "model": "llama-3.1-70b", "tier": "on_demand",
                           "replicas": SIM_REPLICAS, "gpus": 4 * SIM_REPLICAS, "usd": 0.0} for r in SIM_REGIONS])
-    demand = pd.DataFrame([{"region": r, "model": "llama2-70b", "traffic_class": k.name, "rps": SIM_RATE_RPS * k.share}
+    demand = pd.DataFrame([{"region": r, "model": "llama-3.1-70b", "traffic_class": k.name, "rps": SIM_RATE_RPS * k.share}
                            for r in SIM_REGIONS for k in scenario.classes])
     profiles, catalog = load_profiles(), load_catalog()
     out = Path(os.environ.get("TMPDIR", "/tmp")) / f"scale_out_sim_{os.getpid()}"
@@ -199,7 +199,7 @@ def simulate_section(workers: int, duration_s: float, replications: int) -> None
             return [p.read_bytes() for p in paths]
         timings.append(timed(name, run))
         print(f"  ... {name}: {timings[-1].wall_s:.1f} s", flush=True)
-    print_table(f"simulate: {len(SIM_REGIONS)} regions x {SIM_REPLICAS} replicas llama2-70b H100, "
+    print_table(f"simulate: {len(SIM_REGIONS)} regions x {SIM_REPLICAS} replicas llama-3.1-70b H100, "
                 f"{SIM_RATE_RPS:.1f} req/s each, {duration_s:g} s x {replications} replications "
                 f"= {len(SIM_REGIONS) * replications} tasks", timings)
     for path in out.iterdir():

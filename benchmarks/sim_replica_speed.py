@@ -1,8 +1,8 @@
-"""Replica-model speed: one hour of a 16-replica llama2-70b H100 region at 70 % of saturation.
+"""Replica-model speed: one hour of a 16-replica llama-3.1-70b H100 region at 70 % of saturation.
 
 What it does:
 
-1. **Saturation.** The pool is 16 replicas of the llama2-70b H100 profile (TP4), with the
+1. **Saturation.** The pool is 16 replicas of the llama-3.1-70b H100 profile (TP4), with the
    demo scenario's classes, policy and admission control, and the trace-default token
    lengths. Saturation is found by bisection on the total arrival rate λ: a 15-minute run
    with the wait-time rejection switched off keeps up when the requests completed inside
@@ -54,10 +54,10 @@ HOUR = 3600.0
 
 def make_pool(rate: float, replicas: int = 16, duration: float = HOUR, no_reject: bool = False) -> PoolConfig:
     scenario = load_scenario(ROOT / "scenarios" / "demo.toml")
-    p = profile_for(load_profiles(), "llama2-70b", "H100")
+    p = profile_for(load_profiles(), "llama-3.1-70b", "H100")
     spec = ReplicaSpec("H100", replicas, float(p.a_ms), float(p.b_ms_per_kv_token), float(p.c_ms_per_prefill_token),
                        int(p.kv_capacity_tokens), int(p.max_batch))
-    laws = workloads_for("llama2-70b", scenario.class_names)
+    laws = workloads_for("llama-3.1-70b", scenario.class_names)
     classes = tuple(ClassSpec(k.name, rate * k.share, k.weight, k.priority_jump, float(k.drr_quantum_tokens),
                               1e12 if no_reject else k.max_queue_wait_ms, k.ttft_p99_ms, k.e2e_p99_ms, laws[k.name])
                     for k in scenario.classes)
@@ -115,7 +115,7 @@ def main() -> None:
 
     began = time.perf_counter()
     sat = saturation()
-    print(f"saturation of 16 x llama2-70b H100 (TP4): {sat:.2f} req/s "
+    print(f"saturation of 16 x llama-3.1-70b H100 (TP4): {sat:.2f} req/s "
           f"({sat / 16:.3f} per replica), found in {time.perf_counter() - began:.1f} s")
     rate = 0.7 * sat
     config = make_pool(rate)

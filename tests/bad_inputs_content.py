@@ -24,7 +24,7 @@ DEMO_SCENARIO = REPO_ROOT / "scenarios" / "demo.toml"
 DEMO_HISTORY = REPO_ROOT / "data" / "history" / "demo_history.parquet"
 AZURE_SAMPLE = REPO_ROOT / "data" / "samples" / "azure_llm_2023" / "AzureLLMInferenceTrace_conv.csv"
 HISTORY_FROM = "2026-10-24T00:00:00Z"  # the last 8 days of the demo history
-ONE_SERIES = {"region": "us-east", "model": "llama3-8b", "traffic_class": "interactive"}
+ONE_SERIES = {"region": "us-east", "model": "llama-3.1-8b", "traffic_class": "interactive"}
 
 BUILT: dict[str, Path] = {}
 """forecast, plan, flows, history (8 days, every series) and scenario_4h, filled by :func:`demo_artefacts`."""
@@ -77,7 +77,7 @@ def table(folder: Path, name: str, source: str, mutate: Callable[[pd.DataFrame],
 
 
 def one_series(frame: pd.DataFrame) -> pd.DataFrame:
-    """One demo series (us-east, llama3-8b, interactive), with its file rows numbered from 0 again."""
+    """One demo series (us-east, llama-3.1-8b, interactive), with its file rows numbered from 0 again."""
     keep = (frame[list(ONE_SERIES)] == pd.Series(ONE_SERIES)).all(axis=1)
     return frame[keep].reset_index(drop=True)
 

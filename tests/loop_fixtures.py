@@ -16,7 +16,7 @@ HISTORY = REPO / "data" / "history" / "demo_history.parquet"
 
 
 def small_raw(horizon: str = "24h") -> dict:
-    """The demo scenario cut to users in us-east, served in aws:us-east-1 by llama3-8b on H100."""
+    """The demo scenario cut to users in us-east, served in aws:us-east-1 by llama-3.1-8b on H100."""
     with DEMO.open("rb") as handle:
         data = tomllib.load(handle)
     data["name"] = "loop-test"
@@ -24,7 +24,7 @@ def small_raw(horizon: str = "24h") -> dict:
     data["regions"]["serving"] = [r for r in data["regions"]["serving"] if r["key"] == "aws:us-east-1"]
     data["regions"]["origins"] = [o for o in data["regions"]["origins"] if o["name"] == "us-east"]
     data["regions"]["latency_ms"] = {"us-east": {"aws:us-east-1": 8}}
-    data["models"] = [{"name": "llama3-8b", "skus": ["H100"]}]
+    data["models"] = [{"name": "llama-3.1-8b", "skus": ["H100"]}]
     data["capacity"]["tiers"] = ["reserved", "on_demand"]
     return data
 
@@ -34,9 +34,9 @@ def small_scenario(horizon: str = "24h"):
 
 
 def small_history(weeks: int = 10, scale: float = 0.2) -> pd.DataFrame:
-    """The last ``weeks`` of demo demand from us-east for llama3-8b, scaled down to a fleet of a few replicas."""
+    """The last ``weeks`` of demo demand from us-east for llama-3.1-8b, scaled down to a fleet of a few replicas."""
     history = pd.read_parquet(HISTORY)
-    rows = history[(history["region"] == "us-east") & (history["model"] == "llama3-8b")].copy()
+    rows = history[(history["region"] == "us-east") & (history["model"] == "llama-3.1-8b")].copy()
     stamps = pd.to_datetime(rows["ts"], utc=True)
     rows = rows[stamps > stamps.max() - pd.Timedelta(weeks=weeks)].reset_index(drop=True)
     for column in ("requests", "prompt_tokens_sum", "output_tokens_sum"):

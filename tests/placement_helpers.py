@@ -133,17 +133,17 @@ def two_region_case(demand: dict[tuple[str, str, str], list[float]] | None = Non
                {("L4", "reserved"): 0.4, ("L4", "on_demand"): 0.8, ("L4", "spot"): 0.2,
                 ("H100", "reserved"): 2.0, ("H100", "on_demand"): 3.5, ("H100", "spot"): 1.0}, quota=quota),
     ]
-    demand = demand or {("us-east", "llama3-8b", "interactive"): [1.5, 3.0, 0.5],
-                        ("us-east", "llama3-8b", "batch"): [2.0, 0.0, 4.0]}
+    demand = demand or {("us-east", "llama-3.1-8b", "interactive"): [1.5, 3.0, 0.5],
+                        ("us-east", "llama-3.1-8b", "batch"): [2.0, 0.0, 4.0]}
     scenario = parse_scenario(scenario_dict(
         regions,
         {"us-east": ("us", residency or ["us", "eu"])},
-        {"llama3-8b": ["L4", "H100"]},
+        {"llama-3.1-8b": ["L4", "H100"]},
         {"interactive": {"latency_budget_ms": 50.0}, "batch": {"latency_budget_ms": 200.0, "spot_tolerant": True}},
         capacity={"utilisation_cap": 0.5, "redundancy": 1, **(capacity_rules or {})},
         horizon=horizon_of(demand),
     ))
-    caps = capacity([("llama3-8b", "L4", "interactive", 2.0), ("llama3-8b", "L4", "batch", 4.0),
-                     ("llama3-8b", "H100", "interactive", 8.0), ("llama3-8b", "H100", "batch", 16.0)])
-    return Case(scenario, forecast(demand), catalog(regions), profiles([("llama3-8b", "L4", 1), ("llama3-8b", "H100", 1)]),
+    caps = capacity([("llama-3.1-8b", "L4", "interactive", 2.0), ("llama-3.1-8b", "L4", "batch", 4.0),
+                     ("llama-3.1-8b", "H100", "interactive", 8.0), ("llama-3.1-8b", "H100", "batch", 16.0)])
+    return Case(scenario, forecast(demand), catalog(regions), profiles([("llama-3.1-8b", "L4", 1), ("llama-3.1-8b", "H100", 1)]),
                 caps)

@@ -20,7 +20,7 @@ CLASSES = (("interactive", 0.5, 8.0, 3.0, 8192, 1500.0), ("standard", 0.35, 2.0,
            ("batch", 0.15, 0.5, 0.0, 1024, 30000.0))
 
 
-def replica(sku: str, count: int, model: str = "llama2-70b", kv: int | None = None) -> ReplicaSpec:
+def replica(sku: str, count: int, model: str = "llama-3.1-70b", kv: int | None = None) -> ReplicaSpec:
     p = profile_for(PROFILES, model, sku)
     return ReplicaSpec(sku, count, float(p.a_ms), float(p.b_ms_per_kv_token), float(p.c_ms_per_prefill_token),
                        kv or int(p.kv_capacity_tokens), int(p.max_batch), 10.0 * count)
@@ -28,7 +28,7 @@ def replica(sku: str, count: int, model: str = "llama2-70b", kv: int | None = No
 
 def pool(rate: float, policy: str = "fcfs", router: str = "jsq", *, replicas=None, duration: float = 120.0,
          kv: int | None = None, kv_fraction: float = 0.85, reserve: float = 0.95, sigma: float = 0.5,
-         trail_c: float = 0.5, max_wait_scale: float = 1.0, model: str = "llama2-70b") -> PoolConfig:
+         trail_c: float = 0.5, max_wait_scale: float = 1.0, model: str = "llama-3.1-70b") -> PoolConfig:
     classes = tuple(ClassSpec(n, rate * share, w, pj, q, mw * max_wait_scale, 800.0, 20000.0,
                               default_workload(n, model)) for n, share, w, pj, q, mw in CLASSES)
     reps = replicas or (replica("H100", 2, model, kv), replica("A100-80GB", 1, model, kv))

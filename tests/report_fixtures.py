@@ -15,8 +15,8 @@ import pandas as pd
 from planner.report.inputs import ReportInputs
 
 AS_OF = "2026-11-01T00:00:00Z"
-SERIES = [("eu-west", "llama3-8b", "batch", 40.0), ("eu-west", "llama3-8b", "interactive", 120.0),
-          ("us-east", "llama3-8b", "batch", 60.0), ("us-east", "llama3-8b", "interactive", 200.0)]
+SERIES = [("eu-west", "llama-3.1-8b", "batch", 40.0), ("eu-west", "llama-3.1-8b", "interactive", 120.0),
+          ("us-east", "llama-3.1-8b", "batch", 60.0), ("us-east", "llama-3.1-8b", "interactive", 200.0)]
 
 
 def _shape(ts: pd.DatetimeIndex, base: float) -> np.ndarray:
@@ -75,22 +75,22 @@ def small_inputs(seed: int = 7) -> ReportInputs:
         "parameters": {"measure": "requests", "horizon_hours": 48},
         "backtest_overall": {"model": {"mase": 0.78, "coverage90": 0.908}, "mase_ratio_vs_best_naive": 0.742},
         "series": [
-            {"series": "eu-west/llama3-8b/batch", "region": "eu-west", "model": "llama3-8b", "traffic_class": "batch",
+            {"series": "eu-west/llama-3.1-8b/batch", "region": "eu-west", "model": "llama-3.1-8b", "traffic_class": "batch",
              "model_used": "seasonal_naive(168)", "fallback": True,
              "fallback_reason": "history too short: 300 observed hours < 336", "data_quality": []},
-            {"series": "eu-west/llama3-8b/interactive", "region": "eu-west", "model": "llama3-8b",
+            {"series": "eu-west/llama-3.1-8b/interactive", "region": "eu-west", "model": "llama-3.1-8b",
              "traffic_class": "interactive", "fallback": False, "fallback_reason": None,
-             "data_quality": [{"kind": "outage", "series": "eu-west/llama3-8b/interactive", "hours": 3,
+             "data_quality": [{"kind": "outage", "series": "eu-west/llama-3.1-8b/interactive", "hours": 3,
                                "action": "masked, not learned"}]},
         ],
     }
-    plan = _plan([("aws:us-east-1", "H100", "llama3-8b", "reserved", 4, 1, 2.1),
-                  ("aws:us-east-1", "H100", "llama3-8b", "on_demand", 1, 1, 3.9),
-                  ("gcp:europe-west4", "H100", "llama3-8b", "reserved", 3, 1, 2.3),
-                  ("gcp:europe-west4", "L4", "llama3-8b", "spot", 2, 1, 0.35)])
-    previous_plan = _plan([("aws:us-east-1", "H100", "llama3-8b", "reserved", 3, 1, 2.1),
-                           ("aws:us-east-1", "A100-80GB", "llama3-8b", "on_demand", 2, 1, 3.2),
-                           ("gcp:europe-west4", "H100", "llama3-8b", "reserved", 3, 1, 2.3)])
+    plan = _plan([("aws:us-east-1", "H100", "llama-3.1-8b", "reserved", 4, 1, 2.1),
+                  ("aws:us-east-1", "H100", "llama-3.1-8b", "on_demand", 1, 1, 3.9),
+                  ("gcp:europe-west4", "H100", "llama-3.1-8b", "reserved", 3, 1, 2.3),
+                  ("gcp:europe-west4", "L4", "llama-3.1-8b", "spot", 2, 1, 0.35)])
+    previous_plan = _plan([("aws:us-east-1", "H100", "llama-3.1-8b", "reserved", 3, 1, 2.1),
+                           ("aws:us-east-1", "A100-80GB", "llama-3.1-8b", "on_demand", 2, 1, 3.2),
+                           ("gcp:europe-west4", "H100", "llama-3.1-8b", "reserved", 3, 1, 2.3)])
     total = float(plan["usd"].sum())
     plan_meta = {"backend": "highs", "status": "optimal", "objective": total, "bound": total, "gap": 0.0,
                  "solve_time_s": 0.12, "policy": "drr-wspt", "horizon_hours": 48,
@@ -99,25 +99,25 @@ def small_inputs(seed: int = 7) -> ReportInputs:
                                "all_on_demand_usd": round(total * 1.6, 2)},
                  "quota_usage": [{"region": "aws:us-east-1", "sku": "H100", "used_gpus": 6, "quota_gpus": 6},
                                  {"region": "gcp:europe-west4", "sku": "H100", "used_gpus": 3, "quota_gpus": 16}],
-                 "excluded": ["gcp:europe-west4 L4 llama2-70b: quota of 0 L4 GPUs"]}
+                 "excluded": ["gcp:europe-west4 L4 llama-3.1-70b: quota of 0 L4 GPUs"]}
     slo = pd.DataFrame([
-        {"region": "aws:us-east-1", "model": "llama3-8b", "traffic_class": "interactive", "ttft_p99_ms": 410.0,
+        {"region": "aws:us-east-1", "model": "llama-3.1-8b", "traffic_class": "interactive", "ttft_p99_ms": 410.0,
          "ttft_p99_ci_ms": 25.0, "ttft_slo_ms": 500.0, "e2e_p99_ms": 7800.0, "e2e_slo_ms": 10000.0, "slo_met": True,
          "utilisation": 0.71, "rejections": 0},
-        {"region": "aws:us-east-1", "model": "llama3-8b", "traffic_class": "batch", "ttft_p99_ms": 2900.0,
+        {"region": "aws:us-east-1", "model": "llama-3.1-8b", "traffic_class": "batch", "ttft_p99_ms": 2900.0,
          "ttft_p99_ci_ms": 180.0, "ttft_slo_ms": 3000.0, "e2e_p99_ms": 41000.0, "e2e_slo_ms": 60000.0,
          "slo_met": True, "utilisation": 0.88, "rejections": 0},
-        {"region": "gcp:europe-west4", "model": "llama3-8b", "traffic_class": "interactive", "ttft_p99_ms": 560.0,
+        {"region": "gcp:europe-west4", "model": "llama-3.1-8b", "traffic_class": "interactive", "ttft_p99_ms": 560.0,
          "ttft_p99_ci_ms": [530.0, 590.0], "ttft_slo_ms": 500.0, "e2e_p99_ms": 9100.0, "e2e_slo_ms": 10000.0,
          "slo_met": False, "utilisation": 0.79, "rejections": 12},
-        {"region": "gcp:europe-west4", "model": "llama3-8b", "traffic_class": "batch", "ttft_p99_ms": 1200.0,
+        {"region": "gcp:europe-west4", "model": "llama-3.1-8b", "traffic_class": "batch", "ttft_p99_ms": 1200.0,
          "ttft_p99_ci_ms": 90.0, "ttft_slo_ms": 3000.0, "e2e_p99_ms": 30000.0, "e2e_slo_ms": 60000.0,
          "slo_met": True, "utilisation": 0.64, "rejections": 0},
     ])
     loop_rounds = [
-        {"round": 1, "failed": ["gcp:europe-west4/llama3-8b/interactive"], "shortfall": {"ttft_p99_ms": 140.0},
+        {"round": 1, "failed": ["gcp:europe-west4/llama-3.1-8b/interactive"], "shortfall": {"ttft_p99_ms": 140.0},
          "change": "derated H100 capacity for interactive by 22 %", "cost_usd": round(total * 0.93, 2)},
-        {"round": 2, "failed": ["gcp:europe-west4/llama3-8b/interactive"], "shortfall": {"ttft_p99_ms": 60.0},
+        {"round": 2, "failed": ["gcp:europe-west4/llama-3.1-8b/interactive"], "shortfall": {"ttft_p99_ms": 60.0},
          "change": "derated H100 capacity for interactive by 11 %", "cost_usd": total},
     ]
     policies = pd.DataFrame({"policy": ["fcfs", "cmu", "wspt", "drr-wspt"], "gpus": [13.0, 11.0, 10.0, 10.0],

@@ -24,7 +24,7 @@ DEMO_SCENARIO = REPO_ROOT / "scenarios" / "demo.toml"
 DEMO_HISTORY = str(REPO_ROOT / "data" / "history" / "demo_history.parquet")
 
 
-INGEST_LABELS = ("--region", "us-east", "--model", "llama3-8b", "--traffic-class", "interactive")
+INGEST_LABELS = ("--region", "us-east", "--model", "llama-3.1-8b", "--traffic-class", "interactive")
 INGEST_OUTPUTS = ("demand.csv", "demand.histogram.csv")
 FORECAST_OUTPUTS = ("forecast.csv", "forecast.meta.json")
 PLAN_OUTPUTS = ("plan.csv", "plan.flows.csv", "plan.json")

@@ -24,7 +24,7 @@ from planner.storage import read_table
 REPO_ROOT = Path(__file__).resolve().parents[1]
 FAST = {"duration_s": 300.0, "replications": 3}
 STANDARD_ONLY = {"standard": 1.0}
-TWO_PAIRS = {"models": ["llama3-8b"], "skus": ["H100", "A100-80GB"], "class_mix": STANDARD_ONLY}
+TWO_PAIRS = {"models": ["llama-3.1-8b"], "skus": ["H100", "A100-80GB"], "class_mix": STANDARD_ONLY}
 
 
 @pytest.fixture(scope="module")
@@ -80,7 +80,7 @@ def test_demo_scenario_calibrates_every_pair_or_says_why(scenario, profiles, tmp
     calibrated = {(m, s) for m, s in result.table[["model", "sku"]].drop_duplicates().itertuples(index=False)}
     failed = {(f["model"], f["sku"]) for f in result.failures}
     assert calibrated | failed == pairs and not calibrated & failed
-    assert ("llama3-8b", "H100") in calibrated
+    assert ("llama-3.1-8b", "H100") in calibrated
     for f in result.failures:
         assert "misses its" in f["reason"] and "SLO" in f["reason"]
     for p in result.meta["pairs"]:
@@ -105,11 +105,11 @@ def test_written_table_reads_back_as_planner_place_reads_it(two_pairs, scenario,
     for origin in scenario.origin_names:
         for cls, per_hour in {"interactive": 3600.0, "standard": 7200.0, "batch": 1800.0}.items():
             for ts in pd.date_range("2026-11-02T16:00:00Z", periods=2, freq="h"):
-                rows.append({"region": origin, "model": "llama3-8b", "traffic_class": cls,
+                rows.append({"region": origin, "model": "llama-3.1-8b", "traffic_class": cls,
                              "ts": ts.strftime("%Y-%m-%dT%H:%M:%SZ"), "mean": per_hour, "q50": per_hour,
                              "q90": per_hour, "q95": per_hour, "q99": per_hour, "model_used": "test"})
     # the forecast covers the two hours and the one model the plan is for
-    two_hours = scenario.model_copy(update={"horizon": "2h", "models": (scenario.model("llama3-8b"),)})
+    two_hours = scenario.model_copy(update={"horizon": "2h", "models": (scenario.model("llama-3.1-8b"),)})
     plan = place_plan(two_hours, pd.DataFrame(rows), load_catalog(), profiles, capacity=table, time_limit_s=30,
                       baselines=False, periods="hourly")
     assert plan.meta["capacity_source"] == "capacity table"
@@ -173,7 +173,7 @@ def test_an_ingest_histogram_replaces_the_default_lengths_and_the_cache_key(scen
     for measure, bins in (("prompt_tokens", [(256, 512, 40), (512, 1024, 50), (1024, 2048, 10)]),
                           ("output_tokens", [(8, 16, 30), (16, 32, 50), (32, 64, 20)])):
         for lo, hi, count in bins:
-            rows.append({"model": "llama3-8b", "traffic_class": "standard", "measure": measure, "bin_lo_tokens": lo,
+            rows.append({"model": "llama-3.1-8b", "traffic_class": "standard", "measure": measure, "bin_lo_tokens": lo,
                          "bin_hi_tokens": hi, "count": count})
     histogram = pd.DataFrame(rows)
     default = calibrate(scenario, profiles, engine="local", cache_dir=tmp_path, **TWO_PAIRS, **FAST)
@@ -221,7 +221,7 @@ def test_an_unreachable_slo_is_a_failure_with_a_reason(scenario, profiles, tmp_p
 
 def test_a_class_too_large_for_kv_is_a_failure_with_a_reason(scenario, profiles, tmp_path):
     tiny = profiles.copy()
-    tiny.loc[(tiny["model"] == "llama3-8b") & (tiny["sku"] == "H100"), "kv_capacity_tokens"] = 1000
+    tiny.loc[(tiny["model"] == "llama-3.1-8b") & (tiny["sku"] == "H100"), "kv_capacity_tokens"] = 1000
     result = calibrate(scenario, tiny, engine="local", cache_dir=tmp_path, **TWO_PAIRS, **FAST)
     assert [f["sku"] for f in result.failures] == ["H100"]
     assert "does not fit in the KV budget" in result.failures[0]["reason"]
@@ -233,7 +233,7 @@ def test_a_class_too_large_for_kv_is_a_failure_with_a_reason(scenario, profiles,
     ({"policy": "lifo"}, "--policy"),
     ({"models": ["gpt-5"]}, "--models"),
     ({"skus": ["TPU-v5"]}, "--skus"),
-    ({"models": ["llama2-70b"], "skus": ["L4"]}, "--models/--skus"),
+    ({"models": ["llama-3.1-70b"], "skus": ["L4"]}, "--models/--skus"),
     ({"class_mix": {"interactive": 0.5, "standard": 0.4}}, "class mix"),
     ({"class_mix": {"premium": 1.0}}, "class mix"),
     ({"class_mix": {"interactive": 1.5, "standard": -0.5}}, "class mix, class 'standard'"),
@@ -244,7 +244,7 @@ def test_a_class_too_large_for_kv_is_a_failure_with_a_reason(scenario, profiles,
     ({"confidence": 1.0}, "confidence"),
     ({"pool_replicas": 0}, "--pool-replicas"),
     ({"pool_replicas": 100_000}, "--pool-replicas"),  # 100,000 x max_batch slots: refused before any probe
-    ({"pool_replicas": 2_000, "models": ["llama3-8b"], "skus": ["H100"]}, "--pool-replicas"),  # its arrivals
+    ({"pool_replicas": 2_000, "models": ["llama-3.1-8b"], "skus": ["H100"]}, "--pool-replicas"),  # its arrivals
     ({"engine": "threads"}, "--engine"),
 ])
 def test_bad_inputs_are_input_errors_naming_where_and_fix(scenario, profiles, tmp_path, kwargs, where):

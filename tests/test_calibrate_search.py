@@ -118,7 +118,7 @@ SLO_PAIRS = [  # (tight, loose) (ttft_p99_ms, e2e_p99_ms) of class standard
 def test_looser_slo_never_gives_less_capacity(scenario, profiles, tmp_path, tight, loose):
     caps = []
     for slo in (tight, loose):
-        result = calibrate(with_slos(scenario, {"standard": slo}), profiles, models=["llama3-8b"],
+        result = calibrate(with_slos(scenario, {"standard": slo}), profiles, models=["llama-3.1-8b"],
                            skus=["A100-80GB"], class_mix=STANDARD_ONLY, cache_dir=tmp_path, **FAST)
         caps.append(result.meta["pairs"][0]["mix_rps_per_replica"])
     assert caps[1] >= caps[0]
@@ -134,7 +134,7 @@ def test_looser_slo_never_gives_less_capacity_property(scenario, profiles, tmp_p
     loose = (tight[0] * ttft_factor, tight[1] * e2e_factor)
     caps = []
     for slo in (tight, loose):
-        result = calibrate(with_slos(scenario, {"standard": slo}), profiles, models=["llama3-8b"],
+        result = calibrate(with_slos(scenario, {"standard": slo}), profiles, models=["llama-3.1-8b"],
                            skus=["A100-80GB"], class_mix=STANDARD_ONLY, cache_dir=cache, **FAST)
         caps.append(result.meta["pairs"][0]["mix_rps_per_replica"])
     assert caps[1] >= caps[0]
@@ -149,7 +149,7 @@ def test_looser_slo_never_gives_less_capacity_property(scenario, profiles, tmp_p
 def test_looser_slos_never_give_less_capacity_to_any_class_of_a_mix(scenario, profiles, tmp_path, tight, loose):
     out = []
     for slos in (tight, loose):
-        result = calibrate(with_slos(scenario, slos), profiles, models=["llama3-8b"], skus=["H100"],
+        result = calibrate(with_slos(scenario, slos), profiles, models=["llama-3.1-8b"], skus=["H100"],
                            class_mix={"interactive": 0.5, "standard": 0.5}, cache_dir=tmp_path, **FAST)
         table = result.table.set_index("traffic_class")["max_rps_per_replica"].to_dict()
         out.append((result.meta["pairs"][0]["mix_rps_per_replica"], table))
@@ -165,27 +165,27 @@ def test_every_rate_sees_the_same_requests_time_scaled(scenario, profiles):
     s = Settings(duration_s=600.0, warmup_fraction=0.1, replications=2, seed=11, rel_tol=0.02, confidence=0.95,
                  pool_replicas=1, policy="drr-wspt", prediction_sigma=0.5, aging_rate=0.1, trail_c=0.5,
                  kv_fraction=0.85, output_quantile_reserve=0.95)
-    task = build_tasks(scenario, profiles, [("llama3-8b", "H100")], shares, s, None)[0]
+    task = build_tasks(scenario, profiles, [("llama-3.1-8b", "H100")], shares, s, None)[0]
     slow, fast = 0.5, 2.0
-    a = draw_sample(pool_config(task, slow), replication_seed(11, "llama3-8b", "H100", 0))
-    b = draw_sample(pool_config(task, fast), replication_seed(11, "llama3-8b", "H100", 0))
+    a = draw_sample(pool_config(task, slow), replication_seed(11, "llama-3.1-8b", "H100", 0))
+    b = draw_sample(pool_config(task, fast), replication_seed(11, "llama-3.1-8b", "H100", 0))
     n = min(a.n, b.n)
     assert n > 1000
     np.testing.assert_allclose(a.arrival_s[:n] * slow, b.arrival_s[:n] * fast, rtol=1e-9)
     for field in ("cls", "prompt_tokens", "output_tokens", "predicted_output_tokens", "route_u"):
         np.testing.assert_array_equal(getattr(a, field)[:n], getattr(b, field)[:n])
     # the policy does not enter the seed: another policy draws the very same requests
-    other = build_tasks(scenario, profiles, [("llama3-8b", "H100")], shares,
+    other = build_tasks(scenario, profiles, [("llama-3.1-8b", "H100")], shares,
                         replace(s, policy="fcfs"), None)[0]
-    c = draw_sample(pool_config(other, slow), replication_seed(11, "llama3-8b", "H100", 0))
+    c = draw_sample(pool_config(other, slow), replication_seed(11, "llama-3.1-8b", "H100", 0))
     np.testing.assert_array_equal(a.output_tokens, c.output_tokens)
     np.testing.assert_array_equal(a.arrival_s, c.arrival_s)
 
 
 def test_replication_seeds_are_the_pair_seeds_children():
-    children = pair_seed(5, "llama3-8b", "H100").spawn(3)
+    children = pair_seed(5, "llama-3.1-8b", "H100").spawn(3)
     for i, child in enumerate(children):
-        fresh = replication_seed(5, "llama3-8b", "H100", i)
+        fresh = replication_seed(5, "llama-3.1-8b", "H100", i)
         assert fresh.spawn_key == child.spawn_key and fresh.entropy == child.entropy
         assert fresh.generate_state(4).tolist() == child.generate_state(4).tolist()
 
@@ -195,7 +195,7 @@ def test_low_rates_run_longer_so_the_rarest_class_has_enough_requests(scenario, 
     s = Settings(duration_s=3600.0, warmup_fraction=0.1, replications=2, seed=1, rel_tol=0.02, confidence=0.95,
                  pool_replicas=1, policy="drr-wspt", prediction_sigma=0.5, aging_rate=0.1, trail_c=0.5,
                  kv_fraction=0.85, output_quantile_reserve=0.95)
-    task = build_tasks(scenario, profiles, [("llama3-8b", "L40S")], shares, s, None)[0]
+    task = build_tasks(scenario, profiles, [("llama-3.1-8b", "L40S")], shares, s, None)[0]
     assert run_length_s(task, 100.0) == 3600.0
     low = run_length_s(task, 0.01)
     assert low * 0.9 * 0.01 * min(shares.values()) == pytest.approx(s.min_class_requests)
@@ -236,7 +236,7 @@ def slo_holds(scenario: Scenario, config: PoolConfig, replications: int, seed: n
                                           ("H100", {"interactive": 0.5, "standard": 0.5})])
 def test_slo_holds_at_the_answer_and_fails_just_above_it(scenario, profiles, tmp_path, sku, mix):
     rel_tol = 0.02
-    result = calibrate(scenario, profiles, models=["llama3-8b"], skus=[sku], class_mix=mix, rel_tol=rel_tol,
+    result = calibrate(scenario, profiles, models=["llama-3.1-8b"], skus=[sku], class_mix=mix, rel_tol=rel_tol,
                        cache_dir=tmp_path, seed=3, **FAST)
     pair = result.meta["pairs"][0]
     lam = pair["mix_rps_per_replica"]
@@ -244,8 +244,8 @@ def test_slo_holds_at_the_answer_and_fails_just_above_it(scenario, profiles, tmp
     s = Settings(duration_s=FAST["duration_s"], warmup_fraction=0.1, replications=3, seed=3, rel_tol=rel_tol,
                  confidence=0.95, pool_replicas=1, policy=scenario.policy.name, prediction_sigma=0.5, aging_rate=0.1,
                  trail_c=0.5, kv_fraction=0.85, output_quantile_reserve=0.95)
-    task = build_tasks(scenario, profiles, [("llama3-8b", sku)], class_shares(scenario, mix), s, None)[0]
+    task = build_tasks(scenario, profiles, [("llama-3.1-8b", sku)], class_shares(scenario, mix), s, None)[0]
     for rate, expected in ((lam, True), (lam * (1 + 2 * rel_tol), False)):
-        config = independent_pool(scenario, profiles, "llama3-8b", sku, rate, run_length_s(task, rate), mix)
-        assert slo_holds(scenario, config, 3, pair_seed(3, "llama3-8b", sku), mix) is expected, rate
+        config = independent_pool(scenario, profiles, "llama-3.1-8b", sku, rate, run_length_s(task, rate), mix)
+        assert slo_holds(scenario, config, 3, pair_seed(3, "llama-3.1-8b", sku), mix) is expected, rate
     assert not math.isnan(lam)

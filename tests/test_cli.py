@@ -93,7 +93,7 @@ def test_profiles_json_lists_every_model():
     result = runner.invoke(cli.app, ["profiles", "--json"])
     assert result.exit_code == 0, result.output
     models = {row["model"] for row in json.loads(result.stdout)}
-    assert {"llama3-8b", "llama2-70b", "mixtral-8x22b"} <= models
+    assert {"llama-3.1-8b", "llama-3.1-70b", "qwen3-235b-a22b"} <= models
 
 
 def test_validate_demo_scenario_json(repo_root):

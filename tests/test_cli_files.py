@@ -171,7 +171,7 @@ def _unchanged(folder: Path, earlier: list[Path]) -> None:
 @pytest.fixture
 def small_history(repo_root, tmp_path):
     history = pd.read_parquet(repo_root / "data/history/demo_history.parquet")
-    keep = (history["region"] == "eu-west") & (history["model"] == "llama3-8b") & (history["traffic_class"] != "batch")
+    keep = (history["region"] == "eu-west") & (history["model"] == "llama-3.1-8b") & (history["traffic_class"] != "batch")
     path = tmp_path / "in" / "history.csv"
     path.parent.mkdir()
     history[keep].groupby("traffic_class").tail(24 * 7 * 3).to_csv(path, index=False)
@@ -185,8 +185,8 @@ def test_forecast_publishes_forecast_metadata_and_plots_together_or_none(small_h
     ok = runner.invoke(cli.app, argv)
     assert ok.exit_code == 0, ok.output
     written = sorted(p.relative_to(tmp_path / "out").as_posix() for p in (tmp_path / "out").rglob("*") if p.is_file())
-    assert written == ["new/forecast.csv", "new/forecast.meta.json", "png/eu-west__llama3-8b__interactive.png",
-                       "png/eu-west__llama3-8b__standard.png"]
+    assert written == ["new/forecast.csv", "new/forecast.meta.json", "png/eu-west__llama-3.1-8b__interactive.png",
+                       "png/eu-west__llama-3.1-8b__standard.png"]
 
     for path in (tmp_path / "out").rglob("*"):
         if path.is_file():

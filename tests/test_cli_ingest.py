@@ -25,7 +25,7 @@ def test_ingest_generic_writes_history_and_histogram(tmp_path):
         cli.app,
         [
             "ingest", str(log), "--map", "ts=time,prompt_tokens=in,output_tokens=out",
-            "--region", "eu-west", "--model", "llama3-8b", "--traffic-class", "batch", "--out", str(out), "--json",
+            "--region", "eu-west", "--model", "llama-3.1-8b", "--traffic-class", "batch", "--out", str(out), "--json",
         ],
     )
     assert result.exit_code == 0, result.output
@@ -44,7 +44,7 @@ def test_ingest_azure_sample_table_output(repo_root, tmp_path):
         cli.app,
         [
             "ingest", str(repo_root / "data/samples/azure_llm_2023/AzureLLMInferenceTrace_code.csv"),
-            "--format", "azure", "--region", "us-west", "--model", "llama3-8b", "--traffic-class", "standard",
+            "--format", "azure", "--region", "us-west", "--model", "llama-3.1-8b", "--traffic-class", "standard",
             "--out", str(out),
         ],
     )

@@ -30,7 +30,7 @@ def forecast_file(tmp_path):
     hours = pd.date_range("2026-11-02T16:00:00Z", periods=6, freq="h")
     rate = {"interactive": 7200.0, "standard": 3600.0, "batch": 1800.0}
     for origin in ("us-east", "us-west", "eu-west", "ap-northeast"):
-        for model in ("llama3-8b", "llama2-70b"):
+        for model in ("llama-3.1-8b", "llama-3.1-70b"):
             for cls, per_hour in rate.items():
                 for i, ts in enumerate(hours):
                     level = per_hour * (1.0 + 0.1 * i)

@@ -18,15 +18,15 @@ P = "2026-11-02T18:00:00Z"
 def write_plan_files(folder, eu_sku: str = "H100"):
     """A two-pool plan and its flows; with H100 in Europe every class meets its SLO, with L4 interactive misses."""
     plan = pd.DataFrame([
-        {"period": P, "region": "aws:us-east-1", "sku": "H100", "model": "llama2-70b", "tier": "on_demand",
+        {"period": P, "region": "aws:us-east-1", "sku": "H100", "model": "llama-3.1-70b", "tier": "on_demand",
          "replicas": 2, "gpus": 8, "usd": 0.0},
-        {"period": P, "region": "gcp:europe-west4", "sku": eu_sku, "model": "llama3-8b", "tier": "on_demand",
+        {"period": P, "region": "gcp:europe-west4", "sku": eu_sku, "model": "llama-3.1-8b", "tier": "on_demand",
          "replicas": 2, "gpus": 2, "usd": 0.0},
     ])
     flows = pd.DataFrame(
-        [{"period": P, "origin": "us-east", "region": "aws:us-east-1", "model": "llama2-70b",
+        [{"period": P, "origin": "us-east", "region": "aws:us-east-1", "model": "llama-3.1-70b",
           "traffic_class": k, "rps": r} for k, r in (("interactive", 1.0), ("standard", 0.5), ("batch", 0.2))]
-        + [{"period": P, "origin": "eu-west", "region": "gcp:europe-west4", "model": "llama3-8b",
+        + [{"period": P, "origin": "eu-west", "region": "gcp:europe-west4", "model": "llama-3.1-8b",
             "traffic_class": k, "rps": r} for k, r in (("interactive", 0.5), ("standard", 0.2))])
     plan_path = folder / "plan.csv"
     plan.to_csv(plan_path, index=False)
@@ -64,10 +64,10 @@ def test_a_missed_slo_exits_5_after_writing_and_names_each_miss(repo_root, tmp_p
     payload = json.loads(result.stdout)
     assert payload["all_met"] is False and out.exists() and out.with_suffix(".json").exists()
     missed = {(r["region"], r["model"], r["traffic_class"]) for r in payload["rows"] if not r["slo_met"]}
-    assert missed == {("gcp:europe-west4", "llama3-8b", "interactive")}
+    assert missed == {("gcp:europe-west4", "llama-3.1-8b", "interactive")}
     message = " ".join(result.stderr.split())
     assert "error (exit 5)" in message
-    assert "gcp:europe-west4 / llama3-8b / interactive ttft_p99" in message
+    assert "gcp:europe-west4 / llama-3.1-8b / interactive ttft_p99" in message
 
 
 def test_missing_flows_exits_3_with_hint(repo_root, plan_files, tmp_path):
@@ -88,21 +88,21 @@ def test_bad_duration_exits_3(repo_root, plan_files, tmp_path):
 def test_hand_written_plan_with_forecast_routes_demand_by_residency(repo_root, tmp_path):
     """Today's fleet, written by hand, checked against a forecast hour: EU demand must stay in the EU."""
     plan = pd.DataFrame([
-        {"period": "now", "region": "aws:us-east-1", "sku": "H100", "model": "llama3-8b", "tier": "reserved",
+        {"period": "now", "region": "aws:us-east-1", "sku": "H100", "model": "llama-3.1-8b", "tier": "reserved",
          "replicas": 2, "gpus": 2, "usd": 0.0},
-        {"period": "now", "region": "gcp:europe-west4", "sku": "H100", "model": "llama3-8b", "tier": "on_demand",
+        {"period": "now", "region": "gcp:europe-west4", "sku": "H100", "model": "llama-3.1-8b", "tier": "on_demand",
          "replicas": 1, "gpus": 1, "usd": 0.0},
     ])
     plan_path = tmp_path / "fleet.csv"
     plan.to_csv(plan_path, index=False)
     rows = []
     # The forecast covers every origin and model of the scenario and both hours of its horizon;
-    # demand only from us-east and eu-west for llama3-8b, the fleet's model.
+    # demand only from us-east and eu-west for llama-3.1-8b, the fleet's model.
     for origin in ("us-east", "us-west", "eu-west", "ap-northeast"):
-        for model in ("llama3-8b", "llama2-70b"):
+        for model in ("llama-3.1-8b", "llama-3.1-70b"):
             for cls, per_hour in (("interactive", 3600.0), ("standard", 1800.0), ("batch", 720.0)):
                 for ts, scale in (("2026-11-02T17:00:00Z", 1.0), ("2026-11-02T18:00:00Z", 2.0)):
-                    served = origin in ("us-east", "eu-west") and model == "llama3-8b"
+                    served = origin in ("us-east", "eu-west") and model == "llama-3.1-8b"
                     q = per_hour * scale if served else 0.0
                     rows.append({"region": origin, "model": model, "traffic_class": cls, "ts": ts,
                                  "mean": q, "q50": q, "q90": q, "q95": q, "q99": q, "model_used": "test"})
@@ -127,13 +127,13 @@ def test_route_forecast_splits_by_gpus_and_respects_residency(repo_root):
 
     scenario = load_scenario(repo_root / "scenarios/demo.toml")
     plan = pd.DataFrame([
-        {"region": "aws:us-east-1", "model": "llama3-8b", "gpus": 3},
-        {"region": "gcp:us-central1", "model": "llama3-8b", "gpus": 1},
-        {"region": "gcp:europe-west4", "model": "llama3-8b", "gpus": 4},
+        {"region": "aws:us-east-1", "model": "llama-3.1-8b", "gpus": 3},
+        {"region": "gcp:us-central1", "model": "llama-3.1-8b", "gpus": 1},
+        {"region": "gcp:europe-west4", "model": "llama-3.1-8b", "gpus": 4},
     ])
     forecast = pd.DataFrame([
-        {"region": "us-east", "model": "llama3-8b", "traffic_class": "standard", "ts": "T", "q95": 3600.0},
-        {"region": "eu-west", "model": "llama3-8b", "traffic_class": "standard", "ts": "T", "q95": 7200.0},
+        {"region": "us-east", "model": "llama-3.1-8b", "traffic_class": "standard", "ts": "T", "q95": 3600.0},
+        {"region": "eu-west", "model": "llama-3.1-8b", "traffic_class": "standard", "ts": "T", "q95": 7200.0},
     ])
     demand = route_forecast(scenario, plan, forecast, "q95", "T").set_index("region")["rps"]
     allowed_us = scenario.eligible_serving("us-east", "standard")

@@ -72,7 +72,7 @@ def test_covers_thirteen_months_of_24_series(history):
     assert history["ts"].str[:7].nunique() == 13
     keys = set(map(tuple, history[["region", "model", "traffic_class"]].drop_duplicates().to_numpy()))
     expected = set(product(("us-east", "us-west", "eu-west", "ap-northeast"),
-                           ("llama3-8b", "llama2-70b"), ("interactive", "standard", "batch")))  # fmt: skip
+                           ("llama-3.1-8b", "llama-3.1-70b"), ("interactive", "standard", "batch")))  # fmt: skip
     assert keys == expected
     assert not history.duplicated(["ts", "region", "model", "traffic_class"]).any()
 
@@ -96,7 +96,7 @@ def test_scale_us_east_largest_and_70b_smaller(history):
     assert peaks.min() >= 1_000 and peaks.max() <= 300_000
     assert peaks.idxmax()[0] == "us-east"
     for region, traffic_class in product(gen.UTC_OFFSET_HOURS, gen.CLASSES):
-        assert peaks[(region, "llama2-70b", traffic_class)] < peaks[(region, "llama3-8b", traffic_class)]
+        assert peaks[(region, "llama-3.1-70b", traffic_class)] < peaks[(region, "llama-3.1-8b", traffic_class)]
 
 
 def _circular_gap(a: float, b: float) -> float:
@@ -108,7 +108,7 @@ def _circular_gap(a: float, b: float) -> float:
 def test_daily_cycle_peaks_at_the_documented_local_hour(history, region):
     offset = pd.Timedelta(hours=gen.UTC_OFFSET_HOURS[region])
     for traffic_class, documented in gen.DIURNAL_PEAK_LOCAL_HOUR.items():
-        rows = _series(history, region, "llama3-8b", traffic_class)
+        rows = _series(history, region, "llama-3.1-8b", traffic_class)
         by_hour = rows.requests.groupby((rows.index + offset).hour).mean()
         # hour bins are [h, h+1): a peak at 19.2 h falls in bin 19; allow one bin either side
         assert _circular_gap(by_hour.idxmax() + 0.5, documented) <= 1.5, (traffic_class, by_hour.idxmax())
@@ -118,7 +118,7 @@ def test_weekends_are_lower_for_interactive_and_standard(history):
     for region in gen.UTC_OFFSET_HOURS:
         offset = pd.Timedelta(hours=gen.UTC_OFFSET_HOURS[region])
         for traffic_class, ceiling in (("interactive", 0.9), ("standard", 0.85), ("batch", 1.05)):
-            rows = _series(history, region, "llama3-8b", traffic_class)
+            rows = _series(history, region, "llama-3.1-8b", traffic_class)
             weekend = (rows.index + offset).day_of_week >= 5
             ratio = rows.requests[weekend].mean() / rows.requests[~weekend].mean()
             assert ratio < ceiling, (region, traffic_class, ratio)

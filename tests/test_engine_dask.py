@@ -54,7 +54,7 @@ def test_scheduler_address_from_environment(dask_cluster, monkeypatch):
 def test_forecast_is_identical_on_every_engine(same_on_every_engine):
     history = pd.read_parquet(REPO_ROOT / "data" / "history" / "demo_history.parquet")
     history = history[(history["ts"] >= "2026-08-01") & (history["region"] == "eu-west")
-                      & (history["model"] == "llama3-8b")]
+                      & (history["model"] == "llama-3.1-8b")]
 
     def run(**engine):
         result = forecast_history(history, horizon_hours=24, quantiles=[0.5, 0.9, 0.99], backtest=True, **engine)
@@ -68,13 +68,13 @@ def test_forecast_is_identical_on_every_engine(same_on_every_engine):
 def test_simulation_is_identical_on_every_engine(same_on_every_engine, tmp_path):
     scenario = load_scenario(REPO_ROOT / "scenarios" / "demo.toml")
     plan = pd.DataFrame([
-        {"period": P, "region": "aws:us-east-1", "sku": "H100", "model": "llama2-70b", "tier": "on_demand",
+        {"period": P, "region": "aws:us-east-1", "sku": "H100", "model": "llama-3.1-70b", "tier": "on_demand",
          "replicas": 2, "gpus": 8, "usd": 0.0},
-        {"period": P, "region": "gcp:europe-west4", "sku": "L4", "model": "llama3-8b", "tier": "on_demand",
+        {"period": P, "region": "gcp:europe-west4", "sku": "L4", "model": "llama-3.1-8b", "tier": "on_demand",
          "replicas": 2, "gpus": 2, "usd": 0.0},
     ])
     flows = pd.DataFrame([{"period": P, "region": r, "model": m, "traffic_class": k, "rps": v}
-                          for r, m in (("aws:us-east-1", "llama2-70b"), ("gcp:europe-west4", "llama3-8b"))
+                          for r, m in (("aws:us-east-1", "llama-3.1-70b"), ("gcp:europe-west4", "llama-3.1-8b"))
                           for k, v in (("interactive", 1.0), ("standard", 0.6), ("batch", 0.3))])
     _, demand = select_window(plan, flows, "peak")
     runs = []
@@ -98,7 +98,7 @@ def test_calibration_is_identical_on_every_engine(same_on_every_engine, tmp_path
     scenario = load_scenario(REPO_ROOT / "scenarios" / "demo.toml")
 
     def run(**engine):
-        result = calibrate(scenario, load_profiles(), models=["llama3-8b"], skus=["H100", "A100-80GB"],
+        result = calibrate(scenario, load_profiles(), models=["llama-3.1-8b"], skus=["H100", "A100-80GB"],
                            duration_s=900.0, replications=4, use_cache=False, cache_dir=tmp_path, **engine)
         assert result.n_simulated == 2
         out = tmp_path / f"{engine.get('engine', 'x')}.csv"

@@ -30,5 +30,5 @@ def test_fallback_series_plot(tmp_path):
 
 
 def test_filenames_are_safe():
-    name = plot_filename("aws:us-east-1", "llama3-8b", "inter active/x")
-    assert name == "aws_us-east-1__llama3-8b__inter_active_x.png"
+    name = plot_filename("aws:us-east-1", "llama-3.1-8b", "inter active/x")
+    assert name == "aws_us-east-1__llama-3.1-8b__inter_active_x.png"

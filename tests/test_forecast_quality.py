@@ -40,9 +40,9 @@ def test_duplicate_timestamp_is_an_input_error_naming_series_and_ts():
     ts = hours_ns(48)
     ts = np.sort(np.concatenate([ts, ts[[10]]]))
     with pytest.raises(InputError) as info:
-        clean_series("us-east/llama3-8b/batch", ts, np.ones(ts.size))
+        clean_series("us-east/llama-3.1-8b/batch", ts, np.ones(ts.size))
     message = str(info.value)
-    assert "us-east/llama3-8b/batch" in message
+    assert "us-east/llama-3.1-8b/batch" in message
     assert "2025-01-06T10:00:00Z" in message
     assert info.value.exit_code == ExitCode.INVALID_INPUT
 

@@ -30,7 +30,7 @@ T0 = datetime(2026, 10, 1, 2, 0, tzinfo=UTC)
 
 def _forecast() -> pd.DataFrame:
     ts = pd.date_range("2026-11-01", periods=3, freq="h", tz="UTC").strftime("%Y-%m-%dT%H:%M:%SZ")
-    return pd.DataFrame({"region": "eu-west", "model": "llama3-8b", "traffic_class": "interactive", "ts": list(ts),
+    return pd.DataFrame({"region": "eu-west", "model": "llama-3.1-8b", "traffic_class": "interactive", "ts": list(ts),
                          "mean": [10.0, 12.5, 9.25], "q50": [9.0, 12.0, 9.0], "q90": [14.0, 16.0, 12.0],
                          "q95": [15.0, 17.0, 13.0], "q99": [18.0, 20.0, 15.0], "model_used": "seasonal_naive(168)"})
 
@@ -168,7 +168,7 @@ def test_recording_writes_a_start_row_then_the_outcome_even_when_the_body_raises
             assert during["exit_code"] == "did not finish" and during["duration_s"] is None
             run.add_figures(plan_cost_usd=98765.4)
             run.add_output(tmp_path / "plan.csv")
-            raise SLOFailedError("gcp:europe-west4/llama3-8b/interactive misses TTFT p99 by 12 %")
+            raise SLOFailedError("gcp:europe-west4/llama-3.1-8b/interactive misses TTFT p99 by 12 %")
     (row,) = history.runs()
     assert row["exit_code"] == ExitCode.SLO_FAILED and "misses TTFT p99" in row["message"]
     assert row["duration_s"] == 7 and row["figures"] == {"plan_cost_usd": 98765.4}
@@ -231,7 +231,7 @@ def test_a_writer_waits_for_another_process_and_fails_clearly_if_it_never_lets_g
 
 
 def _plan() -> pd.DataFrame:
-    return pd.DataFrame({"period": [1, 0, 10], "region": "aws:us-east-1", "sku": "H100", "model": "llama3-8b",
+    return pd.DataFrame({"period": [1, 0, 10], "region": "aws:us-east-1", "sku": "H100", "model": "llama-3.1-8b",
                          "tier": ["reserved", "reserved", "on_demand"], "replicas": [4, 4, 1], "gpus": [4, 4, 1],
                          "usd": [17.89, 17.89, 6.88], "hours": [1.0, 1.0, 1.0]})
 

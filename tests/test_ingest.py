@@ -32,7 +32,7 @@ from planner.ingest import (
 )
 from planner.ingest.quantiles import floor_log2_sql
 
-LABELS = {"region": "eu-west", "model": "llama3-8b", "traffic_class": "interactive"}
+LABELS = {"region": "eu-west", "model": "llama-3.1-8b", "traffic_class": "interactive"}
 GENERIC = "ts=ts,prompt_tokens=prompt,output_tokens=output"
 GENERIC_LABELLED = GENERIC + ",region=region,model=model,traffic_class=class"
 
@@ -81,7 +81,7 @@ def test_azure_preset_buckets_sums_and_quantiles(tmp_path: Path) -> None:
     first = demand.iloc[0]
     assert first["prompt_tokens_p50"] == np.percentile([4808, 100, 0], 50)
     assert math.isclose(first["prompt_tokens_p99"], np.percentile([4808, 100, 0], 99))
-    assert (demand[["region", "model", "traffic_class"]].iloc[0].tolist()) == ["eu-west", "llama3-8b", "interactive"]
+    assert (demand[["region", "model", "traffic_class"]].iloc[0].tolist()) == ["eu-west", "llama-3.1-8b", "interactive"]
     assert result.rows_read == 5 and result.files == [str(log)] and result.format_name == "azure"
 
 
@@ -105,10 +105,10 @@ def test_mooncake_preset_is_relative_to_start(tmp_path: Path) -> None:
 
 def test_generic_mapping_with_label_columns_sorts_by_series_then_time(tmp_path: Path) -> None:
     rows = [
-        ["2024-01-01T10:05:00Z", 100, 10, "us-east", "llama3-8b", "batch"],
-        ["2024-01-01T09:05:00Z", 200, 20, "us-east", "llama3-8b", "batch"],
-        ["2024-01-01T09:10:00+01:00", 300, 30, "ap-northeast", "llama2-70b", "interactive"],  # 08:10 UTC
-        ["2024-01-01T09:50:00Z", 400, 40, "us-east", "llama3-8b", "batch"],
+        ["2024-01-01T10:05:00Z", 100, 10, "us-east", "llama-3.1-8b", "batch"],
+        ["2024-01-01T09:05:00Z", 200, 20, "us-east", "llama-3.1-8b", "batch"],
+        ["2024-01-01T09:10:00+01:00", 300, 30, "ap-northeast", "llama-3.1-70b", "interactive"],  # 08:10 UTC
+        ["2024-01-01T09:50:00Z", 400, 40, "us-east", "llama-3.1-8b", "batch"],
     ]
     log = write_csv(tmp_path / "log.csv", ["ts", "prompt", "output", "region", "model", "class"], rows)
     demand = ingest_logs([str(log)], "generic", mapping=parse_mapping(GENERIC_LABELLED)).demand
@@ -497,7 +497,7 @@ def test_histogram_bins_are_contiguous_powers_of_two(tmp_path: Path) -> None:
     assert result.summary_rows() == [
         {
             "region": "eu-west",
-            "model": "llama3-8b",
+            "model": "llama-3.1-8b",
             "traffic_class": "interactive",
             "buckets": 1,
             "requests": len(values),

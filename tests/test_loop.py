@@ -143,7 +143,7 @@ def test_plan_cli_exits_5_naming_what_fails_and_still_writes_the_plan(small, tmp
                                      "--out", str(out), "--capacity", str(capacity), "--max-rounds", "1",
                                      "--periods", "hourly", "--sim-duration", "20min", "--engine", "local"])
     assert result.exit_code == 5, result.output
-    assert "still fails after 1 round" in result.output and "us-east-1 / llama3-8b" in result.output
+    assert "still fails after 1 round" in result.output and "us-east-1 / llama-3.1-8b" in result.output
     rounds = json.loads((out / "rounds.json").read_text())
     assert rounds["converged"] is False and rounds["still_failing"] and len(rounds["rounds"]) == 1
     assert (out / "plan.csv").exists() and (out / "slo.csv").exists()

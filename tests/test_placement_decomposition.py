@@ -51,7 +51,7 @@ def two_zone_instance(eu_residency: list[str], hours: int = 6):
     scenario = parse_scenario(scenario_dict(
         regions,
         {"us-east": ("us", ["us"]), "eu-west": ("eu", eu_residency)},
-        {"llama3-8b": ["L4", "H100"], "llama2-70b": ["H100"]},
+        {"llama-3.1-8b": ["L4", "H100"], "llama-3.1-70b": ["H100"]},
         {"interactive": {"latency_budget_ms": 50.0}, "batch": {"latency_budget_ms": 200.0, "spot_tolerant": True}},
         capacity={"utilisation_cap": 0.5, "redundancy": 2, "switching_cost_usd": 3.0},
         horizon=f"{hours}h",
@@ -59,21 +59,21 @@ def two_zone_instance(eu_residency: list[str], hours: int = 6):
     wave = [1.0, 2.5, 4.0, 3.0, 1.5, 0.5][:hours]
     demand = {}
     for origin, scale in (("us-east", 1.0), ("eu-west", 0.7)):
-        for model, factor in (("llama3-8b", 1.0), ("llama2-70b", 0.4)):
+        for model, factor in (("llama-3.1-8b", 1.0), ("llama-3.1-70b", 0.4)):
             demand[(origin, model, "interactive")] = [scale * factor * v for v in wave]
             demand[(origin, model, "batch")] = [scale * factor * 0.6 * v for v in reversed(wave)]
-    caps = capacity([(m, s, k, rate * (3.0 if s == "H100" else 1.0) * (0.25 if m == "llama2-70b" else 1.0))
-                     for m in ("llama3-8b", "llama2-70b") for s in ("L4", "H100")
+    caps = capacity([(m, s, k, rate * (3.0 if s == "H100" else 1.0) * (0.25 if m == "llama-3.1-70b" else 1.0))
+                     for m in ("llama-3.1-8b", "llama-3.1-70b") for s in ("L4", "H100")
                      for k, rate in (("interactive", 2.0), ("batch", 4.0))
-                     if not (m == "llama2-70b" and s == "L4")])
+                     if not (m == "llama-3.1-70b" and s == "L4")])
     frame = demand_from_forecast(forecast(demand), scenario, 0.95, parse_periods("hourly"))
-    profile_rows = [("llama3-8b", "L4", 1), ("llama3-8b", "H100", 1), ("llama2-70b", "H100", 2)]
+    profile_rows = [("llama-3.1-8b", "L4", 1), ("llama-3.1-8b", "H100", 1), ("llama-3.1-70b", "H100", 2)]
     return build_instance(scenario, frame, catalog(regions), profiles(profile_rows), caps)
 
 
 def test_components_follow_residency():
     inst = two_zone_instance(["eu"])
-    m = inst.models.index("llama3-8b")
+    m = inst.models.index("llama-3.1-8b")
     found = components(inst, m)
     assert [tuple(inst.regions[r] for r in regions) for regions, _ in found] == [
         ("aws:us-east-1",), ("gcp:europe-west4", "nebius:eu-north1")]

@@ -49,8 +49,8 @@ def test_analytic_table_covers_the_bundled_profiles_and_grows_with_bigger_gpus()
     assert (table["max_rps_per_replica"] > 0).all()
     assert table.duplicated(["model", "sku", "traffic_class"]).sum() == 0
     rate = table.set_index(["model", "sku", "traffic_class"])["max_rps_per_replica"]
-    assert rate[("llama3-8b", "H100", "interactive")] > rate[("llama3-8b", "L4", "interactive")]
-    assert rate[("llama3-8b", "H100", "standard")] > rate[("llama3-8b", "H100", "batch")]  # 30 vs 390 output tokens
+    assert rate[("llama-3.1-8b", "H100", "interactive")] > rate[("llama-3.1-8b", "L4", "interactive")]
+    assert rate[("llama-3.1-8b", "H100", "standard")] > rate[("llama-3.1-8b", "H100", "batch")]  # 30 vs 390 output tokens
     assert ANALYTIC_LABEL.startswith("analytic estimate")
 
 
@@ -110,9 +110,9 @@ def test_hourly_demand_is_requests_per_second():
 
 def test_hour_of_week_blocks_take_the_max_and_count_hours():
     values = [float(h % 7) for h in range(24 * 14)]  # two weeks of hourly rates
-    case = two_region_case({("us-east", "llama3-8b", "interactive"): values})
+    case = two_region_case({("us-east", "llama-3.1-8b", "interactive"): values})
     scenario = case.scenario.model_copy(update={"horizon": "2w"})
-    demand = demand_from_forecast(forecast({("us-east", "llama3-8b", "interactive"): values}), scenario, 0.95,
+    demand = demand_from_forecast(forecast({("us-east", "llama-3.1-8b", "interactive"): values}), scenario, 0.95,
                                   parse_periods("how:4"))
     assert len(demand.periods) == 42 and demand.periods.cyclic
     assert demand.periods.hours.tolist() == [8.0] * 42  # 4 hours x 2 weeks
@@ -122,7 +122,7 @@ def test_hour_of_week_blocks_take_the_max_and_count_hours():
 
 
 def test_forecast_is_clipped_to_the_horizon():
-    case = two_region_case({("us-east", "llama3-8b", "interactive"): [1.0] * 30})
+    case = two_region_case({("us-east", "llama-3.1-8b", "interactive"): [1.0] * 30})
     scenario = case.scenario.model_copy(update={"horizon": "24h"})
     demand = demand_from_forecast(case.forecast, scenario, 0.95, parse_periods("hourly"))
     assert (demand.forecast_hours_used, demand.forecast_hours_given) == (24, 30)
@@ -143,9 +143,9 @@ def test_forecast_errors_name_the_problem(mutate, needle):
 
 
 def test_missing_series_are_zero_and_reported():
-    case = two_region_case({("us-east", "llama3-8b", "interactive"): [1.0, 1.0]})
+    case = two_region_case({("us-east", "llama-3.1-8b", "interactive"): [1.0, 1.0]})
     demand = demand_from_forecast(case.forecast, case.scenario, 0.95, parse_periods("hourly"))
-    assert demand.series_without_forecast == ("us-east/llama3-8b/batch",)
+    assert demand.series_without_forecast == ("us-east/llama-3.1-8b/batch",)
     assert np.all(demand.rps[0, 0, 1] == 0) and not math.isnan(demand.rps.sum())
 
 
@@ -168,7 +168,7 @@ def test_a_forecast_shorter_than_the_horizon_is_refused_not_planned_for_fewer_ho
 
 
 def test_a_forecast_with_a_missing_hour_is_refused():
-    case = two_region_case({("us-east", "llama3-8b", "interactive"): [1.0] * 5})
+    case = two_region_case({("us-east", "llama-3.1-8b", "interactive"): [1.0] * 5})
     hours = sorted(case.forecast["ts"].unique())
     error = _contract_error(case.forecast[case.forecast["ts"] != hours[2]], case.scenario)
     assert f"first hour missing is {hours[2]}" in error.message

@@ -23,8 +23,8 @@ def _place(case: Case, **kwargs):
 @settings(max_examples=15, deadline=None, derandomize=True)
 @given(rates, rates, st.sampled_from([["us"], ["us", "eu"]]))
 def test_spot_only_for_tolerant_classes_and_residency_kept(interactive, batch, residency):
-    case = two_region_case({("us-east", "llama3-8b", "interactive"): interactive,
-                            ("us-east", "llama3-8b", "batch"): batch}, residency=residency)
+    case = two_region_case({("us-east", "llama-3.1-8b", "interactive"): interactive,
+                            ("us-east", "llama-3.1-8b", "batch"): batch}, residency=residency)
     if sum(interactive) + sum(batch) == 0:
         return
     result = _place(case)
@@ -45,18 +45,18 @@ def _single_region_case(region_offers, *, origin_residency=("us",), interactive_
     if far is not None:
         regions.append(far)
     scenario = parse_scenario(scenario_dict(
-        regions, {"us-east": ("us", list(origin_residency))}, {"llama3-8b": list(skus)},
+        regions, {"us-east": ("us", list(origin_residency))}, {"llama-3.1-8b": list(skus)},
         {"interactive": {"latency_budget_ms": interactive_budget}}, capacity=rules or {}, horizon="2h"))
-    caps = capacity([("llama3-8b", s, "interactive", 4.0) for s in ("H100", "L4")])
-    return Case(scenario, forecast({("us-east", "llama3-8b", "interactive"): [demand, demand]}), catalog(regions),
-                profiles([("llama3-8b", "H100", 1), ("llama3-8b", "L4", 1)]), caps)
+    caps = capacity([("llama-3.1-8b", s, "interactive", 4.0) for s in ("H100", "L4")])
+    return Case(scenario, forecast({("us-east", "llama-3.1-8b", "interactive"): [demand, demand]}), catalog(regions),
+                profiles([("llama-3.1-8b", "H100", 1), ("llama-3.1-8b", "L4", 1)]), caps)
 
 
 def _diagnosis(case: Case) -> InfeasibleError:
     with pytest.raises(InfeasibleError) as caught:
         _place(case)
     assert caught.value.exit_code == ExitCode.INFEASIBLE == 4
-    assert "origin us-east, model llama3-8b, class interactive" in caught.value.message
+    assert "origin us-east, model llama-3.1-8b, class interactive" in caught.value.message
     return caught.value
 
 

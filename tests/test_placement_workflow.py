@@ -88,7 +88,7 @@ def test_debug_dir_gets_lp_and_mps(tmp_path):
     result = place_plan(case.scenario, case.forecast, case.catalog, case.profiles, capacity=case.capacity,
                         baselines=False, periods="hourly", debug_dir=tmp_path / "debug")
     lp = (tmp_path / "debug" / "placement.lp").read_text()
-    assert "demand_us_east_llama3_8b_interactive_t0" in lp and "R_aws_us_east_1_L4_llama3_8b" in lp
+    assert "demand_us_east_llama_3_1_8b_interactive_t0" in lp and "R_aws_us_east_1_L4_llama_3_1_8b" in lp
     assert (tmp_path / "debug" / "placement.mps").stat().st_size > 0
     assert len(result.meta["debug_files"]) == 2
 
@@ -146,7 +146,7 @@ def test_capacity_table_is_used_when_given():
 
 
 def test_hour_of_week_periods_cover_every_hour():
-    case = two_region_case({("us-east", "llama3-8b", "interactive"): [1.0, 2.0, 3.0, 4.0]})
+    case = two_region_case({("us-east", "llama-3.1-8b", "interactive"): [1.0, 2.0, 3.0, 4.0]})
     result = place_plan(case.scenario, case.forecast, case.catalog, case.profiles, capacity=case.capacity,
                         periods="how:2", gap=0.0, baselines=False)
     assert set(result.plan["period"]) <= {"Mon00+2h", "Mon02+2h"}

@@ -24,8 +24,8 @@ from planner.report.period import (
     previous_month_window,
 )
 
-INTERACTIVE = ("us-east", "llama3-8b", "interactive")
-BATCH = ("us-east", "llama3-8b", "batch")
+INTERACTIVE = ("us-east", "llama-3.1-8b", "interactive")
+BATCH = ("us-east", "llama-3.1-8b", "batch")
 
 
 @pytest.mark.parametrize(("month", "hours", "last"), [

@@ -31,12 +31,12 @@ BUILD_SCRIPT = REPO / "data" / "build" / "build_profiles.py"
 # `excl` is the overall MAPE without observations off by more than 2x.
 #                       (model, hardware, tp): (prefill, decode, excl, max outliers)
 MAPE_THRESHOLDS = {
-    ("llama2-70b", "a100-80gb", 2): (80.0, 6.5, 10.0, 5),  # 73.7, 5.4, 8.8, 5
-    ("llama2-70b", "a100-80gb", 4): (20.0, 3.5, 12.0, 0),  # 18.1, 2.8, 10.4, 0
-    ("llama2-70b", "a100-80gb", 8): (20.5, 3.0, 11.0, 3),  # 18.3, 2.4, 9.7, 3
-    ("llama2-70b", "h100-80gb", 2): (72.0, 4.0, 10.0, 5),  # 65.8, 3.2, 8.5, 5
-    ("llama2-70b", "h100-80gb", 4): (17.5, 3.5, 10.5, 0),  # 15.3, 3.0, 9.1, 0
-    ("llama2-70b", "h100-80gb", 8): (24.0, 3.5, 14.0, 0),  # 21.5, 2.9, 12.2, 0
+    ("llama-3.1-70b", "a100-80gb", 2): (80.0, 6.5, 10.0, 5),  # 73.7, 5.4, 8.8, 5
+    ("llama-3.1-70b", "a100-80gb", 4): (20.0, 3.5, 12.0, 0),  # 18.1, 2.8, 10.4, 0
+    ("llama-3.1-70b", "a100-80gb", 8): (20.5, 3.0, 11.0, 3),  # 18.3, 2.4, 9.7, 3
+    ("llama-3.1-70b", "h100-80gb", 2): (72.0, 4.0, 10.0, 5),  # 65.8, 3.2, 8.5, 5
+    ("llama-3.1-70b", "h100-80gb", 4): (17.5, 3.5, 10.5, 0),  # 15.3, 3.0, 9.1, 0
+    ("llama-3.1-70b", "h100-80gb", 8): (24.0, 3.5, 14.0, 0),  # 21.5, 2.9, 12.2, 0
     ("bloom-176b", "a100-80gb", 8): (14.0, 3.5, 9.0, 0),  # 12.3, 2.8, 7.6, 0
     ("bloom-176b", "h100-80gb", 8): (20.5, 3.5, 12.0, 0),  # 18.2, 3.1, 10.6, 0
 }
@@ -149,9 +149,9 @@ def test_build_script_is_deterministic(tmp_path: Path) -> None:
 
 def test_measured_pairs_are_measured_fits(profiles: pd.DataFrame) -> None:
     for sku in ("A100-80GB", "H100"):
-        row = profile_for(profiles, "llama2-70b", sku)
+        row = profile_for(profiles, "llama-3.1-70b", sku)
         assert row["source"] == "measured-fit"
-        assert row["tp_degree"] == PRODUCTION_TP["llama2-70b"]
+        assert row["tp_degree"] == PRODUCTION_TP["llama-3.1-70b"]
         assert 0 < row["fit_mape_pct"] < 15
     assert profiles.loc[profiles["source"] == "roofline", "fit_mape_pct"].isna().all()
 
@@ -161,31 +161,31 @@ def test_sources_valid_and_every_model_has_three_skus(profiles: pd.DataFrame, sp
     counts = profiles.groupby("model")["sku"].nunique()
     assert set(counts.index) == set(MODELS)
     assert (counts >= 3).all()
-    assert set(profiles.loc[profiles["model"] == "llama3-8b", "sku"]) == set(specs)
+    assert set(profiles.loc[profiles["model"] == "llama-3.1-8b", "sku"]) == set(specs)
 
 
 def test_kv_capacity_matches_hand_computation(profiles: pd.DataFrame) -> None:
-    # llama2-70b on 4 x H100: 4 * 80 GB * 0.9 = 288 GB; minus weights 68.98e9 * 2 B = 137.96 GB;
+    # llama-3.1-70b on 4 x H100: 4 * 80 GB * 0.9 = 288 GB; minus weights 68.98e9 * 2 B = 137.96 GB;
     # minus activation reserve 4 * 2 GB = 8 GB -> 142.04 GB. KV per token = 2 * 80 * 8 * 128 * 2
     # = 327,680 B. 142.04e9 / 327,680 = 433,471.68 -> 433,471 tokens; max_batch = 433,471 // 2,048.
-    row = profile_for(profiles, "llama2-70b", "H100")
+    row = profile_for(profiles, "llama-3.1-70b", "H100")
     assert row["kv_bytes_per_token"] == 327_680
     assert row["kv_capacity_tokens"] == 433_471
     assert row["max_batch"] == 211
     assert row["weights_gb"] == pytest.approx(137.96)
-    # The same rule for llama3-8b on one L4: 24 * 0.9 - 16.06 - 2 = 3.54 GB / 131,072 B.
-    assert profile_for(profiles, "llama3-8b", "L4")["kv_capacity_tokens"] == math.floor(3.54e9 / 131_072)
+    # The same rule for llama-3.1-8b on one L4: 24 * 0.9 - 16.06 - 2 = 3.54 GB / 131,072 B.
+    assert profile_for(profiles, "llama-3.1-8b", "L4")["kv_capacity_tokens"] == math.floor(3.54e9 / 131_072)
 
 
 def test_tp_rule_picks_the_production_tp_and_excludes_what_does_not_fit(specs: dict[str, SkuSpec]) -> None:
-    llama70 = MODELS["llama2-70b"]
+    llama70 = MODELS["llama-3.1-70b"]
     for sku in ("A100-80GB", "H100"):
-        assert choose_tp(llama70, specs[sku]) == PRODUCTION_TP["llama2-70b"]
+        assert choose_tp(llama70, specs[sku]) == PRODUCTION_TP["llama-3.1-70b"]
         assert kv_capacity_tokens(llama70, specs[sku], 2) < 16_384
-    mixtral = MODELS["mixtral-8x22b"]
+    mixtral = MODELS["qwen3-235b-a22b"]
     assert choose_tp(mixtral, specs["L4"]) is None
     assert choose_tp(mixtral, specs["A100-40GB"]) is None
-    assert choose_tp(MODELS["llama3-8b"], specs["H100"]) == 1
+    assert choose_tp(MODELS["llama-3.1-8b"], specs["H100"]) == 1
 
 
 # --------------------------------------------------------------------------- the roofline
@@ -270,9 +270,9 @@ def test_loader_names_missing_columns_and_missing_file(tmp_path: Path) -> None:
 
 def test_profile_for_lists_what_is_available(profiles: pd.DataFrame) -> None:
     with pytest.raises(InputError) as caught:
-        profile_for(profiles, "mixtral-8x22b", "L4")
+        profile_for(profiles, "qwen3-235b-a22b", "L4")
     listed = (caught.value.fix or "").split(": ", 1)[1].split(", ")
     assert "H100" in listed and "L4" not in listed
     with pytest.raises(InputError) as caught:
         profile_for(profiles, "gpt-5", "H100")
-    assert "llama3-8b" in (caught.value.fix or "")
+    assert "llama-3.1-8b" in (caught.value.fix or "")

@@ -42,14 +42,14 @@ def test_summary_states_spend_gpus_slo_and_three_changes(model):
     assert facts["spend_usd"] == pytest.approx(plan["usd"].sum(), abs=0.01)
     assert facts["spend_per_30_days_usd"] == pytest.approx(plan["usd"].sum() * 720 / 48, abs=0.01)
     assert facts["gpus_peak"] == 11 and facts["gpus_peak_by_sku"] == {"H100": 9.0, "L4": 2.0}
-    assert facts["slo_met"] == 3 and facts["slo_failing"] == ["gcp:europe-west4 / llama3-8b / interactive"]
-    assert len(summary.bullets) == 3 and summary.bullets[0].startswith("Dropped: llama3-8b on A100-80GB")
+    assert facts["slo_met"] == 3 and facts["slo_failing"] == ["gcp:europe-west4 / llama-3.1-8b / interactive"]
+    assert len(summary.bullets) == 3 and summary.bullets[0].startswith("Dropped: llama-3.1-8b on A100-80GB")
 
 
 def test_without_last_months_plan_the_changes_come_from_demand():
     inputs = dataclasses.replace(small_inputs(), previous_plan=None)
     model = build_report(inputs)
-    assert all(b.startswith("Demand for llama3-8b") for b in model.section("summary").bullets)
+    assert all(b.startswith("Demand for llama-3.1-8b") for b in model.section("summary").bullets)
     assert any(p.startswith("No data yet: the run history holds no plan") for p in model.section("plan").paragraphs)
 
 
@@ -116,7 +116,7 @@ def test_risks_cover_every_kind_most_severe_first(model):
     assert {"quota", "slo", "utilisation", "forecast fallback", "data quality", "infeasibility", "pipeline"} <= kinds
     quota = table[table["kind"] == "quota"].iloc[0]
     assert quota["severity"] == "high" and "6 of 6 GPUs" in quota["detail"]
-    assert table[table["kind"] == "utilisation"]["where"].tolist() == ["aws:us-east-1 / llama3-8b / batch"]
+    assert table[table["kind"] == "utilisation"]["where"].tolist() == ["aws:us-east-1 / llama-3.1-8b / batch"]
 
 
 @pytest.mark.parametrize(("meta", "severity"), [
@@ -178,14 +178,14 @@ def test_same_inputs_give_equal_models():
 
 def test_a_demand_spike_in_the_history_is_a_medium_risk():
     inputs = small_inputs()
-    spike = {"kind": "spike", "series": "eu-west/llama3-8b/batch", "hours": 2, "runs": 1,
+    spike = {"kind": "spike", "series": "eu-west/llama-3.1-8b/batch", "hours": 2, "runs": 1,
              "ranges": [["2026-10-20T03:00:00Z", "2026-10-20T04:00:00Z"]], "max_value": 4800.0, "median": 60.0,
              "action": "kept as demand"}
-    series = [dict(entry, data_quality=[spike]) if entry.get("series") == "eu-west/llama3-8b/batch" else entry
+    series = [dict(entry, data_quality=[spike]) if entry.get("series") == "eu-west/llama-3.1-8b/batch" else entry
               for entry in inputs.forecast_meta["series"]]
     model = build_report(dataclasses.replace(inputs, forecast_meta={**inputs.forecast_meta, "series": series}))
     table = model.section("risks").table("risks").frame
     row = table[table["kind"] == "demand spike"].iloc[0]
-    assert row["severity"] == "medium" and row["where"] == "eu-west/llama3-8b/batch"
+    assert row["severity"] == "medium" and row["where"] == "eu-west/llama-3.1-8b/batch"
     assert "up to 4800 (median 60)" in row["detail"] and "2026-10-20T03:00:00Z" in row["detail"]
     assert "demand spike" not in set(build_report(inputs).section("risks").table("risks").frame["kind"])

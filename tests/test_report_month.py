@@ -16,7 +16,7 @@ from planner.report.accuracy import forecast_accuracy
 from planner.report.period import month_window
 from planner.report.render import render_html, render_json, render_markdown
 
-SERIES = [("us-east", "llama3-8b", "interactive", 200.0), ("us-east", "llama3-8b", "batch", 60.0)]
+SERIES = [("us-east", "llama-3.1-8b", "interactive", 200.0), ("us-east", "llama-3.1-8b", "batch", 60.0)]
 
 
 def _iso(ts: pd.DatetimeIndex) -> list[str]:

@@ -59,7 +59,7 @@ def test_demo_loads_with_expected_shape():
     # The demo history's four origins, so that `planner plan` on the demo plans for all of its demand.
     assert scenario.origin_names == ("us-east", "us-west", "eu-west", "ap-northeast")
     assert scenario.class_names == ("interactive", "standard", "batch")
-    assert scenario.model_names == ("llama3-8b", "llama2-70b")
+    assert scenario.model_names == ("llama-3.1-8b", "llama-3.1-70b")
     assert scenario.policy.name == "drr-wspt"
     assert scenario.horizon_hours == 14 * 24
     # EU traffic stays in the EU, whatever the class.
@@ -77,7 +77,7 @@ def test_global_loads_and_meets_its_brief():
     scenario = load_scenario(GLOBAL)
     assert len(scenario.serving_keys) >= 8
     assert {key.split(":")[0] for key in scenario.serving_keys} == {"aws", "gcp", "nebius"}
-    assert set(scenario.model_names) == {"llama3-8b", "llama2-70b", "mixtral-8x22b"}
+    assert set(scenario.model_names) == {"llama-3.1-8b", "llama-3.1-70b", "qwen3-235b-a22b"}
     assert len({sku for model in scenario.model_names for sku in scenario.allowed_skus(model)}) >= 5
     assert set(scenario.origin_names) == {"us-east", "us-west", "eu-west", "ap-northeast"}
     assert scenario.quota_gpus("aws:us-east-1", "H100") == 512  # region override
@@ -114,13 +114,13 @@ def test_defaults_apply_when_optional_tables_are_left_out(demo_raw):
     assert scenario.policy.admission.kv_fraction == 0.85
     assert scenario.policy.admission.output_quantile_reserve == 0.95
     assert scenario.traffic_class("batch").spot_tolerant is False
-    assert scenario.allowed_skus("llama3-8b") == ("L4", "L40S", "A100-80GB", "H100")
+    assert scenario.allowed_skus("llama-3.1-8b") == ("L4", "L40S", "A100-80GB", "H100")
 
 
 def test_model_without_skus_allows_every_sku(demo_raw):
     data = copy.deepcopy(demo_raw)
     del data["models"][0]["skus"]
-    assert parse_scenario(data).allowed_skus("llama3-8b") == SKU_NAMES
+    assert parse_scenario(data).allowed_skus("llama-3.1-8b") == SKU_NAMES
 
 
 def test_scenario_is_frozen():
@@ -222,7 +222,7 @@ BAD_CASES = [
     ("extra key", lambda d: d["capacity"].update(utilization_cap=0.8), "capacity.utilization_cap", "unknown key"),
     ("extra top-level key", lambda d: d.update(region=[]), "region", "unknown key"),
     ("out of range", lambda d: d["capacity"].update(utilisation_cap=1.0), "capacity.utilisation_cap", "< 1"),
-    ("unknown sku", lambda d: d["models"][1].update(skus=["H100", "H1000"]), "models[llama2-70b].skus[1]", "H1000"),
+    ("unknown sku", lambda d: d["models"][1].update(skus=["H100", "H1000"]), "models[llama-3.1-70b].skus[1]", "H1000"),
     ("unknown quota sku", lambda d: d["capacity"].update(quotas={"V100": 8}), "capacity.quotas.V100", "GPU SKU"),
     (
         "bad zone",
@@ -357,7 +357,7 @@ def test_check_against_data_passes_when_everything_is_there():
         ],
         geo=["us", "us", "eu", "apac"],
     )
-    profiles = _profiles([("llama3-8b", "H100"), ("llama2-70b", "A100-80GB"), ("mixtral-8x22b", "H200")])
+    profiles = _profiles([("llama-3.1-8b", "H100"), ("llama-3.1-70b", "A100-80GB"), ("qwen3-235b-a22b", "H200")])
     assert check_against_data(scenario, offers, profiles) == []
     assert check_against_data(scenario, None, None) == []
 
@@ -375,13 +375,13 @@ def test_check_against_data_reports_each_gap():
         geo=["us", "us", "us", "apac", "us"],  # europe-west4 misfiled in the catalog
         available=[True, True, True, True, False],
     )
-    profiles = _profiles([("llama3-8b", "L4")])  # L4 is offered nowhere here; llama2-70b has no profile
+    profiles = _profiles([("llama-3.1-8b", "L4")])  # L4 is offered nowhere here; llama-3.1-70b has no profile
     problems = check_against_data(scenario, offers, profiles)
     text = "\n".join(problems)
     assert "gcp:europe-west4 is declared in zone 'eu'" in text
     assert "gcp:us-central1 offers none of the SKUs" in text
-    assert "model llama2-70b has no profile" in text
-    assert "model llama3-8b cannot be placed" in text
+    assert "model llama-3.1-70b has no profile" in text
+    assert "model llama-3.1-8b cannot be placed" in text
     assert len(problems) == 4
 
 

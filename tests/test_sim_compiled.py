@@ -70,15 +70,15 @@ def test_prepare_announces_and_compiles_only_on_a_cold_cache(monkeypatch):
 
 def _plan(tmp_path: Path) -> Path:
     plan = pd.DataFrame([
-        {"period": P, "region": "aws:us-east-1", "sku": "H100", "model": "llama2-70b", "tier": "on_demand",
+        {"period": P, "region": "aws:us-east-1", "sku": "H100", "model": "llama-3.1-70b", "tier": "on_demand",
          "replicas": 2, "gpus": 8, "usd": 0.0},
-        {"period": P, "region": "gcp:europe-west4", "sku": "L4", "model": "llama3-8b", "tier": "on_demand",
+        {"period": P, "region": "gcp:europe-west4", "sku": "L4", "model": "llama-3.1-8b", "tier": "on_demand",
          "replicas": 2, "gpus": 2, "usd": 0.0},
     ])
     flows = pd.DataFrame(
-        [{"period": P, "origin": "us-east", "region": "aws:us-east-1", "model": "llama2-70b",
+        [{"period": P, "origin": "us-east", "region": "aws:us-east-1", "model": "llama-3.1-70b",
           "traffic_class": k, "rps": r} for k, r in (("interactive", 1.0), ("standard", 0.5), ("batch", 0.2))]
-        + [{"period": P, "origin": "eu-west", "region": "gcp:europe-west4", "model": "llama3-8b",
+        + [{"period": P, "origin": "eu-west", "region": "gcp:europe-west4", "model": "llama-3.1-8b",
             "traffic_class": k, "rps": 0.3} for k in ("interactive", "standard")])
     plan.to_csv(tmp_path / "plan.csv", index=False)
     flows.to_csv(tmp_path / "plan.flows.csv", index=False)

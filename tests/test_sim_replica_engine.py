@@ -1,6 +1,6 @@
 """The compiled replica engine: exact agreement with the pure-Python reference, and invariants.
 
-Pools are small (3 replicas of the real llama2-70b profiles, 2 minutes) and mostly
+Pools are small (3 replicas of the real llama-3.1-70b profiles, 2 minutes) and mostly
 overloaded on purpose, so queues, wait-time rejections, KV preemptions and Trail-limited
 SRPT preemptions all happen (each test checks that they did).
 """

@@ -22,19 +22,19 @@ P = "2026-11-02T18:00:00Z"
 def inputs(repo_root_module):
     scenario = load_scenario(repo_root_module / "scenarios" / "demo.toml")
     plan = pd.DataFrame([
-        {"period": P, "region": "aws:us-east-1", "sku": "H100", "model": "llama2-70b", "tier": "on_demand",
+        {"period": P, "region": "aws:us-east-1", "sku": "H100", "model": "llama-3.1-70b", "tier": "on_demand",
          "replicas": 3, "gpus": 12, "usd": 0.0},
-        {"period": P, "region": "aws:us-east-1", "sku": "A100-80GB", "model": "llama2-70b", "tier": "reserved",
+        {"period": P, "region": "aws:us-east-1", "sku": "A100-80GB", "model": "llama-3.1-70b", "tier": "reserved",
          "replicas": 1, "gpus": 4, "usd": 0.0},
-        {"period": P, "region": "gcp:europe-west4", "sku": "L4", "model": "llama3-8b", "tier": "on_demand",
+        {"period": P, "region": "gcp:europe-west4", "sku": "L4", "model": "llama-3.1-8b", "tier": "on_demand",
          "replicas": 2, "gpus": 2, "usd": 0.0},
     ])
     flows = pd.DataFrame(
-        [{"period": P, "origin": "us-east", "region": "aws:us-east-1", "model": "llama2-70b", "traffic_class": k,
+        [{"period": P, "origin": "us-east", "region": "aws:us-east-1", "model": "llama-3.1-70b", "traffic_class": k,
           "rps": r} for k, r in (("interactive", 1.5), ("standard", 1.0), ("batch", 0.5))]
-        + [{"period": P, "origin": "eu-west", "region": "gcp:europe-west4", "model": "llama3-8b",
+        + [{"period": P, "origin": "eu-west", "region": "gcp:europe-west4", "model": "llama-3.1-8b",
             "traffic_class": k, "rps": r} for k, r in (("interactive", 1.0), ("standard", 0.5))]
-        + [{"period": P, "origin": "eu-west", "region": "gcp:us-central1", "model": "llama3-8b",
+        + [{"period": P, "origin": "eu-west", "region": "gcp:us-central1", "model": "llama-3.1-8b",
             "traffic_class": "batch", "rps": 0.2}])
     return scenario, plan, flows
 
@@ -144,7 +144,7 @@ def test_input_errors(inputs):
     with pytest.raises(InputError, match="unknown scheduling policy"):
         simulate_plan(scenario, plan, demand, *args, policy="lifo", duration_s=10.0, replications=1, seed=1)
     with pytest.raises(InputError, match="no catalog offer"):
-        simulate_plan(scenario, plan.iloc[[0]].assign(sku="L40S", region="gcp:europe-west4", model="llama3-8b"), demand,
+        simulate_plan(scenario, plan.iloc[[0]].assign(sku="L40S", region="gcp:europe-west4", model="llama-3.1-8b"), demand,
                       *args, duration_s=10.0, replications=1, seed=1)
 
 

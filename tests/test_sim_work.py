@@ -40,15 +40,15 @@ def demo():
 
 def _plan(replicas: int = 2) -> pd.DataFrame:
     return pd.DataFrame([
-        {"period": P, "region": "aws:us-east-1", "sku": "H100", "model": "llama3-8b", "tier": "reserved",
+        {"period": P, "region": "aws:us-east-1", "sku": "H100", "model": "llama-3.1-8b", "tier": "reserved",
          "replicas": replicas, "gpus": replicas, "usd": 0.0},
-        {"period": P, "region": "aws:us-east-1", "sku": "H100", "model": "llama3-8b", "tier": "on_demand",
+        {"period": P, "region": "aws:us-east-1", "sku": "H100", "model": "llama-3.1-8b", "tier": "on_demand",
          "replicas": 1, "gpus": 1, "usd": 0.0},
     ])
 
 
 def _flows(rps: float = 1.0) -> pd.DataFrame:
-    return pd.DataFrame([{"period": P, "origin": "us-east", "region": "aws:us-east-1", "model": "llama3-8b",
+    return pd.DataFrame([{"period": P, "origin": "us-east", "region": "aws:us-east-1", "model": "llama-3.1-8b",
                           "traffic_class": k, "rps": rps} for k in ("interactive", "standard", "batch")])
 
 

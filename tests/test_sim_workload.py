@@ -36,7 +36,7 @@ def test_lognormal_through_p50_p99_reproduces_them():
 
 
 def test_lognormal_cut_at_context_is_a_conditioned_law():
-    law = LognormalLength.through(1469.0, 7436.0, 3072)  # code prompts on llama2-70b (4096 - 1024)
+    law = LognormalLength.through(1469.0, 7436.0, 3072)  # code prompts on llama-3.1-70b (4096 - 1024)
     x = law.sample_from_uniform(rng(1).random(200_000))
     assert x.min() >= 1 and x.max() <= 3072
     assert law.mean() == pytest.approx(x.mean(), rel=0.01)
@@ -44,13 +44,13 @@ def test_lognormal_cut_at_context_is_a_conditioned_law():
 
 
 def test_default_laws_follow_the_trace_figures():
-    inter = default_workload("interactive", "llama3-8b")
+    inter = default_workload("interactive", "llama-3.1-8b")
     assert inter.prompt.quantile(0.5) in (1020, 1021)
     # the 1,024-token output cut conditions the law, which pulls p99 a little below 601
     assert 580 <= inter.output.quantile(0.99) <= 601
-    batch = default_workload("batch", "llama2-70b")
+    batch = default_workload("batch", "llama-3.1-70b")
     assert batch.output.quantile(0.5) in (368, 369)
-    assert batch.prompt.hi == CONTEXT_TOKENS["llama2-70b"] - 1024
+    assert batch.prompt.hi == CONTEXT_TOKENS["llama-3.1-70b"] - 1024
     odd = default_workload("premium", "some-model")
     assert "no default" in odd.source and "unknown" in odd.source
 
@@ -74,19 +74,19 @@ def test_empirical_law_samples_the_histogram():
 
 def test_workloads_from_ingest_histogram_and_fallback():
     hist = pd.DataFrame({
-        "model": "llama3-8b", "traffic_class": "interactive",
+        "model": "llama-3.1-8b", "traffic_class": "interactive",
         "measure": ["prompt_tokens"] * 3 + ["output_tokens"] * 3,
         "bin_lo_tokens": [256, 512, 1024, 16, 32, 64], "bin_hi_tokens": [512, 1024, 2048, 32, 64, 128],
         "count": [1, 2, 1, 3, 3, 0],
     })
-    laws = workloads_for("llama3-8b", ("interactive", "batch"), hist)
+    laws = workloads_for("llama-3.1-8b", ("interactive", "batch"), hist)
     assert laws["interactive"].source == "ingest histogram"
     assert 16 <= laws["interactive"].output.quantile(0.99) < 64
     assert "Mooncake" in laws["batch"].source
     with pytest.raises(InputError, match="lacks column"):
-        workloads_for("llama3-8b", ("interactive",), hist.drop(columns=["count"]))
+        workloads_for("llama-3.1-8b", ("interactive",), hist.drop(columns=["count"]))
     with pytest.raises(InputError, match="count 0"):
-        workloads_for("llama3-8b", ("interactive",), hist.assign(count=0))
+        workloads_for("llama-3.1-8b", ("interactive",), hist.assign(count=0))
 
 
 def test_poisson_rate_and_exponential_gaps():
@@ -114,7 +114,7 @@ def test_trace_replay_rescales_and_loops():
 
 
 def test_sample_requests_is_deterministic_and_uses_common_random_numbers():
-    laws = [default_workload(k, "llama2-70b") for k in ("interactive", "standard", "batch")]
+    laws = [default_workload(k, "llama-3.1-70b") for k in ("interactive", "standard", "batch")]
     seq = np.random.SeedSequence(42)
     a = sample_requests(np.array([5.0, 3.0, 1.0]), laws, 600.0, seq, prediction_sigma=0.5)
     b = sample_requests(np.array([5.0, 3.0, 1.0]), laws, 600.0, np.random.SeedSequence(42), prediction_sigma=0.5)

@@ -14,7 +14,7 @@ from dataclasses import asdict, dataclass
 import numpy as np
 
 UTC_OFFSET_HOURS = {"us-east": -5, "us-west": -8, "eu-west": 1, "ap-northeast": 9}  # fixed, no DST
-MODELS = ("llama3-8b", "llama2-70b")
+MODELS = ("llama-3.1-8b", "llama-3.1-70b")
 CLASSES = ("interactive", "standard", "batch")
 
 EPISODE_DAYS_BETWEEN = 60.0
@@ -90,23 +90,23 @@ HOLIDAYS = (
     Holiday("2026-09-07", US, 0.85, "Labor Day"),
 )
 LAUNCHES = (
-    Launch("llama3-8b assistant feature, all regions", "2026-02-10T14:00:00Z", US + EU + JP,
-           ("llama3-8b",), ("interactive",), step=1.30, ramp_hours=72.0),
-    Launch("eu-west code assistant on llama2-70b (spike that decays)", "2026-05-12T07:00:00Z", EU,
-           ("llama2-70b",), ("standard",), step=1.15, ramp_hours=0.0, spike=2.0, half_life_hours=96.0),
+    Launch("llama-3.1-8b assistant feature, all regions", "2026-02-10T14:00:00Z", US + EU + JP,
+           ("llama-3.1-8b",), ("interactive",), step=1.30, ramp_hours=72.0),
+    Launch("eu-west code assistant on llama-3.1-70b (spike that decays)", "2026-05-12T07:00:00Z", EU,
+           ("llama-3.1-70b",), ("standard",), step=1.15, ramp_hours=0.0, spike=2.0, half_life_hours=96.0),
     Launch("ap-northeast batch customer onboarded", "2026-08-03T00:00:00Z", JP,
-           ("llama3-8b",), ("batch",), step=1.80, ramp_hours=24.0),
+           ("llama-3.1-8b",), ("batch",), step=1.80, ramp_hours=24.0),
 )  # fmt: skip
 OUTAGES = (
     Outage("zero_requests", "2026-03-17T13:00:00Z", "2026-03-17T19:00:00Z",
-           tuple(("us-east", "llama3-8b", c) for c in CLASSES), 0.0,
-           "us-east llama3-8b serving outage: rows present, zero requests, 08:00-14:00 local"),
+           tuple(("us-east", "llama-3.1-8b", c) for c in CLASSES), 0.0,
+           "us-east llama-3.1-8b serving outage: rows present, zero requests, 08:00-14:00 local"),
     Outage("missing_rows", "2026-01-20T02:00:00Z", "2026-01-20T08:00:00Z",
            tuple(("ap-northeast", m, c) for m in MODELS for c in CLASSES), 0.0,
            "ap-northeast log-collection gap: rows absent for every series, 11:00-17:00 local"),
     Outage("partial", "2026-09-15T18:00:00Z", "2026-09-15T23:00:00Z",
-           (("us-west", "llama2-70b", "interactive"), ("us-west", "llama2-70b", "standard")), 0.35,
-           "us-west llama2-70b capacity incident: 35% of normal requests served and logged"),
+           (("us-west", "llama-3.1-70b", "interactive"), ("us-west", "llama-3.1-70b", "standard")), 0.35,
+           "us-west llama-3.1-70b capacity incident: 35% of normal requests served and logged"),
 )  # fmt: skip
 
 

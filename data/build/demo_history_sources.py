@@ -182,7 +182,7 @@ def measure_servegen(path: Path) -> dict[str, Any]:
 def measure_history(frame: pd.DataFrame, utc_offset_hours: dict[str, int]) -> dict[str, Any]:
     """The same shape figures, measured on a demand history (to compare with the sources).
 
-    Daily-cycle and noise figures for every class of each region's llama3-8b series (in
+    Daily-cycle and noise figures for every class of each region's llama-3.1-8b series (in
     local hours), weekend over weekday mean per class, per-series peak hourly requests,
     and request-weighted mean token lengths per class.
     """
@@ -191,16 +191,16 @@ def measure_history(frame: pd.DataFrame, utc_offset_hours: dict[str, int]) -> di
     local_hour = epoch_hour + frame["region"].map(utc_offset_hours).to_numpy()
     local_hour = (local_hour - local_hour.min() // 24 * 24).astype(np.int64)
     weekday = (hours + pd.to_timedelta(frame["region"].map(utc_offset_hours), unit="h")).dt.day_of_week
-    out: dict[str, Any] = {"daily_cycle_llama3_8b": {}, "weekend_over_weekday": {}, "mean_tokens": {}}
+    out: dict[str, Any] = {"daily_cycle_llama_3_1_8b": {}, "weekend_over_weekday": {}, "mean_tokens": {}}
     for (region, model, traffic_class), idx in frame.groupby(["region", "model", "traffic_class"]).groups.items():
-        if model != "llama3-8b":
+        if model != "llama-3.1-8b":
             continue
         rows = frame.loc[idx]
         busy = rows["requests"].to_numpy() > 0
         rate = pd.Series(rows["requests"].to_numpy()[busy], index=local_hour[idx][busy])
         figures = shape_figures(rate)
         figures.pop("_noise"), figures.pop("_daily")
-        out["daily_cycle_llama3_8b"][f"{region}/{traffic_class}"] = figures
+        out["daily_cycle_llama_3_1_8b"][f"{region}/{traffic_class}"] = figures
     for traffic_class, rows in frame.groupby("traffic_class"):
         weekend = weekday.loc[rows.index] >= 5
         out["weekend_over_weekday"][traffic_class] = sig(

@@ -67,9 +67,9 @@ COLUMNS = [
 # --- levels and trend (chosen: the demo's scale, not measured) ---
 BASE_REQUESTS_PER_HOUR = 30_000.0
 REGION_WEIGHT = {"us-east": 1.0, "us-west": 0.6, "eu-west": 0.75, "ap-northeast": 0.45}
-MODEL_WEIGHT = {"llama3-8b": 1.0, "llama2-70b": 0.3}
+MODEL_WEIGHT = {"llama-3.1-8b": 1.0, "llama-3.1-70b": 0.3}
 CLASS_WEIGHT = {"interactive": 1.0, "standard": 0.55, "batch": 0.3}
-MONTHLY_GROWTH = {"llama3-8b": 0.055, "llama2-70b": 0.03}
+MONTHLY_GROWTH = {"llama-3.1-8b": 0.055, "llama-3.1-70b": 0.03}
 DAYS_PER_MONTH = 30.4375
 
 # --- daily cycle: ServeGen m-large hour-of-day log profile, 3 harmonics (measured) ---
@@ -100,7 +100,7 @@ TOKEN_LAWS = {
     "batch": {"prompt": (1469.0, 7436.0, 0.0237), "output": (368.0, 904.0, 0.0942)},
 }
 Z99 = 2.3263478740408408
-CONTEXT_TOKENS = {"llama3-8b": 8192, "llama2-70b": 4096}
+CONTEXT_TOKENS = {"llama-3.1-8b": 8192, "llama-3.1-70b": 4096}
 OUTPUT_CAP_TOKENS = 1024  # reserved for output; prompts are capped at context - 1024
 
 

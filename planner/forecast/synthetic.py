@@ -75,7 +75,7 @@ def synthetic_history(n_series: int, n_hours: int, seed: int = 0, truth: Truth =
         rng = np.random.default_rng(child)
         level = truth.level * (0.5 + (i % 7) / 3)
         values, _ = synthetic_series(n_hours, rng, replace(truth, level=level), poisson)
-        parts.append(pd.DataFrame({"ts": stamps, "region": f"r{i // 3:03d}", "model": "llama3-8b",
+        parts.append(pd.DataFrame({"ts": stamps, "region": f"r{i // 3:03d}", "model": "llama-3.1-8b",
                                    "traffic_class": ("interactive", "standard", "batch")[i % 3],
                                    "requests": values}))
     return pd.concat(parts, ignore_index=True)

@@ -32,7 +32,7 @@ program multiplies every coefficient, from either source, by ``capacity.utilisat
 
 Token lengths default to :data:`DEFAULT_TOKEN_LENGTHS`, the request-weighted mean prompt and
 output tokens per class of the bundled demo history (``data/history/demo_history.parquet``,
-llama3-8b rows: total prompt or output tokens / total requests, rounded to 10 tokens);
+llama-3.1-8b rows: total prompt or output tokens / total requests, rounded to 10 tokens);
 :func:`token_lengths_from_history` computes them from any demand history instead.
 """
 
@@ -69,7 +69,7 @@ DEFAULT_TOKEN_LENGTHS: dict[str, TokenLengths] = {
     "standard": TokenLengths(prompt_tokens=1790.0, output_tokens=30.0),
     "batch": TokenLengths(prompt_tokens=1790.0, output_tokens=390.0),
 }
-"""Demo-history means (llama3-8b): interactive 1,220.5 / 160.2, standard 1,786.0 / 29.4,
+"""Demo-history means (llama-3.1-8b): interactive 1,220.5 / 160.2, standard 1,786.0 / 29.4,
 batch 1,786.0 / 394.5 prompt / output tokens per request."""
 
 FALLBACK_TOKEN_LENGTHS = TokenLengths(prompt_tokens=1500.0, output_tokens=250.0)

@@ -401,7 +401,7 @@ _LABELS = {"o": "origins", "r": "regions", "s": "skus", "m": "models", "k": "cla
 
 
 def _names(inst: PlacementInstance, blocks) -> list[str]:
-    """Names built from indices, e.g. D_aws_us_east_1_H100_llama3_8b_t12 (LP/MPS-safe characters)."""
+    """Names built from indices, e.g. D_aws_us_east_1_H100_llama_3_1_8b_t12 (LP/MPS-safe characters)."""
     out: list[str] = []
     for block in blocks:
         parts: list[list[str]] = []

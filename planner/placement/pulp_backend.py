@@ -1,7 +1,7 @@
 """PuLP backend: the same arrays as named PuLP variables and constraints, solved by CBC or HiGHS.
 
 Every column and row gets the name ``problem.Milp`` builds from its indices
-(``D_aws_us_east_1_H100_llama3_8b_t12``, ``quota_gcp_us_central1_H100_t5``), so a PuLP
+(``D_aws_us_east_1_H100_llama_3_1_8b_t12``, ``quota_gcp_us_central1_H100_t5``), so a PuLP
 LP file reads as the formulation does. Building PuLP objects costs tenths of a second per
 10k columns, which is why the default path hands arrays to HiGHS directly; this backend is
 the reference the others are checked against, and the CBC path.

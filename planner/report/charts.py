@@ -7,7 +7,7 @@ style set in an ``rc_context`` (DejaVu Sans, which ships with matplotlib; fixed 
 and dpi; ``svg.hashsalt`` fixed), and PNG metadata stripped (no Software entry), so
 the bytes depend only on the table and the matplotlib/FreeType versions.
 
-Horizontal bars, because labels such as ``us-east / llama3-8b / interactive`` are long.
+Horizontal bars, because labels such as ``us-east / llama-3.1-8b / interactive`` are long.
 """
 
 from __future__ import annotations

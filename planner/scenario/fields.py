@@ -72,7 +72,7 @@ def _check_slug(value: str) -> str:
             "scenario_name",
             f"{value!r} is not a valid name",
             "use lowercase letters, digits, '.', '_' or '-', starting with a letter or digit "
-            "(e.g. 'us-east', 'llama3-8b')",
+            "(e.g. 'us-east', 'llama-3.1-8b')",
         )
     return value
 

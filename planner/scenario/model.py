@@ -42,7 +42,7 @@ SHARE_TOLERANCE = 1e-6
 class ModelSpec(Frozen):
     """A model to serve; the name must match the profile table (checked by ``check_against_data``)."""
 
-    name: Slug = Field(description="model name, e.g. 'llama3-8b', as in the profile table")
+    name: Slug = Field(description="model name, e.g. 'llama-3.1-8b', as in the profile table")
     skus: Annotated[tuple[Sku, ...], Field(min_length=1)] | None = Field(
         default=None, description="GPU SKUs this model may run on; omit for every SKU with a profile"
     )

@@ -57,7 +57,7 @@ from planner.storage import read_table
 
 Z99 = 2.3263478740408408
 OUTPUT_CAP_TOKENS = 1024
-CONTEXT_TOKENS: dict[str, int] = {"llama3-8b": 8192, "llama2-70b": 4096, "mixtral-8x22b": 65536}
+CONTEXT_TOKENS: dict[str, int] = {"llama-3.1-8b": 8192, "llama-3.1-70b": 4096, "qwen3-235b-a22b": 65536}
 """max_position_embeddings of each model's Hugging Face config.json."""
 DEFAULT_CONTEXT_TOKENS = 8192
 HISTOGRAM_COLUMNS = ("model", "traffic_class", "measure", "bin_lo_tokens", "bin_hi_tokens", "count")
