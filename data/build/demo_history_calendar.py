@@ -15,7 +15,10 @@ import numpy as np
 
 UTC_OFFSET_HOURS = {"us-east": -5, "us-west": -8, "eu-west": 1, "ap-northeast": 9}  # fixed, no DST
 MODELS = ("llama-3.1-8b", "llama-3.1-70b")
-CLASSES = ("interactive", "standard", "batch")
+CLASSES = ("interactive", "standard", "batch", "long-context")
+FIRST_CLASSES = CLASSES[:3]
+"""The classes of the first demo history; ``long-context`` (document and RAG prompts) came after,
+and its series follow theirs so that theirs keep their random streams."""
 
 EPISODE_DAYS_BETWEEN = 60.0
 EPISODE_HOURS = (24, 240)
@@ -111,8 +114,9 @@ OUTAGES = (
 
 
 def series_keys() -> list[tuple[str, str, str]]:
-    """The 24 series in their fixed order (which also fixes the RNG stream order)."""
-    return [(r, m, c) for r in UTC_OFFSET_HOURS for m in MODELS for c in CLASSES]
+    """The 32 series in their fixed order (which also fixes the RNG stream order)."""
+    first = [(r, m, c) for r in UTC_OFFSET_HOURS for m in MODELS for c in FIRST_CLASSES]
+    return first + [(r, m, c) for r in UTC_OFFSET_HOURS for m in MODELS for c in CLASSES if c not in FIRST_CLASSES]
 
 
 def parse_utc(text: str) -> np.datetime64:

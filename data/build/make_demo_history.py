@@ -68,7 +68,7 @@ COLUMNS = [
 BASE_REQUESTS_PER_HOUR = 30_000.0
 REGION_WEIGHT = {"us-east": 1.0, "us-west": 0.6, "eu-west": 0.75, "ap-northeast": 0.45}
 MODEL_WEIGHT = {"llama-3.1-8b": 1.0, "llama-3.1-70b": 0.3}
-CLASS_WEIGHT = {"interactive": 1.0, "standard": 0.55, "batch": 0.3}
+CLASS_WEIGHT = {"interactive": 1.0, "standard": 0.55, "batch": 0.3, "long-context": 0.12}
 MONTHLY_GROWTH = {"llama-3.1-8b": 0.055, "llama-3.1-70b": 0.03}
 DAYS_PER_MONTH = 30.4375
 
@@ -77,10 +77,12 @@ DAYS_PER_MONTH = 30.4375
 DIURNAL_COEF = (0.0050154, -0.13893, 0.048866, -0.014216, -0.021649, 0.033073)
 # (amplitude A_c, shift_c hours): interactive more peaked; standard (business, code-like)
 # 4 h earlier; batch in anti-phase at 0.6 amplitude (jobs scheduled off-peak, overnight)
-DIURNAL_CLASS = {"interactive": (1.3, 0.0), "standard": (1.0, 4.0), "batch": (-0.6, 0.0)}
-DIURNAL_PEAK_LOCAL_HOUR = {"interactive": 19.2, "standard": 15.2, "batch": 6.25}
-WEEKEND_FACTOR = {"interactive": 0.80, "standard": 0.72, "batch": 0.95}  # chosen; ServeGen weekday unknown
-HOLIDAY_EXPONENT = {"interactive": 1.0, "standard": 1.0, "batch": 0.5}
+# long-context (documents, RAG, agents with long histories) follows standard's business hours
+DIURNAL_CLASS = {"interactive": (1.3, 0.0), "standard": (1.0, 4.0), "batch": (-0.6, 0.0), "long-context": (1.0, 4.0)}
+DIURNAL_PEAK_LOCAL_HOUR = {"interactive": 19.2, "standard": 15.2, "batch": 6.25, "long-context": 15.2}
+WEEKEND_FACTOR = {"interactive": 0.80, "standard": 0.72, "batch": 0.95,  # chosen; ServeGen weekday unknown
+                  "long-context": 0.72}
+HOLIDAY_EXPONENT = {"interactive": 1.0, "standard": 1.0, "batch": 0.5, "long-context": 1.0}
 
 # --- hourly noise (measured) ---
 NOISE_PHI = 0.6935  # ServeGen m-large hourly log-noise lag-1 autocorrelation
@@ -90,6 +92,7 @@ NOISE_SIGMA = {  # marginal sd of eps on the log scale
     "interactive": 0.107,  # hourly CV implied by Azure conv per-minute burstiness
     "standard": 0.159,  # hourly CV implied by Azure code per-minute burstiness
     "batch": 0.2423,  # ServeGen m-large hourly log-noise sd (lumpy big clients)
+    "long-context": 0.159,  # as standard: API traffic
 }
 
 # --- token lengths per class: (p50, p99, hour-to-hour wobble sd of log length) (measured) ---
@@ -98,9 +101,11 @@ TOKEN_LAWS = {
     "standard": {"prompt": (1469.0, 7436.0, 0.0237), "output": (13.0, 251.5, 0.0)},  # Azure code
     # summarisation-like: Azure code prompts, Mooncake sample outputs (conv output wobble)
     "batch": {"prompt": (1469.0, 7436.0, 0.0237), "output": (368.0, 904.0, 0.0942)},
+    # long prompts, short answers: Mooncake sample prompts and outputs (conv wobble)
+    "long-context": {"prompt": (8873.0, 87330.0, 0.0562), "output": (368.0, 904.0, 0.0942)},
 }
 Z99 = 2.3263478740408408
-CONTEXT_TOKENS = {"llama-3.1-8b": 8192, "llama-3.1-70b": 4096}
+CONTEXT_TOKENS = {"llama-3.1-8b": 131072, "llama-3.1-70b": 131072}  # max_position_embeddings
 OUTPUT_CAP_TOKENS = 1024  # reserved for output; prompts are capped at context - 1024
 
 
@@ -244,7 +249,8 @@ def provenance(measured: dict) -> list[tuple[str, float, float]]:
         ("NOISE_SIGMA[standard]", NOISE_SIGMA["standard"], code["implied_hourly_cv"]),
         ("NOISE_SIGMA[batch]", NOISE_SIGMA["batch"], sg["hourly_noise_log"]["sd"]),
     ]
-    sources = {"interactive": (conv, conv), "standard": (code, code), "batch": (code, moon)}
+    sources = {"interactive": (conv, conv), "standard": (code, code), "batch": (code, moon),
+               "long-context": (moon, moon)}
     for traffic_class, (prompt_src, output_src) in sources.items():
         for kind, src in (("prompt", prompt_src), ("output", output_src)):
             p50, p99, wobble = TOKEN_LAWS[traffic_class][kind]

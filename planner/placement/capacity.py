@@ -1,34 +1,20 @@
-"""Capacity coefficients: the maximum request rate one replica sustains, per (model, SKU, class).
+"""Capacity coefficients: the maximum request rate one replica sustains, per (model, SKU, TP, class).
 
-The placement program needs cap(s, m, k), the requests per second one replica of model m
-on SKU s can carry for traffic class k. There are two sources:
+The placement program needs cap(s, tp, m, k), the requests per second one replica of model
+m on ``tp`` GPUs of SKU s can carry for traffic class k. There are two sources:
 
-* a **capacity table** (``--capacity``), columns ``model, sku, traffic_class,
-  max_rps_per_replica`` and optionally ``policy, source``: normally the output of the
+* a **capacity table** (``--capacity``), columns ``model, sku, tp_degree, traffic_class,
+  max_rps_per_replica`` and optionally the engine settings that reach it (``engine,
+  max_num_seqs, max_num_batched_tokens``) and ``policy, source``: normally the output of the
   fast-loop calibration (simulation against the SLO), validated here;
-* until that exists, an **analytic estimate** from the profile's step-time model
-  (``planner.profiles``), labelled :data:`ANALYTIC_LABEL` wherever it is used.
+* until that exists, an **analytic estimate** from each profile's step-time model at the
+  engine's default settings (:mod:`planner.profiles.throughput`: the throughput ceiling of
+  the class's mean request), labelled :data:`ANALYTIC_LABEL` wherever it is used. It ignores
+  queueing and the latency SLOs, which the simulation-based calibration accounts for. If not
+  even one request fits (B* < 1), the class cannot run on that unit and gets no row.
 
-The analytic estimate. A replica running continuous batching with B requests in flight,
-each with a prompt of P tokens and an output of O tokens (class means), spends per request
-``c·P`` ms of step time on prefill and takes O decode steps, each of which serves all B
-requests at once::
-
-    t_step(B) = a + b · B · L            L = P + O/2   (mean KV tokens read per request per step)
-    time for N requests = (N·O / B) · t_step(B) + N · c · P
-    X(B) = B / (O · t_step(B) + B · c · P)          requests per ms
-
-X grows with B (the fixed cost a is shared), so the replica runs at the largest batch it
-can hold::
-
-    B* = min(max_batch, floor(kv_fraction · kv_capacity_tokens / (P + O)))
-
-where each request reserves its full P + O tokens of KV and admission keeps reserved KV
-under ``kv_fraction`` (the scenario's ``policy.admission.kv_fraction``). If not even one
-request fits (B* < 1), the class cannot run on that SKU and gets no row.
-``max_rps_per_replica = 1000 · X(B*)``. This is a throughput ceiling: it ignores queueing
-and the latency SLOs, which the simulation-based calibration accounts for. The placement
-program multiplies every coefficient, from either source, by ``capacity.utilisation_cap``.
+The placement program multiplies every coefficient, from either source, by
+``capacity.utilisation_cap``.
 
 Token lengths default to :data:`DEFAULT_TOKEN_LENGTHS`, the request-weighted mean prompt and
 output tokens per class of the bundled demo history (``data/history/demo_history.parquet``,
@@ -38,7 +24,6 @@ llama-3.1-8b rows: total prompt or output tokens / total requests, rounded to 10
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -47,11 +32,15 @@ import numpy as np
 import pandas as pd
 
 from planner.errors import InputError
+from planner.profiles.step_model import StepModel
+from planner.profiles.throughput import ceiling
 
 ANALYTIC_LABEL = "analytic estimate (step-time model × utilisation cap)"
 TABLE_LABEL = "capacity table"
-REQUIRED_COLUMNS = ("model", "sku", "traffic_class", "max_rps_per_replica")
-OPTIONAL_COLUMNS = ("policy", "source")
+KEY_COLUMNS = ("model", "sku", "tp_degree", "traffic_class")
+REQUIRED_COLUMNS = (*KEY_COLUMNS, "max_rps_per_replica")
+SETTING_COLUMNS = ("engine", "max_num_seqs", "max_num_batched_tokens")
+OPTIONAL_COLUMNS = (*SETTING_COLUMNS, "policy", "source")
 CAPACITY_COLUMNS = (*REQUIRED_COLUMNS, *OPTIONAL_COLUMNS)
 DECIMALS = 6
 
@@ -97,17 +86,16 @@ def token_lengths_from_history(history: pd.DataFrame) -> dict[str, TokenLengths]
     }
 
 
-def requests_per_second(profile: Mapping[str, float], lengths: TokenLengths, kv_fraction: float) -> float:
-    """1000 · X(B*) for one profile row and one class's lengths; 0 when no request fits in KV."""
-    prompt, output = lengths.prompt_tokens, lengths.output_tokens
-    kv_batch = math.floor(kv_fraction * float(profile["kv_capacity_tokens"]) / (prompt + output))
-    batch = min(int(profile["max_batch"]), kv_batch)
-    if batch < 1:
-        return 0.0
-    context = prompt + output / 2.0
-    t_step_ms = float(profile["a_ms"]) + float(profile["b_ms_per_kv_token"]) * batch * context
-    per_ms = batch / (output * t_step_ms + batch * float(profile["c_ms_per_prefill_token"]) * prompt)
-    return 1000.0 * per_ms
+def requests_per_second(profile: Mapping[str, object], lengths: TokenLengths, kv_fraction: float, *,
+                        max_num_seqs: int | None = None, max_num_batched_tokens: int | None = None) -> float:
+    """The analytic ceiling in req/s for one profile row (at its engine defaults unless settings
+    are given) and one class's mean lengths; 0 when no request fits in KV."""
+    return ceiling(
+        StepModel.from_row(profile), kv_capacity_tokens=int(profile["kv_capacity_tokens"]),  # type: ignore[call-overload]
+        max_num_seqs=int(profile["max_num_seqs"] if max_num_seqs is None else max_num_seqs),  # type: ignore[call-overload]
+        max_num_batched_tokens=int(profile["max_num_batched_tokens"]  # type: ignore[call-overload]
+                                   if max_num_batched_tokens is None else max_num_batched_tokens),
+        prompt=lengths.prompt_tokens, output=lengths.output_tokens, kv_fraction=kv_fraction).rps
 
 
 def analytic_capacity(
@@ -118,9 +106,10 @@ def analytic_capacity(
     policy: str = "",
     token_lengths: Mapping[str, TokenLengths] | None = None,
 ) -> tuple[pd.DataFrame, dict[str, dict[str, float]]]:
-    """The analytic capacity table for every profiled (model, SKU) and every class.
+    """The analytic capacity table for every profile row (model, SKU, TP) and every class.
 
-    Returns the table (``CAPACITY_COLUMNS``, sorted by model, sku, class) and the token
+    ``profiles`` holds the rows to place (one engine per model: the scenario's usable rows).
+    Returns the table (``CAPACITY_COLUMNS``, sorted by model, sku, tp, class) and the token
     lengths used per class, so the plan JSON can say what the estimate assumed.
     """
     lengths = dict(DEFAULT_TOKEN_LENGTHS)
@@ -128,7 +117,7 @@ def analytic_capacity(
         lengths.update(token_lengths)
     used: dict[str, dict[str, float]] = {}
     rows = []
-    for profile in profiles.sort_values(["model", "sku"], kind="stable").to_dict("records"):
+    for profile in profiles.sort_values(["model", "sku", "tp_degree"], kind="stable").to_dict("records"):
         for klass in sorted(class_names):
             length = lengths.get(klass, FALLBACK_TOKEN_LENGTHS)
             used[klass] = {
@@ -143,8 +132,12 @@ def analytic_capacity(
                 {
                     "model": profile["model"],
                     "sku": profile["sku"],
+                    "tp_degree": int(profile["tp_degree"]),
                     "traffic_class": klass,
                     "max_rps_per_replica": round(rps, DECIMALS),
+                    "engine": profile["engine"],
+                    "max_num_seqs": int(profile["max_num_seqs"]),
+                    "max_num_batched_tokens": int(profile["max_num_batched_tokens"]),
                     "policy": policy,
                     "source": f"analytic: profile {profile['source']}, kv_fraction {kv_fraction:g}",
                 }
@@ -153,10 +146,11 @@ def analytic_capacity(
 
 
 def validate_capacity(frame: pd.DataFrame, where: str | Path = "capacity table") -> pd.DataFrame:
-    """Check a capacity table: required columns, positive finite rates, one row per key.
+    """Check a capacity table: required columns, positive finite rates and whole TP degrees, one row per key.
 
     Rows with a non-positive rate are errors (leave the row out when a class cannot run).
-    Returns the table with ``policy`` and ``source`` filled ('' and 'capacity table').
+    Returns the table with the optional columns filled: no engine settings ('' and 0: the
+    profile's defaults), ``policy`` '' and ``source`` 'capacity table'.
     """
     missing = [c for c in REQUIRED_COLUMNS if c not in frame.columns]
     if missing:
@@ -187,16 +181,56 @@ def validate_capacity(frame: pd.DataFrame, where: str | Path = "capacity table")
             "or drop the row if the class cannot run on that SKU",
         )
     table["max_rps_per_replica"] = rates
-    duplicated = np.flatnonzero(table.duplicated(subset=["model", "sku", "traffic_class"]).to_numpy())
+    for column in ("tp_degree", "max_num_seqs", "max_num_batched_tokens"):
+        if column not in table.columns:
+            table[column] = 0  # no setting: the profile's defaults
+            continue
+        values = pd.to_numeric(table[column], errors="coerce").to_numpy(dtype=float)
+        smallest = 1 if column == "tp_degree" else 0
+        bad = np.flatnonzero(~(np.isfinite(values) & (values >= smallest) & (values == np.floor(values)))
+                             | pd.api.types.is_bool_dtype(table[column]))
+        if bad.size:
+            raise InputError(f"{column} must be a whole number >= {smallest}, got {frame[column].iloc[bad[0]]!r}",
+                             where=f"{where}, row {bad[0] + 1}, column '{column}'",
+                             fix="write the GPUs per replica (tp_degree) and the engine settings as whole numbers")
+        table[column] = values.astype(np.int64)
+    duplicated = np.flatnonzero(table.duplicated(subset=list(KEY_COLUMNS)).to_numpy())
     if duplicated.size:
         row = table.iloc[duplicated[0]]
         raise InputError(
-            f"two rows for model {row['model']!r}, sku {row['sku']!r}, class {row['traffic_class']!r}",
+            f"two rows for model {row['model']!r}, sku {row['sku']!r}, TP {row['tp_degree']}, "
+            f"class {row['traffic_class']!r}",
             where=f"{where}, row {duplicated[0] + 1}",
-            fix="keep one row per (model, sku, traffic_class)",
+            fix="keep one row per (model, sku, tp_degree, traffic_class)",
         )
-    for column, default in (("policy", ""), ("source", TABLE_LABEL)):
+    for column, default in (("engine", ""), ("policy", ""), ("source", TABLE_LABEL)):
         if column not in table.columns:
             table[column] = default
         table[column] = table[column].astype("string").fillna(default).astype(str)
     return table.loc[:, list(CAPACITY_COLUMNS)]
+
+
+DEPLOYMENT_KEY = ("model", "sku", "tp_degree")
+
+
+def deployment_settings(table: pd.DataFrame, profiles: pd.DataFrame) -> pd.DataFrame:
+    """Per (model, SKU, TP): the engine settings its capacities were measured with.
+
+    A capacity table row that names no setting (engine '' or 0) stands for the profile's
+    defaults. One (model, SKU, TP) has one setting; a table that mixes several is refused.
+    """
+    defaults = profiles.loc[:, [*DEPLOYMENT_KEY, *SETTING_COLUMNS]].drop_duplicates(list(DEPLOYMENT_KEY))
+    merged = table.loc[:, [*DEPLOYMENT_KEY, *SETTING_COLUMNS]].merge(
+        defaults, on=list(DEPLOYMENT_KEY), how="left", suffixes=("", "_default"))
+    for column in SETTING_COLUMNS:
+        given = merged[column].astype(str).isin(["", "0"])
+        merged[column] = merged[column].where(~given, merged[f"{column}_default"])
+    settings = merged.loc[:, [*DEPLOYMENT_KEY, *SETTING_COLUMNS]].dropna().drop_duplicates()
+    clash = settings[settings.duplicated(list(DEPLOYMENT_KEY), keep=False)]
+    if len(clash):
+        row = clash.iloc[0]
+        raise InputError(f"the capacity table gives {row['model']} on {row['tp_degree']} x {row['sku']} more than one "
+                         "engine setting", where="capacity table",
+                         fix="keep one (engine, max_num_seqs, max_num_batched_tokens) per (model, sku, tp_degree)")
+    return settings.astype({"tp_degree": "int64", "max_num_seqs": "int64", "max_num_batched_tokens": "int64"}
+                           ).sort_values(list(DEPLOYMENT_KEY), kind="stable").reset_index(drop=True)

@@ -5,13 +5,14 @@ the inputs themselves (scenario, catalog, profiles, capacity table, demand) and 
 three plan tables, so a bug in the problem builder or a backend's decoding shows up as
 a violation instead of a wrong plan written to disk. It checks:
 
-* shape: replicas are positive whole numbers, ``gpus = replicas × GPUs per replica``,
-  every (region, SKU, tier) is an available offer on an enabled tier, every SKU is allowed
-  for its model; reserved replicas are the same in every period;
+* shape: replicas are positive whole numbers, ``gpus = replicas × tp_degree``, every
+  (model, SKU, TP) has a profile, every (region, SKU, tier) is an available offer on an
+  enabled tier, every SKU and TP is allowed for its model; reserved replicas are the same in
+  every period;
 * demand: every (origin, model, class, period) gets its demand routed (req/s);
 * residency and latency: every flow goes to a region in the origin's residency zones and
   within the class's RTT budget;
-* capacity (Mélange form): per (region, SKU, model, period),
+* capacity (Mélange form): per (region, SKU, TP, model, period),
   Σ_k steady load_k / cap_k ≤ reserved + on-demand replicas and
   Σ_k spot load_k / (φ·cap_k) ≤ spot replicas, spot load only for spot-tolerant classes,
   and the loads add up to the flows arriving in the region;
@@ -39,9 +40,9 @@ from planner.catalog import Catalog
 from planner.placement.periods import Demand
 from planner.scenario import Scenario
 
-PLAN_COLUMNS = ("period", "region", "sku", "model", "tier", "replicas", "gpus", "usd")
+PLAN_COLUMNS = ("period", "region", "sku", "tp_degree", "model", "tier", "replicas", "gpus", "usd")
 FLOW_COLUMNS = ("period", "origin", "region", "model", "traffic_class", "rps")
-LOAD_COLUMNS = ("period", "region", "sku", "model", "pool", "traffic_class", "rps")
+LOAD_COLUMNS = ("period", "region", "sku", "tp_degree", "model", "pool", "traffic_class", "rps")
 TOL_ABS = 1e-5
 TOL_REL = 1e-6
 TOL_REPLICA = 1e-4
@@ -119,16 +120,16 @@ def check_plan(
     periods = demand.periods
     hours = dict(zip(periods.labels, periods.hours.tolist(), strict=True))
     cap_cfg = scenario.capacity
-    tp = {(m, s): int(g) for m, s, g in profiles[["model", "sku", "tp_degree"]].itertuples(index=False)}
+    profiled = {(str(m), str(s), int(g)) for m, s, g in profiles[["model", "sku", "tp_degree"]].itertuples(index=False)}
     price = {(r, s, t): float(p) for r, s, t, p, ok in
              catalog.offers[["region_key", "sku", "tier", "usd_per_gpu_hour", "available"]].itertuples(index=False)
              if ok}
-    cap = {(m, s, k): cap_cfg.utilisation_cap * float(v) for m, s, k, v in
-           capacity[["model", "sku", "traffic_class", "max_rps_per_replica"]].itertuples(index=False)}
+    cap = {(m, s, int(g), k): cap_cfg.utilisation_cap * float(v) for m, s, g, k, v in
+           capacity[["model", "sku", "tp_degree", "traffic_class", "max_rps_per_replica"]].itertuples(index=False)}
 
     # ---- shape, offers, cost per row
     for row in plan.itertuples(index=False):
-        where = f"plan row ({row.period}, {row.region}, {row.sku}, {row.model}, {row.tier})"
+        where = f"plan row ({row.period}, {row.region}, {row.tp_degree} x {row.sku}, {row.model}, {row.tier})"
         if row.period not in hours:
             report.add(f"{where}: unknown period")
             continue
@@ -138,10 +139,12 @@ def check_plan(
             report.add(f"{where}: tier {row.tier} is not enabled in the scenario")
         if row.sku not in scenario.allowed_skus(row.model):
             report.add(f"{where}: {row.sku} is not an allowed SKU for {row.model}")
-        gpus = tp.get((row.model, row.sku))
-        if gpus is None:
-            report.add(f"{where}: no profile of {row.model} on {row.sku}")
+        if row.tp_degree not in scenario.allowed_tps(row.model):
+            report.add(f"{where}: TP {row.tp_degree} is not allowed for {row.model}")
+        if (row.model, row.sku, int(row.tp_degree)) not in profiled:
+            report.add(f"{where}: no profile of {row.model} on {row.tp_degree} x {row.sku}")
             continue
+        gpus = int(row.tp_degree)
         if row.gpus != row.replicas * gpus:
             report.add(f"{where}: gpus {row.gpus} != {row.replicas} replicas × {gpus} GPUs")
         unit_price = price.get((row.region, row.sku, row.tier))
@@ -154,15 +157,17 @@ def check_plan(
             report.add(f"{where}: usd {row.usd} but the catalog price gives {usd:.4f}")
 
     reserved = plan[plan["tier"] == "reserved"]
-    for (r, s, m), group in reserved.groupby(["region", "sku", "model"]):
+    for (r, s, g, m), group in reserved.groupby(["region", "sku", "tp_degree", "model"]):
         counts = group.set_index("period")["replicas"].reindex(list(periods.labels)).fillna(0)
         if counts.nunique() > 1:
-            report.add(f"reserved replicas of {m} on {s} in {r} change between periods ({counts.min()}..{counts.max()})")
+            report.add(f"reserved replicas of {m} on {g} x {s} in {r} change between periods "
+                       f"({counts.min()}..{counts.max()})")
 
     # ---- switching cost of on-demand replicas between consecutive periods
     if cap_cfg.switching_cost_usd > 0 and len(periods) > 1:
         on_demand = plan[plan["tier"] == "on_demand"].pivot_table(
-            index=["region", "sku", "model"], columns="period", values="replicas", aggfunc="sum", fill_value=0)
+            index=["region", "sku", "tp_degree", "model"], columns="period", values="replicas", aggfunc="sum",
+            fill_value=0)
         matrix = on_demand.reindex(columns=list(periods.labels), fill_value=0).to_numpy(dtype=float)
         steps = np.abs(np.diff(matrix, axis=1)).sum()
         if periods.cyclic:
@@ -192,28 +197,30 @@ def check_plan(
                    f"{demand.rps[o, m, k, t]:.6g} req/s but only {served[o, m, k, t]:.6g} is routed")
 
     # ---- capacity (Mélange form) and spot classes
-    keys = ["period", "region", "sku", "model"]
+    keys = ["period", "region", "sku", "tp_degree", "model"]
     steady_count = plan[plan["tier"].isin(["reserved", "on_demand"])].groupby(keys)["replicas"].sum().to_dict()
     spot_count = plan[plan["tier"] == "spot"].groupby(keys)["replicas"].sum().to_dict()
     live = loads[loads["rps"] > TOL_ABS]
-    coefficient = np.array([cap.get((m, s, k), 0.0) for m, s, k in
-                            live[["model", "sku", "traffic_class"]].itertuples(index=False)])
+    coefficient = np.array([cap.get((m, s, int(g), k), 0.0) for m, s, g, k in
+                            live[["model", "sku", "tp_degree", "traffic_class"]].itertuples(index=False)])
     spot_pool = (live["pool"] == "spot").to_numpy()
     tolerant = {k: scenario.traffic_class(k).spot_tolerant for k in scenario.class_names}
     for row in live[(coefficient <= 0)].itertuples(index=False):
-        report.add(f"load of {row.traffic_class} on {row.model}/{row.sku} in {row.region}: no capacity coefficient")
+        report.add(f"load of {row.traffic_class} on {row.model}/{row.tp_degree} x {row.sku} in {row.region}: "
+                   "no capacity coefficient")
     for row in live[spot_pool & ~live["traffic_class"].map(tolerant).fillna(False).to_numpy(dtype=bool)].itertuples(
             index=False):
-        report.add(f"class {row.traffic_class} is on spot replicas of {row.model}/{row.sku} in {row.region} "
+        report.add(f"class {row.traffic_class} is on spot replicas of {row.model}/{row.tp_degree} x {row.sku} in {row.region} "
                    f"({row.period}) but is not spot-tolerant")
     usable = coefficient > 0
     share = live[usable].assign(
         used=live["rps"].to_numpy()[usable]
         / (coefficient[usable] * np.where(spot_pool[usable], cap_cfg.spot_reliable_fraction, 1.0)))
-    for (period, region, sku, model, pool), used in share.groupby([*keys, "pool"])["used"].sum().items():
-        have = (spot_count if pool == "spot" else steady_count).get((period, region, sku, model), 0)
+    for (period, region, sku, tp, model, pool), used in share.groupby([*keys, "pool"])["used"].sum().items():
+        have = (spot_count if pool == "spot" else steady_count).get((period, region, sku, tp, model), 0)
         if used > have + TOL_REPLICA:
-            report.add(f"{model}/{sku} in {region} ({period}): {pool} load needs {used:.6f} replicas, plan has {have:g}")
+            report.add(f"{model}/{tp} x {sku} in {region} ({period}): {pool} load needs {used:.6f} replicas, "
+                       f"plan has {have:g}")
     arriving = flows.groupby(["period", "region", "model", "traffic_class"])["rps"].sum()
     carried = loads.groupby(["period", "region", "model", "traffic_class"])["rps"].sum()
     both = pd.concat([arriving.rename("in"), carried.rename("out")], axis=1).fillna(0.0)

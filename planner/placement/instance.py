@@ -1,11 +1,12 @@
 """The numbers of one placement problem, gathered from scenario, catalog, profiles and capacity.
 
-A *unit* u = (r, s, m) is a way to run model m on SKU s in serving region r. It exists
-when the scenario allows s for m, the profiles size a replica of m on s (tp GPUs), the
-catalog offers s in r on at least one enabled tier, some class can run on it (a
-capacity coefficient), and the quota admits at least one replica. Every candidate that
-fails one of these is kept in ``excluded`` with the reason, for the infeasibility
-diagnosis.
+A *unit* u = (r, s, tp, m) is a way to run model m on replicas of ``tp`` GPUs of SKU s
+in serving region r. It exists when the scenario allows s and tp for m, a profile sizes
+that replica, the catalog offers s in r on at least one enabled tier, some class can run
+on it (a capacity coefficient), and the quota admits at least one replica. Each
+tensor-parallel degree of a (model, SKU) is its own unit: the program chooses among them.
+Every candidate that fails one of these is kept in ``excluded`` with the reason, for the
+infeasibility diagnosis.
 
 Quotas. The program has one quota row per (region, SKU) in GPUs, counting every tier
 and every model. The value is the scenario's override (the region's own ``quotas``, else
@@ -68,7 +69,7 @@ class PlacementInstance:
     budget_usd: float | None
     switching_cost_usd: float
     latency_penalty: float = LATENCY_PENALTY_USD_PER_REQUEST_MS
-    excluded: tuple[tuple[str, str, str, str], ...] = ()  # (region, sku, model, reason)
+    excluded: tuple[tuple[str, str, str, str], ...] = ()  # (region, sku or "sku xTP", model, reason)
     quota_source: dict[str, str] = field(default_factory=dict)
     quota_by_period: np.ndarray | None = None  # [r, s, t]: a residual quota that varies by period
 
@@ -90,8 +91,9 @@ class PlacementInstance:
     def total_hours(self) -> float:
         return float(self.periods.hours.sum())
 
-    def unit_name(self, u: int) -> tuple[str, str, str]:
-        return self.regions[self.unit_region[u]], self.skus[self.unit_sku[u]], self.models[self.unit_model[u]]
+    def unit_name(self, u: int) -> tuple[str, str, str, str]:
+        return (self.regions[self.unit_region[u]], self.skus[self.unit_sku[u]], f"tp{int(self.unit_gpus[u])}",
+                self.models[self.unit_model[u]])
 
     def tier_index(self, tier: str) -> int:
         return TIERS.index(tier)
@@ -113,6 +115,20 @@ class PlacementInstance:
         return PlacementInstance(**fields)
 
 
+def _dominating_tp(gpus: int, caps: list[float], candidates: list[tuple[int, list[float], int]]) -> int | None:
+    """A smaller TP degree of the same (region, SKU, model) that makes this one redundant, or None.
+
+    Replicas of ``g`` GPUs, ``gpus / g`` of them in place of one replica of ``gpus``, use the
+    same GPUs at the same price; when together they carry at least as much of every class,
+    any plan with the larger replica is matched, at no more cost, by one without it. Degrees
+    are powers of two, so ``gpus / g`` is whole.
+    """
+    for g, other, _ in candidates:
+        if g < gpus and gpus % g == 0 and all((gpus // g) * o >= c for o, c in zip(other, caps, strict=True)):
+            return g
+    return None
+
+
 def _catalog_quota(offers: pd.DataFrame, tiers: tuple[str, ...]) -> dict[tuple[str, str], int]:
     usable = offers[offers["available"] & offers["tier"].isin(tiers)]
     return {(str(r), str(s)): int(q) for (r, s), q in usable.groupby(["region_key", "sku"])["quota_gpus"].max().items()}
@@ -125,7 +141,10 @@ def build_instance(
     profiles: pd.DataFrame,
     capacity: pd.DataFrame,
 ) -> PlacementInstance:
-    """Assemble the placement instance; ``capacity`` holds raw max req/s per replica."""
+    """Assemble the placement instance; ``capacity`` holds raw max req/s per replica per (model, SKU, TP, class).
+
+    ``profiles`` are the rows the scenario may deploy (``planner.scenario.usable_profiles``).
+    """
     origins, regions = scenario.origin_names, scenario.serving_keys
     models, classes = scenario.model_names, scenario.class_names
     tiers = tuple(t for t in TIERS if t in scenario.capacity.tiers)
@@ -141,10 +160,13 @@ def build_instance(
             override = scenario.quota_gpus(r, s)
             quota[ri, si] = override if override is not None else catalog_quota.get((r, s), 0)
             quota_source[f"{r}|{s}"] = "scenario" if override is not None else "catalog"
-    tp = {(str(m), str(s)): int(g) for m, s, g in profiles[["model", "sku", "tp_degree"]].itertuples(index=False)}
+    tps: dict[tuple[str, str], list[int]] = {}
+    for m, s, g in profiles[["model", "sku", "tp_degree"]].itertuples(index=False):
+        tps.setdefault((str(m), str(s)), []).append(int(g))
     cap = {
-        (str(m), str(s), str(k)): float(v)
-        for m, s, k, v in capacity[["model", "sku", "traffic_class", "max_rps_per_replica"]].itertuples(index=False)
+        (str(m), str(s), int(g), str(k)): float(v)
+        for m, s, g, k, v in capacity[["model", "sku", "tp_degree", "traffic_class", "max_rps_per_replica"]]
+        .itertuples(index=False)
     }
     util = scenario.capacity.utilisation_cap
     rows: dict[str, list] = {k: [] for k in ("r", "s", "m", "g", "price", "cap", "max")}
@@ -157,21 +179,31 @@ def build_instance(
                 if not np.isfinite(unit_prices).any():
                     excluded.append((r, s, m, f"no available offer of {s} in {r} on the enabled tiers"))
                     continue
-                if (m, s) not in tp:
+                if (m, s) not in tps:
                     excluded.append((r, s, m, f"no profile of {m} on {s}"))
                     continue
-                caps = [util * cap.get((m, s, k), 0.0) for k in classes]
-                if max(caps) <= 0:
-                    excluded.append((r, s, m, f"no capacity coefficient for {m} on {s} for any class"))
-                    continue
-                gpus = tp[(m, s)]
-                most = int(quota[ri, si] // gpus)
-                if most < 1:
-                    excluded.append((r, s, m, f"quota of {quota[ri, si]} {s} GPUs in {r} is below the {gpus} GPUs "
-                                              f"one replica of {m} needs"))
-                    continue
-                for key, value in zip(rows, (ri, si, mi, gpus, unit_prices, caps, most), strict=True):
-                    rows[key].append(value)
+                candidates = []
+                for gpus in sorted(tps[(m, s)]):
+                    caps = [util * cap.get((m, s, gpus, k), 0.0) for k in classes]
+                    if max(caps) <= 0:
+                        excluded.append((r, f"{s} x{gpus}", m,
+                                         f"no capacity coefficient for {m} on {gpus} x {s} for any class"))
+                        continue
+                    most = int(quota[ri, si] // gpus)
+                    if most < 1:
+                        excluded.append((r, f"{s} x{gpus}", m, f"quota of {quota[ri, si]} {s} GPUs in {r} is below "
+                                                               f"the {gpus} GPUs one replica of {m} needs"))
+                        continue
+                    candidates.append((gpus, caps, most))
+                for gpus, caps, most in candidates:
+                    smaller = _dominating_tp(gpus, caps, candidates)
+                    if smaller is not None:
+                        excluded.append((r, f"{s} x{gpus}", m, f"dominated by {smaller} x {s}: {gpus // smaller} of "
+                                                               f"those replicas carry as much of every class on the "
+                                                               "same GPUs"))
+                        continue
+                    for key, value in zip(rows, (ri, si, mi, gpus, unit_prices, caps, most), strict=True):
+                        rows[key].append(value)
     eligible = np.zeros((len(origins), len(classes), len(regions)), dtype=bool)
     for oi, o in enumerate(origins):
         for ki, k in enumerate(classes):

@@ -101,13 +101,14 @@ def plan_frames(inst: PlacementInstance, fleet: Fleet) -> tuple[pd.DataFrame, pd
         "period": [labels[i] for i in t],
         "region": [inst.regions[i] for i in inst.unit_region[u]],
         "sku": [inst.skus[i] for i in inst.unit_sku[u]],
+        "tp_degree": inst.unit_gpus[u].astype(np.int64),
         "model": [inst.models[i] for i in inst.unit_model[u]],
         "tier": [TIERS[i] for i in tier],
         "replicas": count.astype(np.int64),
         "gpus": gpus.astype(np.int64),
         "usd": np.round(usd, USD_DECIMALS),
         "_t": t, "_tier": tier,
-    }).sort_values(["_t", "region", "sku", "model", "_tier"], kind="stable").drop(columns=["_t", "_tier"])
+    }).sort_values(["_t", "region", "sku", "tp_degree", "model", "_tier"], kind="stable").drop(columns=["_t", "_tier"])
     live = fleet.flows[fleet.flows[:, 5] > 1e-9]
     flows = pd.DataFrame({
         "period": [labels[int(i)] for i in live[:, 4]],
@@ -124,12 +125,14 @@ def plan_frames(inst: PlacementInstance, fleet: Fleet) -> tuple[pd.DataFrame, pd
         "period": [labels[int(i)] for i in busy[:, 3]],
         "region": [inst.regions[i] for i in inst.unit_region[units]],
         "sku": [inst.skus[i] for i in inst.unit_sku[units]],
+        "tp_degree": inst.unit_gpus[units].astype(np.int64),
         "model": [inst.models[i] for i in inst.unit_model[units]],
         "pool": np.where(busy[:, 1] > 0, "spot", "steady"),
         "traffic_class": [inst.classes[int(i)] for i in busy[:, 2]],
         "rps": np.round(busy[:, 4], RPS_DECIMALS),
         "_t": busy[:, 3].astype(int),
-    }).sort_values(["_t", "region", "sku", "model", "pool", "traffic_class"], kind="stable").drop(columns="_t")
+    }).sort_values(["_t", "region", "sku", "tp_degree", "model", "pool", "traffic_class"], kind="stable"
+                   ).drop(columns="_t")
     return (plan.loc[:, list(PLAN_COLUMNS)].reset_index(drop=True),
             flows.loc[:, list(FLOW_COLUMNS)].reset_index(drop=True),
             loads.loc[:, list(LOAD_COLUMNS)].reset_index(drop=True))

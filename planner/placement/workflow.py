@@ -40,7 +40,9 @@ from planner.placement.backends import BACKENDS, HIDDEN_BACKENDS
 from planner.placement.bounds import best_single_sku, elastic_bound
 from planner.placement.capacity import (
     ANALYTIC_LABEL,
+    DEPLOYMENT_KEY,
     analytic_capacity,
+    deployment_settings,
     validate_capacity,
 )
 from planner.placement.check import check_plan
@@ -52,7 +54,9 @@ from planner.placement.result import PlacementResult, fleet_cost, plan_frames
 from planner.placement.solve import solve_instance
 from planner.placement.status import SolveStatus
 from planner.placement.window import PlanningWindow
-from planner.scenario import Scenario
+from planner.profiles.deploy import Deployment
+from planner.profiles.measured import MODEL_PATHS
+from planner.scenario import Scenario, usable_profiles
 from planner.storage import atomic_path, staged_outputs
 
 DEFAULT_SOLVER = "highs"
@@ -127,7 +131,9 @@ def place_plan(
     net = SafetyNet.starting_now(time_limit_s)
     spec = parse_periods(periods)
     level = scenario.capacity.forecast_quantile if quantile is None else quantile
+    profiles = usable_profiles(scenario, profiles)
     table, capacity_label, capacity_meta = _capacity_table(scenario, profiles, capacity)
+    settings = deployment_settings(table, profiles)
     demand = demand_from_forecast(forecast, scenario, level, spec, window=window)
     inst = build_instance(scenario, demand, catalog, profiles, table)
     findings = diagnose.precheck(inst)
@@ -141,6 +147,7 @@ def place_plan(
     if inst.budget_usd is not None and rental + switching > inst.budget_usd * (1 + 1e-9):
         diagnose.raise_infeasible([diagnose.budget_finding(inst, max(summary.bound, 0.0))])
     plan, flows, loads = plan_frames(inst, summary.fleet)
+    plan = plan.merge(settings, on=list(DEPLOYMENT_KEY), how="left", validate="many_to_one")
     report = check_plan(plan, flows, loads, scenario=scenario, catalog=catalog, profiles=profiles, capacity=table,
                         demand=demand)
     if not report.ok:
@@ -161,10 +168,28 @@ def place_plan(
                  capacity_label, capacity_meta, _table_sha256(table), input_hashes or {}, extra, debug_files)
     meta["slo_checked"] = capacity is not None
     meta["reproducible"] = not hits
+    meta["deployments"] = _deployments(plan, profiles)
     meta["warnings"] = warnings
     periods_frame = pd.DataFrame({"period": list(inst.periods.labels), "hours": inst.periods.hours,
                                   "first_ts": list(inst.periods.first_ts)})
     return PlacementResult(plan, flows, loads, meta, summary.status, periods_frame)
+
+
+def _deployments(plan: pd.DataFrame, profiles: pd.DataFrame) -> list[dict[str, Any]]:
+    """Each (model, SKU, TP) the plan runs, with its engine settings and the command that deploys them."""
+    used = plan.loc[:, [*DEPLOYMENT_KEY, "engine", "max_num_seqs", "max_num_batched_tokens"]].drop_duplicates()
+    memory = {(str(m), str(s), int(g), str(e)): float(u) for m, s, g, e, u in
+              profiles[[*DEPLOYMENT_KEY, "engine", "gpu_memory_utilization"]].itertuples(index=False)}
+    out = []
+    for row in used.sort_values(list(DEPLOYMENT_KEY), kind="stable").itertuples(index=False):
+        deployment = Deployment(str(row.model), str(row.sku), int(row.tp_degree), str(row.engine),
+                                int(row.max_num_seqs), int(row.max_num_batched_tokens))
+        fraction = memory.get((deployment.model, deployment.sku, deployment.tp_degree, deployment.engine), 0.9)
+        out.append({"model": deployment.model, "sku": deployment.sku, "tp_degree": deployment.tp_degree,
+                    "engine": deployment.engine, "max_num_seqs": deployment.max_num_seqs,
+                    "max_num_batched_tokens": deployment.max_num_batched_tokens,
+                    "launch": deployment.launch_command(MODEL_PATHS.get(deployment.model, deployment.model), fraction)})
+    return out
 
 
 def _explain_failure(inst: PlacementInstance, status: SolveStatus, message: str, bound: float) -> None:

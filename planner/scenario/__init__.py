@@ -7,7 +7,7 @@ capacity rules one planning run works under.
 catalog offers and model profiles.
 """
 
-from planner.scenario.data_check import check_against_data
+from planner.scenario.data_check import check_against_data, usable_profiles
 from planner.scenario.fields import (
     CLOUDS,
     FORECAST_QUANTILES,
@@ -51,6 +51,7 @@ __all__ = [
     "ServingRegion",
     "TrafficClass",
     "check_against_data",
+    "usable_profiles",
     "load_scenario",
     "parse_scenario",
 ]

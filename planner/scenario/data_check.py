@@ -8,7 +8,7 @@ an empty list means the scenario fits the data. Pure: DataFrames in, strings out
 Offers need the columns ``region_key, sku, tier``; an optional boolean
 ``available`` column drops unavailable rows, and an optional ``geo`` column
 (residency zone) is compared with each serving region's declared zone, since a
-wrong zone would silently break residency. Profiles need ``model, sku``.
+wrong zone would silently break residency. Profiles need ``model, sku, tp_degree, engine``.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from planner.errors import InputError
 from planner.scenario.model import Scenario
 
 OFFER_COLUMNS = ("region_key", "sku", "tier")
-PROFILE_COLUMNS = ("model", "sku")
+PROFILE_COLUMNS = ("model", "sku", "tp_degree", "engine")
 
 
 def _require(frame: pd.DataFrame, columns: tuple[str, ...], what: str) -> None:
@@ -88,6 +88,21 @@ def _offer_problems(scenario: Scenario, offers: pd.DataFrame) -> tuple[list[str]
     return problems, offered
 
 
+def usable_profiles(scenario: Scenario, profiles: pd.DataFrame) -> pd.DataFrame:
+    """The profile rows the scenario may deploy: its models, on their allowed SKUs, under each
+    model's engine, at its allowed tensor-parallel degrees; in key order."""
+    _require(profiles, PROFILE_COLUMNS, "model profiles")
+    keep = pd.Series(False, index=profiles.index)
+    for model in scenario.model_names:
+        spec = scenario.model(model)
+        keep |= ((profiles["model"].astype(str) == model) & profiles["sku"].astype(str).isin(scenario.allowed_skus(model))
+                 & (profiles["engine"].astype(str) == spec.engine)
+                 & profiles["tp_degree"].astype(int).isin(scenario.allowed_tps(model)))
+    out = profiles[keep].sort_values(list(PROFILE_COLUMNS), kind="stable")
+    out.attrs.update(profiles.attrs)
+    return out
+
+
 def check_against_data(
     scenario: Scenario,
     catalog_offers: pd.DataFrame | None,
@@ -110,17 +125,21 @@ def check_against_data(
     if profiles is not None:
         _require(profiles, PROFILE_COLUMNS, "model profiles")
         model_column = profiles["model"].astype(str)
-        profiled = {
-            model: set(profiles.loc[model_column == model, "sku"].astype(str)) for model in scenario.model_names
-        }
+        usable = usable_profiles(scenario, profiles)
+        profiled = {model: set(usable.loc[usable["model"] == model, "sku"].astype(str))
+                    for model in scenario.model_names}
         for model in scenario.model_names:
-            allowed = set(scenario.allowed_skus(model))
-            if not profiled[model]:
+            spec = scenario.model(model)
+            mine = profiles[model_column == model]
+            if mine.empty:
                 problems.append(f"model {model} has no profile (no row in the profile table)")
-            elif not profiled[model] & allowed:
+            elif not profiled[model]:
+                offered = sorted({f"{s} TP{t} ({e})" for s, t, e in mine[["sku", "tp_degree", "engine"]]
+                                  .itertuples(index=False)})
                 problems.append(
-                    f"model {model} has profiles only for {', '.join(sorted(profiled[model]))}, "
-                    f"none of which is in its allowed SKUs ({', '.join(sorted(allowed))})"
+                    f"model {model} has no profile under engine {spec.engine} on its allowed SKUs "
+                    f"({', '.join(scenario.allowed_skus(model))}) and tensor-parallel degrees "
+                    f"({', '.join(map(str, scenario.allowed_tps(model)))}); profiled: {', '.join(offered)}"
                 )
     if offered is not None:
         offered_anywhere = set().union(*offered.values()) if offered else set()

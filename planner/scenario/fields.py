@@ -25,11 +25,15 @@ Sku = Literal["A100-40GB", "A100-80GB", "H100", "H200", "B200", "B300", "L40S", 
 Zone = Literal["us", "ca", "eu", "apac", "me", "sa"]
 PolicyName = Literal["fcfs", "cmu", "wspt", "srpt", "priority-aging", "drr-fcfs", "drr-wspt"]
 Tier = Literal["reserved", "on_demand", "spot"]
+Engine = Literal["vllm", "sglang", "trtllm"]
+TpDegree = Literal[1, 2, 4, 8]
 
 SKU_NAMES: tuple[str, ...] = get_args(Sku)
 ZONES: tuple[str, ...] = get_args(Zone)
 POLICY_NAMES: tuple[str, ...] = get_args(PolicyName)
 TIERS: tuple[str, ...] = get_args(Tier)
+ENGINES: tuple[str, ...] = get_args(Engine)
+TP_DEGREES: tuple[int, ...] = get_args(TpDegree)
 CLOUDS: tuple[str, ...] = ("aws", "gcp", "nebius", "lambda")
 FORECAST_QUANTILES: tuple[float, ...] = (0.5, 0.9, 0.95, 0.99)
 

@@ -20,6 +20,9 @@ from pydantic import AfterValidator, Field, field_validator, model_validator
 from planner.scenario.fields import (
     FORECAST_QUANTILES,
     SKU_NAMES,
+    TP_DEGREES,
+    Engine,
+    TpDegree,
     Bool,
     Float,
     Horizon,
@@ -40,11 +43,20 @@ SHARE_TOLERANCE = 1e-6
 
 
 class ModelSpec(Frozen):
-    """A model to serve; the name must match the profile table (checked by ``check_against_data``)."""
+    """A model to serve; the name must match the profile table (checked by ``check_against_data``).
+
+    Every tensor-parallel degree that fits a SKU is a candidate: calibration measures each and
+    placement chooses; ``tp`` narrows the candidates. ``engine`` is the serving engine whose
+    measured step times the profiles use.
+    """
 
     name: Slug = Field(description="model name, e.g. 'llama-3.1-8b', as in the profile table")
     skus: Annotated[tuple[Sku, ...], Field(min_length=1)] | None = Field(
         default=None, description="GPU SKUs this model may run on; omit for every SKU with a profile"
+    )
+    engine: Engine = Field(default="vllm", description="serving engine: vllm, sglang or trtllm")
+    tp: Annotated[tuple[TpDegree, ...], Field(min_length=1)] | None = Field(
+        default=None, description="tensor-parallel degrees a replica may use; omit for every degree that fits"
     )
 
 
@@ -321,6 +333,11 @@ class Scenario(Frozen):
         """The SKUs a model may run on (every known SKU when the scenario does not restrict it)."""
         skus = self.model(model).skus
         return tuple(skus) if skus is not None else SKU_NAMES
+
+    def allowed_tps(self, model: str) -> tuple[int, ...]:
+        """The tensor-parallel degrees a model's replicas may use (every degree when not restricted)."""
+        tps = self.model(model).tp
+        return tuple(int(t) for t in tps) if tps is not None else TP_DEGREES
 
     def quota_gpus(self, serving_key: str, sku: str) -> int | None:
         """GPU quota override: the region's own, else capacity.quotas, else None (use the catalog's)."""

@@ -52,7 +52,8 @@ def summary_rows(scenario: Scenario) -> list[dict[str, Any]]:
         )
     for model in scenario.models:
         skus = ",".join(model.skus) if model.skus is not None else "any profiled SKU"
-        rows.append(_row("model", model.name, f"skus={skus}"))
+        tps = ",".join(map(str, model.tp)) if model.tp is not None else "any that fits"
+        rows.append(_row("model", model.name, f"skus={skus}", f"engine={model.engine}", f"tp={tps}"))
     for klass in scenario.classes:
         rows.append(
             _row(

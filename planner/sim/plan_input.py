@@ -1,7 +1,7 @@
 """The plan and routed-demand tables ``planner simulate`` reads, checked cell by cell.
 
-A plan has one row per (period, region, sku, model, tier) with whole ``replicas`` and
-``gpus``; routed demand (the flows ``planner place`` writes, or any table with a rate) has
+A plan has one row per (period, region, sku, tp_degree, model, tier) with whole
+``replicas`` and ``gpus`` and a whole ``tp_degree`` >= 1 (GPUs per replica); routed demand (the flows ``planner place`` writes, or any table with a rate) has
 requests per second per (period, region, model, traffic_class) and possibly an origin.
 Each refusal names the file (recorded by the shell, :mod:`planner.sources`), the 1-based
 data row (the header is row 0) and the column:
@@ -9,7 +9,7 @@ data row (the header is row 0) and the column:
 * a count or rate that is true/false (a boolean is not a number of replicas), not a number,
   NaN, infinite or negative; a replica or GPU count that is not whole. A NaN rate used to be
   summed away as zero, so a pool with unknown demand was reported "no traffic, SLO met";
-* two plan rows for the same (period, region, sku, model, tier): summing them would hide
+* two plan rows for the same (period, region, sku, tp_degree, model, tier): summing them would hide
   an edit or a concatenation gone wrong, so both rows are named.
 """
 
@@ -21,7 +21,7 @@ import pandas as pd
 from planner.errors import InputError
 from planner.sources import data_row, source_of
 
-PLAN_KEY = ("period", "region", "sku", "model", "tier")
+PLAN_KEY = ("period", "region", "sku", "tp_degree", "model", "tier")
 
 
 def _show(value: object) -> str:
@@ -59,6 +59,12 @@ def validated_plan(plan: pd.DataFrame, columns: tuple[str, ...]) -> pd.DataFrame
     plan = plan.reset_index(drop=True)
     replicas = numbers(plan, "replicas", where, whole=True, unit="replicas")
     numbers(plan, "gpus", where, whole=True, unit="GPUs")
+    tp = numbers(plan, "tp_degree", where, whole=True, unit="GPUs per replica")
+    if (tp < 1).any():
+        row = int(np.flatnonzero(tp < 1)[0])
+        raise InputError(f"tp_degree must be at least 1, got {_show(plan['tp_degree'].iloc[row])}",
+                         where=f"{where}, {data_row(row)}, column 'tp_degree'",
+                         fix="write the GPUs of one replica (1, 2, 4 or 8)")
     keys = plan.loc[:, list(PLAN_KEY)].astype(str)
     repeated = keys.duplicated(keep=False).to_numpy()
     if repeated.any():
@@ -68,8 +74,8 @@ def validated_plan(plan: pd.DataFrame, columns: tuple[str, ...]) -> pd.DataFrame
         key = ", ".join(f"{c} {keys.iloc[first][c]}" for c in PLAN_KEY)
         raise InputError(f"the same plan entry ({key}) is given {same.size} times; its replicas would be added "
                          "together", where=f"{where}, rows {rows} (the header is row 0)",
-                         fix="keep one row per (period, region, sku, model, tier) with the total replicas")
-    return plan.assign(replicas=replicas.astype(np.int64))
+                         fix="keep one row per (period, region, sku, tp_degree, model, tier) with the total replicas")
+    return plan.assign(replicas=replicas.astype(np.int64), tp_degree=tp.astype(np.int64))
 
 
 def validated_rates(frame: pd.DataFrame, column: str, where: str) -> np.ndarray:

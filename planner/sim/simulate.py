@@ -1,8 +1,11 @@
 """``planner simulate``: check a plan's replicas against each class's SLO by simulation.
 
 For one planning period, every serving (region, model) of the plan becomes a pool of
-replicas: each SKU's replicas (all tiers together) are a sub-pool with that SKU's profile,
-and the router spreads requests over all replicas of the pool. The pool receives, per
+replicas: each deployment's replicas (one SKU, TP degree and engine setting; all tiers
+together) are a sub-pool with that profile and setting, and the router spreads requests
+over all replicas of the pool. The engine and its settings come from the plan's
+``engine``, ``max_num_seqs`` and ``max_num_batched_tokens`` columns when it has them, else
+from the scenario's engine for the model and the profile's defaults. The pool receives, per
 traffic class, the arrival rate that placement routed to that serving region in the chosen
 window (``demand``: region = serving key, model, traffic_class, rps). It is simulated with
 the scenario's policy, admission control and class SLOs (:mod:`planner.sim.replica`),
@@ -41,7 +44,6 @@ from planner.scenario import Scenario
 from planner.sim.plan_input import validated_plan, validated_rates
 from planner.sim.policies import get_policy
 from planner.sim.replica.pool import (
-    DEFAULT_TOKEN_BUDGET,
     ClassSpec,
     PoolConfig,
     ReplicaSpec,
@@ -61,7 +63,8 @@ from planner.sources import source_of
 
 __all__ = ["SimulationResult", "pool_seed", "select_window", "simulate_plan", "write_simulation_outputs"]
 
-PLAN_COLUMNS = ("period", "region", "sku", "model", "tier", "replicas", "gpus", "usd")
+PLAN_COLUMNS = ("period", "region", "sku", "tp_degree", "model", "tier", "replicas", "gpus", "usd")
+SETTING_COLUMNS = ("engine", "max_num_seqs", "max_num_batched_tokens")
 DEMAND_COLUMNS = ("region", "model", "traffic_class", "rps")
 RATE_COLUMNS = ("rps", "flow_rps")
 WARMUP_FRACTION = 0.1
@@ -95,19 +98,32 @@ def _price(catalog: Catalog, region: str, sku: str, tier: str) -> float:
     return float(match["usd_per_gpu_hour"].iloc[0])
 
 
-def _pools(rows: pd.DataFrame, profiles: pd.DataFrame, catalog: Catalog) -> dict[tuple[str, str], list[ReplicaSpec]]:
+def _settings(sub: pd.DataFrame, profile: pd.Series) -> tuple[int | None, int | None]:
+    """The plan's batch cap and token budget for one deployment, or None for the profile's default."""
+    chosen = []
+    for column in ("max_num_seqs", "max_num_batched_tokens"):
+        values = pd.to_numeric(sub[column], errors="coerce").fillna(0) if column in sub.columns else pd.Series([0])
+        value = int(values.iloc[0])
+        chosen.append(value if value > 0 else None)
+    return chosen[0], chosen[1]
+
+
+def _pools(rows: pd.DataFrame, profiles: pd.DataFrame, catalog: Catalog,
+           scenario: Scenario) -> dict[tuple[str, str], list[ReplicaSpec]]:
     pools: dict[tuple[str, str], list[ReplicaSpec]] = {}
+    rows = rows.assign(**{c: rows[c] if c in rows.columns else "" for c in SETTING_COLUMNS})
     for (region, model), group in rows[rows["replicas"] > 0].groupby(["region", "model"], sort=True):
         specs = []
-        for sku, sub in group.groupby("sku", sort=True):
-            profile = profile_for(profiles, str(model), str(sku))
+        for (sku, tp, engine, seqs, tokens), sub in group.groupby(["sku", "tp_degree", *SETTING_COLUMNS],
+                                                                    sort=True, dropna=False):
+            engine = str(engine) if str(engine) not in ("", "nan") else scenario.model(str(model)).engine
+            profile = profile_for(profiles, str(model), str(sku), int(tp), engine)
             count = int(sub["replicas"].sum())
-            usd = sum(int(r.replicas) * int(profile["tp_degree"]) * _price(catalog, str(region), str(sku), str(r.tier))
+            usd = sum(int(r.replicas) * int(tp) * _price(catalog, str(region), str(sku), str(r.tier))
                       for r in sub.itertuples(index=False))
-            specs.append(ReplicaSpec(
-                str(sku), count, float(profile["a_ms"]), float(profile["b_ms_per_kv_token"]),
-                float(profile["c_ms_per_prefill_token"]), int(profile["kv_capacity_tokens"]),
-                int(profile["max_batch"]), usd / count))
+            max_batch, budget = _settings(sub, profile)
+            specs.append(ReplicaSpec.of(profile, count, max_batch=max_batch, token_budget=budget,
+                                        usd_per_replica_hour=usd / count))
         pools[(str(region), str(model))] = specs
     return pools
 
@@ -171,7 +187,6 @@ def simulate_plan(
     period: str | None = None,
     routing: str = "jsq",
     router_d: int = 2,
-    token_budget: int = DEFAULT_TOKEN_BUDGET,
     warmup_s: float | None = None,
     arrival: str = "poisson",
     arrival_cv: float = 1.0,
@@ -182,8 +197,7 @@ def simulate_plan(
     ``arrival`` is ``poisson``, ``gamma`` (with ``arrival_cv``) or ``trace``: replay
     ``arrival_trace_s`` (e.g. :func:`planner.sim.workload.trace_times_s` of an Azure log),
     time-scaled to each pool's total rate. ``routing`` is a rule of
-    :data:`planner.sim.replica.routing.ROUTERS`; ``token_budget`` is the tokens per step;
-    the warm-up defaults to 10 % of the duration and is excluded from every metric.
+    :data:`planner.sim.replica.routing.ROUTERS`; the warm-up defaults to 10 % of the duration and is excluded from every metric.
 
     ``engine`` (``local``, ``processes``, ``dask`` or ``auto``), ``workers`` and ``scheduler``
     say where the (pool x replication) tasks run (:func:`planner.engine.run_tasks`);
@@ -199,7 +213,7 @@ def simulate_plan(
     seed = scenario.seeds.base if seed is None else int(seed)
     warmup = WARMUP_FRACTION * duration_s if warmup_s is None else float(warmup_s)
     period_label, rows = _plan_rows(plan, period)
-    pools = _pools(rows, profiles, catalog)
+    pools = _pools(rows, profiles, catalog, scenario)
     rates = _demand_rates(demand, scenario)
     params, admission = scenario.policy.params, scenario.policy.admission
     trace = tuple(np.asarray(arrival_trace_s, dtype=float)) if arrival_trace_s is not None else None
@@ -217,7 +231,7 @@ def simulate_plan(
             tuple(pools[key]), classes, spec, duration_s=duration_s, warmup_s=warmup,
             kv_fraction=admission.kv_fraction, output_quantile_reserve=admission.output_quantile_reserve,
             aging_rate=params.aging_rate, trail_c=params.trail_c, prediction_sigma=params.prediction_noise_sigma,
-            router=routing, router_d=router_d, token_budget=token_budget, arrival_kind=arrival, arrival_cv=arrival_cv,
+            router=routing, router_d=router_d, arrival_kind=arrival, arrival_cv=arrival_cv,
             arrival_trace_s=trace)
         check_config(config)
         configs[key] = (config, laws)
@@ -244,7 +258,9 @@ def simulate_plan(
         frames.append(result.per_class)
         pool_meta.append({
             "region": region, "model": model,
-            "replicas": {s.sku: s.count for s in config.replicas},
+            "replicas": {f"{s.sku} x{s.tp}": s.count for s in config.replicas},
+            "settings": {f"{s.sku} x{s.tp}": {"max_num_seqs": s.max_batch, "max_num_batched_tokens": s.token_budget}
+                         for s in config.replicas},
             "usd_per_hour": sum(s.count * s.usd_per_replica_hour for s in config.replicas),
             "reserved_output_tokens": dict(zip(scenario.class_names, config.reserve_tokens().tolist(), strict=True)),
             "length_laws": {k: {"source": w.source, "prompt": w.prompt.describe(), "output": w.output.describe()}
@@ -258,7 +274,7 @@ def simulate_plan(
     meta = {
         "scenario": scenario.name, "period": period_label, "policy": spec.name, "routing": routing,
         "router_d": router_d, "duration_s": duration_s, "warmup_s": warmup, "replications": replications,
-        "seed": seed, "token_budget": token_budget, "arrival": arrival, "arrival_cv": arrival_cv,
+        "seed": seed, "arrival": arrival, "arrival_cv": arrival_cv,
         "kv_fraction": admission.kv_fraction, "output_quantile_reserve": admission.output_quantile_reserve,
         "prediction_noise_sigma": params.prediction_noise_sigma, "aging_rate": params.aging_rate,
         "trail_c": params.trail_c, "version": __version__,

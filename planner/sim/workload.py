@@ -57,7 +57,8 @@ from planner.storage import read_table
 
 Z99 = 2.3263478740408408
 OUTPUT_CAP_TOKENS = 1024
-CONTEXT_TOKENS: dict[str, int] = {"llama-3.1-8b": 8192, "llama-3.1-70b": 4096, "qwen3-235b-a22b": 65536}
+CONTEXT_TOKENS: dict[str, int] = {"llama-3.1-8b": 131072, "llama-3.1-70b": 131072, "qwen3-32b": 40960,
+                                  "qwen3-235b-a22b": 40960}
 """max_position_embeddings of each model's Hugging Face config.json."""
 DEFAULT_CONTEXT_TOKENS = 8192
 HISTOGRAM_COLUMNS = ("model", "traffic_class", "measure", "bin_lo_tokens", "bin_hi_tokens", "count")
@@ -68,11 +69,13 @@ TRACE_FIGURES: dict[str, dict[str, tuple[float, float, float]]] = {
     "interactive": {"prompt": (1020.0, 4142.0, 1155.0), "output": (129.0, 601.0, 211.1)},
     "standard": {"prompt": (1469.0, 7436.0, 2048.0), "output": (13.0, 251.5, 27.88)},
     "batch": {"prompt": (1469.0, 7436.0, 2048.0), "output": (368.0, 904.0, 356.9)},
+    "long-context": {"prompt": (8873.0, 87330.0, 13910.0), "output": (368.0, 904.0, 356.9)},
 }
 TRACE_SOURCES: dict[str, str] = {
     "interactive": "Azure LLM inference trace 2023, conversation (prompt and output)",
     "standard": "Azure LLM inference trace 2023, code (prompt and output)",
     "batch": "Azure 2023 code trace prompts; Mooncake conversation sample outputs",
+    "long-context": "Mooncake conversation sample (prompt and output)",
 }
 FALLBACK_CLASS = "standard"
 
