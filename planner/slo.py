@@ -53,9 +53,9 @@ def slo_field_names() -> tuple[str, ...]:
     return tuple(target_field(m) for m in SLO_METRICS)
 
 
-def describe_metrics(metrics: tuple[str, ...] | list[str]) -> str:
-    """'TTFT', 'TTFT and end to end', 'TTFT, TPOT and end to end'."""
-    labels = [SLO_LABELS[m] for m in metrics]
+def describe_metrics(metrics: tuple[str, ...] | list[str], *, before_noun: bool = False) -> str:
+    """'TTFT', 'TTFT and end to end', 'TTFT, TPOT and end to end' ('end-to-end' before a noun)."""
+    labels = [SLO_LABELS[m].replace(" ", "-") if before_noun else SLO_LABELS[m] for m in metrics]
     return labels[0] if len(labels) == 1 else ", ".join(labels[:-1]) + " and " + labels[-1]
 
 
