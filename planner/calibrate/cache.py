@@ -3,8 +3,8 @@
 key = SHA-256 of the canonical JSON (sorted keys, no spaces, floats by ``repr``) of
 :func:`key_material`: the profile's step-time values, every class's share, the SLOs in effect
 for the pair's model (``Scenario.slo``: only the metrics set, so adding, removing or changing
-one gives a new key), scheduling parameters and token-length laws (parameters, or a hash of the histogram bins), the policy
-with its parameters and admission control, the simulation and search settings (duration,
+one gives a new key), scheduling parameters and token-length laws (parameters, or a hash of
+the histogram bins), the policy with its parameters and admission control, the simulation and search settings (duration,
 warm-up, replications, pool size, router, token budget, seed, rel_tol, confidence, the search
 constants) and :data:`CALIBRATION_VERSION` with ``planner.__version__``. An unchanged pair is
 never simulated again; any change to any of those gives a new key.

@@ -2,9 +2,10 @@
 
 A :class:`PairTask` is everything that decides one pair's answer, as small frozen values
 that pickle (so it can run in another process): the replica's step-time profile, the
-classes with their share of the mix, the SLOs in effect for the pair's model and token-length laws, the policy with its
-parameters and admission control, and the :class:`Settings` of the search. Nothing in it
-refers to the scenario object, the profile table or the disk.
+classes with their share of the mix, the SLOs in effect for the pair's model and their
+token-length laws, the policy with its parameters and admission control, and the
+:class:`Settings` of the search. Nothing in it refers to the scenario object, the profile
+table or the disk.
 
 Pairs are the scenario's own eligibility: every SKU of ``scenario.allowed_skus(model)`` that
 has a row in the profile table, for every model of the scenario (or of ``models``).

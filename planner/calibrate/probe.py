@@ -65,6 +65,7 @@ from planner.sim.replica.metrics import replication_metrics
 from planner.sim.replica.pool import PoolConfig, run_replication
 from planner.sim.stats import replication_ci
 from planner.slo import p99_column
+
 NO_EVIDENCE = "fewer than two replications saw a request of the class"
 REJECTIONS = "a replication rejected more than 1 % of the class's requests"
 

@@ -91,20 +91,22 @@ def slo_table(slo: pd.DataFrame) -> pd.DataFrame:
 
 def checked_metrics(table: pd.DataFrame) -> tuple[tuple[str, ...], bool]:
     """The metrics some row has a target for, and whether some row leaves one of them unchecked."""
-    targets = [metric_columns(m)[2] for m in SLO_METRICS]
-    set_ = {m: table[t].notna() if t in table.columns else pd.Series(False, index=table.index)
-            for m, t in zip(SLO_METRICS, targets, strict=True)}
-    checked = tuple(m for m in SLO_METRICS if set_[m].any())
-    return checked, any(not set_[m].all() for m in checked)
+    has_target = {}
+    for metric in SLO_METRICS:
+        column = metric_columns(metric)[2]
+        has_target[metric] = table[column].notna() if column in table.columns else pd.Series(False, index=table.index)
+    checked = tuple(m for m in SLO_METRICS if has_target[m].any())
+    return checked, any(not has_target[m].all() for m in checked)
 
 
 def _ratio_caption(checked: tuple[str, ...], partial: bool) -> str:
     """What worst_p99_over_slo is, naming only the metrics some class sets."""
-    names = describe_metrics(checked) if checked else "no metric"
+    if not checked:
+        return "No row has an SLO target, so no p99 is checked; CI over replications."
     how = {1: ("p99 / target for", "at most 1 meets it"), 2: ("the larger of p99 / target for", "at most 1 meets both")}
     lead, meets = how.get(len(checked), ("the largest of p99 / target for", "at most 1 meets all"))
     note = " A – in a *_slo_ms column: the class sets no such SLO, and it is not checked." if partial else ""
-    return f"worst_p99_over_slo = {lead} {names} ({meets}); CI over replications.{note}"
+    return f"worst_p99_over_slo = {lead} {describe_metrics(checked)} ({meets}); CI over replications.{note}"
 
 
 def _cell(value: Any) -> Any:

@@ -65,8 +65,11 @@ def _p99_with_rejections(values_s: np.ndarray, rejected: int) -> float:
 
 
 def good_requests(latency_s: dict[str, np.ndarray], slo: ClassSlo) -> int:
-    """Served requests that meet every SLO that is set; ``latency_s`` per metric, one entry per served request
-    (NaN where the metric does not exist, a one-token answer's TPOT: nothing to miss)."""
+    """Served requests that meet every SLO that is set.
+
+    ``latency_s`` holds, per metric, one value per served request, NaN where the request has
+    no such latency (a one-token answer's TPOT), which then cannot miss.
+    """
     good = np.ones(len(next(iter(latency_s.values()))), dtype=bool)
     for metric, target_ms in slo.targets():
         good &= ~(latency_s[metric] * 1000.0 > target_ms)
@@ -114,7 +117,7 @@ def replication_metrics(rep: Replication) -> tuple[list[dict[str, float]], dict[
         multi = served & (out > 1)
         tpot = (exit_[multi] - first[multi]) / (out[multi] - 1)
         tpot_served = np.full(ttft.size, np.nan)  # one-token answers have no TPOT
-        tpot_served[(out[served] > 1)] = tpot
+        tpot_served[out[served] > 1] = tpot
         wait = admit[served] - arrival[served]
         arrived = int(mine.sum())
         good = good_requests({"ttft": ttft, "tpot": tpot_served, "e2e": e2e}, klass.slo)
