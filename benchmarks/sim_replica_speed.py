@@ -59,7 +59,8 @@ def make_pool(rate: float, replicas: int = 16, duration: float = HOUR, no_reject
                        int(p.kv_capacity_tokens), int(p.max_batch))
     laws = workloads_for("llama-3.1-70b", scenario.class_names)
     classes = tuple(ClassSpec(k.name, rate * k.share, k.weight, k.priority_jump, float(k.drr_quantum_tokens),
-                              1e12 if no_reject else k.max_queue_wait_ms, k.ttft_p99_ms, k.e2e_p99_ms, laws[k.name])
+                              1e12 if no_reject else k.max_queue_wait_ms, scenario.slo("llama-3.1-70b", k.name),
+                              laws[k.name])
                     for k in scenario.classes)
     adm, par = scenario.policy.admission, scenario.policy.params
     return PoolConfig((spec,), classes, get_policy(scenario.policy.name), duration_s=duration,

@@ -13,11 +13,13 @@ from planner.sim.replica.state import (
     Q_BATCHAREA, Q_BUSY, Q_KVAREA,
 )
 from planner.sim.workload import default_workload
+from planner.slo import ClassSlo
 
 PROFILES = load_profiles()
 # (name, share, weight, priority_jump, DRR quantum, max wait ms): the demo scenario's classes
 CLASSES = (("interactive", 0.5, 8.0, 3.0, 8192, 1500.0), ("standard", 0.35, 2.0, 1.0, 4096, 10000.0),
            ("batch", 0.15, 0.5, 0.0, 1024, 30000.0))
+SLO = ClassSlo(ttft_p99_ms=800.0, e2e_p99_ms=20000.0)
 
 
 def replica(sku: str, count: int, model: str = "llama-3.1-70b", kv: int | None = None) -> ReplicaSpec:
@@ -28,8 +30,9 @@ def replica(sku: str, count: int, model: str = "llama-3.1-70b", kv: int | None =
 
 def pool(rate: float, policy: str = "fcfs", router: str = "jsq", *, replicas=None, duration: float = 120.0,
          kv: int | None = None, kv_fraction: float = 0.85, reserve: float = 0.95, sigma: float = 0.5,
-         trail_c: float = 0.5, max_wait_scale: float = 1.0, model: str = "llama-3.1-70b") -> PoolConfig:
-    classes = tuple(ClassSpec(n, rate * share, w, pj, q, mw * max_wait_scale, 800.0, 20000.0,
+         trail_c: float = 0.5, max_wait_scale: float = 1.0, model: str = "llama-3.1-70b",
+         slo: ClassSlo = SLO) -> PoolConfig:
+    classes = tuple(ClassSpec(n, rate * share, w, pj, q, mw * max_wait_scale, slo,
                               default_workload(n, model)) for n, share, w, pj, q, mw in CLASSES)
     reps = replicas or (replica("H100", 2, model, kv), replica("A100-80GB", 1, model, kv))
     return PoolConfig(tuple(reps), classes, get_policy(policy), duration_s=duration, warmup_s=duration / 10,

@@ -11,14 +11,15 @@ import pytest
 
 from planner.calibrate import CalibrationResult, calibrate, default_cache_dir, write_calibration
 from planner.calibrate import run as calibrate_run
-from planner.calibrate.cache import entry_path
+from planner.calibrate.cache import cache_key, entry_path, key_material
+from planner.calibrate.inputs import Settings, build_tasks, class_shares
 from planner.calibrate.table import TABLE_COLUMNS
 from planner.catalog import load_catalog
 from planner.errors import InputError
 from planner.placement.capacity import validate_capacity
 from planner.placement.workflow import place_plan
 from planner.profiles import load_profiles
-from planner.scenario import Scenario, load_scenario
+from planner.scenario import Scenario, load_scenario, parse_scenario
 from planner.storage import read_table
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
@@ -41,6 +42,12 @@ def profiles() -> pd.DataFrame:
 def two_pairs(scenario, profiles, tmp_path_factory) -> CalibrationResult:
     return calibrate(scenario, profiles, engine="local", cache_dir=tmp_path_factory.mktemp("cache"), **TWO_PAIRS,
                      **FAST)
+
+
+def with_class_slos(scenario: Scenario, name: str, **slos: float | None) -> Scenario:
+    """The scenario with some SLO fields of class ``name`` replaced (None: not set)."""
+    return scenario.model_copy(update={"classes": tuple(
+        k.model_copy(update=slos) if k.name == name else k for k in scenario.classes)})
 
 
 def never(*_args, **_kwargs):
@@ -147,6 +154,53 @@ def test_a_changed_input_misses_the_cache_and_an_unrelated_one_hits(scenario, pr
     assert calibrate(scenario, renamed, engine="local", cache_dir=tmp_path, **TWO_PAIRS, **FAST).n_cached == 2
     other_policy = calibrate(scenario, profiles, policy="fcfs", engine="local", cache_dir=tmp_path, **TWO_PAIRS, **FAST)
     assert other_policy.n_simulated == 2 and set(other_policy.table["policy"]) == {"fcfs"}
+
+
+def test_the_cache_key_holds_each_model_s_own_slos(scenario, profiles):
+    """An override changes the key of that model's pairs only; a metric added or removed changes it too."""
+    raw = scenario.model_dump()
+    raw["models"][0]["slos"] = {"standard": {"tpot_p99_ms": 60.0}}
+    overridden = parse_scenario(raw)
+    settings = Settings(duration_s=300.0, warmup_fraction=0.1, replications=3, seed=1, rel_tol=0.02, confidence=0.95,
+                        pool_replicas=1, policy="drr-wspt", prediction_sigma=0.5, aging_rate=0.1, trail_c=0.5,
+                        kv_fraction=0.85, output_quantile_reserve=0.95)
+    pairs = [("llama3-8b", "H100"), ("llama2-70b", "H100")]
+
+    def keys(s: Scenario) -> list[str]:
+        return [cache_key(t) for t in build_tasks(s, profiles, pairs, class_shares(s, None), settings, None)]
+
+    base, changed = keys(scenario), keys(overridden)
+    assert changed[0] != base[0] and changed[1] == base[1]
+    task = build_tasks(overridden, profiles, pairs[:1], class_shares(overridden, None), settings, None)[0]
+    slos = {c["name"]: c["slo"] for c in key_material(task)["classes"]}
+    assert slos["standard"] == {"ttft": 3000.0, "tpot": 60.0, "e2e": 60000.0}
+    assert slos["interactive"] == {"ttft": 800.0, "e2e": 40000.0}
+    assert keys(with_class_slos(scenario, "batch", e2e_p99_ms=None)) != base
+
+
+def test_a_tpot_slo_is_checked_and_binds_when_it_is_the_tightest(two_pairs, scenario, profiles, tmp_path):
+    tight = calibrate(with_class_slos(scenario, "standard", tpot_p99_ms=60.0), profiles, engine="local",
+                      cache_dir=tmp_path, **TWO_PAIRS, **FAST)
+    assert set(tight.table["binding_metric"]) == {"tpot"} and tight.failures == []
+    for pair, before in zip(tight.meta["pairs"], two_pairs.meta["pairs"], strict=True):
+        assert pair["classes"]["standard"]["tpot_p99_slo_ms"] == 60.0
+        assert pair["mix_rps_per_replica"] < before["mix_rps_per_replica"]
+        assert "standard.tpot" in pair["trace"][0]["p99_upper_ms"]
+    assert "tpot" in tight.meta["predicate"]
+    # a class with only a TPOT SLO: TTFT and e2e are measured but never checked
+    only = calibrate(with_class_slos(scenario, "standard", ttft_p99_ms=None, tpot_p99_ms=60.0, e2e_p99_ms=None),
+                     profiles, engine="local", cache_dir=tmp_path, **TWO_PAIRS, **FAST)
+    assert set(only.table["binding_metric"]) == {"tpot"}
+    for pair in only.meta["pairs"]:
+        assert {"ttft_p99_slo_ms": None, "e2e_p99_slo_ms": None}.items() <= pair["classes"]["standard"].items()
+        assert all(set(probe["p99_upper_ms"]) == {"standard.tpot"} for probe in pair["trace"])
+
+
+def test_an_unreachable_tpot_slo_is_named_in_the_failure(scenario, profiles, tmp_path):
+    strict = with_class_slos(scenario, "standard", tpot_p99_ms=1.0)
+    result = calibrate(strict, profiles, engine="local", cache_dir=tmp_path, **TWO_PAIRS, **FAST)
+    assert result.table.empty and len(result.failures) == 2
+    assert all("class 'standard' misses its TPOT p99 SLO of 1 ms" in f["reason"] for f in result.failures)
 
 
 @pytest.mark.parametrize("damage", ["not json {", '{"calibration_version": 1, "result": {"key": "x"}}', "",

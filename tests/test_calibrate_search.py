@@ -31,6 +31,7 @@ from planner.sim.policies import get_policy
 from planner.sim.replica.pool import ClassSpec, PoolConfig, ReplicaSpec, draw_sample
 from planner.sim.replica.run import simulate_pool
 from planner.sim.workload import workloads_for
+from planner.slo import p99_column
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 FAST = {"duration_s": 300.0, "replications": 3, "engine": "local"}
@@ -47,9 +48,10 @@ def profiles():
     return load_profiles()
 
 
-def with_slos(scenario: Scenario, slos: dict[str, tuple[float, float]]) -> Scenario:
-    """The scenario with (ttft_p99_ms, e2e_p99_ms) replaced for the named classes."""
-    classes = tuple(k.model_copy(update={"ttft_p99_ms": slos[k.name][0], "e2e_p99_ms": slos[k.name][1]})
+def with_slos(scenario: Scenario, slos: dict[str, tuple[float, ...]]) -> Scenario:
+    """The scenario with (ttft_p99_ms, e2e_p99_ms[, tpot_p99_ms]) replaced for the named classes."""
+    fields = ("ttft_p99_ms", "e2e_p99_ms", "tpot_p99_ms")
+    classes = tuple(k.model_copy(update=dict(zip(fields, slos[k.name], strict=False)))
                     if k.name in slos else k for k in scenario.classes)
     return scenario.model_copy(update={"classes": classes})
 
@@ -106,11 +108,14 @@ def test_looser_threshold_never_gives_less_even_when_the_predicate_is_not_monoto
 
 
 # ----------------------------------------------------------------------------- monotone on the real simulator
-SLO_PAIRS = [  # (tight, loose) (ttft_p99_ms, e2e_p99_ms) of class standard
+SLO_PAIRS = [  # (tight, loose) (ttft_p99_ms, e2e_p99_ms[, tpot_p99_ms]) of class standard
     ((1500.0, 60000.0), (3000.0, 60000.0)),
     ((3000.0, 8000.0), (3000.0, 60000.0)),
     ((800.0, 5000.0), (5000.0, 90000.0)),
     ((2000.0, 20000.0), (2000.0, 20001.0)),
+    ((3000.0, 60000.0, 40.0), (3000.0, 60000.0, 60.0)),
+    ((3000.0, 60000.0, 60.0), (3000.0, 60000.0)),  # dropping the TPOT SLO only loosens
+    ((800.0, 5000.0, 30.0), (5000.0, 90000.0, 45.0)),
 ]
 
 
@@ -126,12 +131,15 @@ def test_looser_slo_never_gives_less_capacity(scenario, profiles, tmp_path, tigh
 
 @settings(max_examples=8, deadline=None)
 @given(ttft=st.floats(300.0, 4000.0), ttft_factor=st.floats(1.0, 2.0), e2e=st.floats(2000.0, 60000.0),
-       e2e_factor=st.floats(1.0, 3.0))
+       e2e_factor=st.floats(1.0, 3.0), tpot=st.one_of(st.none(), st.floats(20.0, 1000.0)),
+       tpot_factor=st.floats(1.0, 3.0))
 def test_looser_slo_never_gives_less_capacity_property(scenario, profiles, tmp_path_factory, ttft, ttft_factor, e2e,
-                                                       e2e_factor):
+                                                       e2e_factor, tpot, tpot_factor):
     cache = tmp_path_factory.mktemp("cache")
-    tight = (ttft, max(e2e, ttft + 1.0))
-    loose = (tight[0] * ttft_factor, tight[1] * e2e_factor)
+    tight: tuple[float, ...] = (ttft, max(e2e, ttft + 1.0))
+    loose: tuple[float, ...] = (tight[0] * ttft_factor, tight[1] * e2e_factor)
+    if tpot is not None:  # drawn both with and without a TPOT SLO
+        tight, loose = (*tight, tpot), (*loose, tpot * tpot_factor)
     caps = []
     for slo in (tight, loose):
         result = calibrate(with_slos(scenario, {"standard": slo}), profiles, models=["llama-3.1-8b"],
@@ -208,7 +216,7 @@ def independent_pool(scenario: Scenario, profiles, model: str, sku: str, rate: f
     p = profile_for(profiles, model, sku)
     laws = workloads_for(model, scenario.class_names)
     classes = tuple(ClassSpec(k.name, rate * mix.get(k.name, 0.0), k.weight, k.priority_jump,
-                              float(k.drr_quantum_tokens), k.max_queue_wait_ms, k.ttft_p99_ms, k.e2e_p99_ms,
+                              float(k.drr_quantum_tokens), k.max_queue_wait_ms, scenario.slo(model, k.name),
                               laws[k.name]) for k in scenario.classes)
     replica = ReplicaSpec(sku, 1, float(p.a_ms), float(p.b_ms_per_kv_token), float(p.c_ms_per_prefill_token),
                           int(p.kv_capacity_tokens), int(p.max_batch))
@@ -219,22 +227,25 @@ def independent_pool(scenario: Scenario, profiles, model: str, sku: str, rate: f
                       aging_rate=q.aging_rate, trail_c=q.trail_c, prediction_sigma=q.prediction_noise_sigma)
 
 
-def slo_holds(scenario: Scenario, config: PoolConfig, replications: int, seed: np.random.SeedSequence,
+def slo_holds(scenario: Scenario, model: str, config: PoolConfig, replications: int, seed: np.random.SeedSequence,
               mix: dict[str, float]) -> bool:
     frame = simulate_pool(config, replications=replications, seed=seed).per_class
     ok = True
-    for row in frame.itertuples(index=False):
-        if mix.get(row.traffic_class, 0.0) == 0:
+    for row in frame.to_dict("records"):
+        if mix.get(row["traffic_class"], 0.0) == 0:
             continue
-        k = scenario.traffic_class(row.traffic_class)
-        ok &= row.slo_ttft_p99_ms + row.slo_ttft_p99_ms_ci95 <= k.ttft_p99_ms
-        ok &= row.slo_e2e_p99_ms + row.slo_e2e_p99_ms_ci95 <= k.e2e_p99_ms
+        for metric, target in scenario.slo(model, row["traffic_class"]).targets():
+            ok &= row[p99_column(metric)] + row[f"{p99_column(metric)}_ci95"] <= target
     return bool(ok)
 
 
-@pytest.mark.parametrize(("sku", "mix"), [("A100-80GB", STANDARD_ONLY), ("H100", STANDARD_ONLY),
-                                          ("H100", {"interactive": 0.5, "standard": 0.5})])
-def test_slo_holds_at_the_answer_and_fails_just_above_it(scenario, profiles, tmp_path, sku, mix):
+@pytest.mark.parametrize(("sku", "mix", "slos"), [
+    ("A100-80GB", STANDARD_ONLY, {}), ("H100", STANDARD_ONLY, {}),
+    ("H100", {"interactive": 0.5, "standard": 0.5}, {}),
+    ("A100-80GB", STANDARD_ONLY, {"standard": (3000.0, 60000.0, 60.0)}),  # TPOT binds
+])
+def test_slo_holds_at_the_answer_and_fails_just_above_it(scenario, profiles, tmp_path, sku, mix, slos):
+    scenario = with_slos(scenario, slos)
     rel_tol = 0.02
     result = calibrate(scenario, profiles, models=["llama-3.1-8b"], skus=[sku], class_mix=mix, rel_tol=rel_tol,
                        cache_dir=tmp_path, seed=3, **FAST)
@@ -247,5 +258,5 @@ def test_slo_holds_at_the_answer_and_fails_just_above_it(scenario, profiles, tmp
     task = build_tasks(scenario, profiles, [("llama-3.1-8b", sku)], class_shares(scenario, mix), s, None)[0]
     for rate, expected in ((lam, True), (lam * (1 + 2 * rel_tol), False)):
         config = independent_pool(scenario, profiles, "llama-3.1-8b", sku, rate, run_length_s(task, rate), mix)
-        assert slo_holds(scenario, config, 3, pair_seed(3, "llama-3.1-8b", sku), mix) is expected, rate
+        assert slo_holds(scenario, "llama-3.1-8b", config, 3, pair_seed(3, "llama-3.1-8b", sku), mix) is expected, rate
     assert not math.isnan(lam)

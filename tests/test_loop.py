@@ -74,6 +74,32 @@ def test_find_misses_takes_the_worse_metric_and_skips_met_rows():
     assert (miss.metric, miss.shortfall, miss.skus) == ("e2e", pytest.approx(1.5), ("H100",))
 
 
+@pytest.mark.parametrize(("tpot_p99", "expected"), [
+    (90.0, ("tpot", 1.8)),  # TPOT 90 ms against 50: worse than e2e's 1.5
+    (60.0, ("e2e", 1.5)),   # TPOT 60 ms against 50: a miss, but e2e's is worse
+])
+def test_find_misses_takes_the_worst_of_three_metrics(tpot_p99, expected):
+    row = {"region": "r", "model": "m", "traffic_class": "interactive", "slo_met": False, "slo_ttft_p99_ms": 700.0,
+           "slo_ttft_target_ms": 800.0, "slo_tpot_p99_ms": tpot_p99, "slo_tpot_target_ms": 50.0,
+           "slo_e2e_p99_ms": 60000.0, "slo_e2e_target_ms": 40000.0, "rejected_fraction": 0.0}
+    (miss,) = find_misses(pd.DataFrame([row]), "peak", "Mon00", {("r", "m"): ("H100",)})
+    assert (miss.metric, miss.shortfall) == (expected[0], pytest.approx(expected[1]))
+    assert f"interactive {expected[0]} p99" in miss.describe()
+
+
+def test_a_metric_without_target_is_never_the_miss():
+    """TPOT is far above anything, but the class sets no TPOT SLO (empty target): TTFT is the miss."""
+    row = {"region": "r", "model": "m", "traffic_class": "interactive", "slo_met": False, "slo_ttft_p99_ms": 1000.0,
+           "slo_ttft_target_ms": 800.0, "slo_tpot_p99_ms": 1e9, "slo_tpot_target_ms": math.nan,
+           "slo_e2e_p99_ms": 100.0, "slo_e2e_target_ms": math.nan, "rejected_fraction": 0.0}
+    (miss,) = find_misses(pd.DataFrame([row]), "peak", "Mon00", {("r", "m"): ("H100",)})
+    assert (miss.metric, miss.shortfall, miss.target_ms) == ("ttft", pytest.approx(1.25), 800.0)
+    # missed with no set metric over its target: rejections, on the first metric the class sets
+    only_tpot = {**row, "slo_ttft_target_ms": math.nan, "slo_tpot_target_ms": 2e9}
+    (miss,) = find_misses(pd.DataFrame([only_tpot]), "peak", "Mon00", {("r", "m"): ("H100",)})
+    assert (miss.metric, miss.shortfall, miss.target_ms) == ("tpot", math.inf, 2e9)
+
+
 def test_windows_are_the_peak_and_a_different_trough():
     plan = pd.DataFrame({"period": ["a", "b", "c"], "region": "x:y", "sku": "H100", "model": "m", "tier": "reserved",
                          "replicas": 1, "gpus": 1, "usd": 1.0})

@@ -17,6 +17,7 @@ from planner.report.accuracy import forecast_accuracy
 from planner.report.evidence import ci_upper, slo_table
 from planner.report.fleet import fleet_peak_gpus, plan_by_unit
 from planner.report.model import SECTION_KEYS
+from planner.report.render import render_json, render_markdown
 
 
 @pytest.fixture(scope="module")
@@ -150,6 +151,53 @@ def test_slo_verdicts_ratios_and_marginal_passes():
     no_verdict = small_inputs().slo.drop(columns="slo_met")
     derived = slo_table(no_verdict)
     assert derived["slo_met"].tolist() == table["slo_met"].tolist()
+
+
+def _tpot_evidence() -> pd.DataFrame:
+    """interactive sets all three SLOs, batch no TPOT, chat only TPOT; no simulator verdict given."""
+    return pd.DataFrame([
+        {"region": "aws:us-east-1", "model": "llama3-8b", "traffic_class": "interactive", "ttft_p99_ms": 410.0,
+         "ttft_p99_ci_ms": 25.0, "ttft_slo_ms": 500.0, "tpot_p99_ms": 45.0, "tpot_p99_ci_ms": 8.0,
+         "tpot_slo_ms": 50.0, "e2e_p99_ms": 7800.0, "e2e_slo_ms": 10000.0},
+        {"region": "aws:us-east-1", "model": "llama3-8b", "traffic_class": "batch", "ttft_p99_ms": 1200.0,
+         "ttft_slo_ms": 3000.0, "tpot_p99_ms": 400.0, "tpot_slo_ms": None, "e2e_p99_ms": 30000.0,
+         "e2e_slo_ms": 60000.0},
+        {"region": "aws:us-east-1", "model": "llama3-8b", "traffic_class": "chat", "ttft_p99_ms": 300.0,
+         "ttft_slo_ms": None, "tpot_p99_ms": 70.0, "tpot_slo_ms": 60.0, "e2e_p99_ms": 9000.0, "e2e_slo_ms": None},
+    ])
+
+
+def test_slo_evidence_checks_only_the_metrics_each_class_sets():
+    table = slo_table(_tpot_evidence()).set_index("traffic_class")
+    assert table.loc["interactive", "worst_p99_over_slo"] == pytest.approx(0.9)  # TPOT 45 / 50
+    assert table.loc["interactive", "slo_met"] and table.loc["interactive", "marginal"]  # 45 + 8 > 50
+    # batch's TPOT is 400 ms, but it sets no TPOT SLO: neither a ratio nor a miss
+    assert pd.isna(table.loc["batch", "tpot_p99_over_slo"]) and pd.isna(table.loc["batch", "tpot_slo_ms"])
+    assert table.loc["batch", "worst_p99_over_slo"] == pytest.approx(0.5) and table.loc["batch", "slo_met"]
+    assert table.loc["chat", "worst_p99_over_slo"] == pytest.approx(70 / 60, abs=1e-3)
+    assert not table.loc["chat", "slo_met"]
+    assert pd.isna(table.loc["chat", "ttft_p99_over_slo"]) and pd.isna(table.loc["chat", "e2e_p99_over_slo"])
+
+
+def test_the_report_shows_a_metric_that_is_not_set_as_a_dash_and_says_it_is_not_checked():
+    model = build_report(dataclasses.replace(small_inputs(), slo=_tpot_evidence()))
+    section = model.section("slo")
+    assert "2 of 3 simulated (region, model, class) rows meet their p99 TTFT, TPOT and end-to-end SLOs" in \
+        section.paragraphs[0]
+    caption = section.table("slo_evidence").caption
+    assert "largest of p99 / target for TTFT, TPOT and end to end" in caption and "not checked" in caption
+    lines = render_markdown(model, "NOW").splitlines()
+    header = next(line for line in lines if line.startswith("| region | model | traffic_class | ttft_p99_ms"))
+    columns = [c.strip() for c in header.strip("|").split("|")]
+    assert columns[3:12] == ["ttft_p99_ms", "ttft_p99_ci_ms", "ttft_slo_ms", "tpot_p99_ms", "tpot_p99_ci_ms",
+                             "tpot_slo_ms", "e2e_p99_ms", "e2e_p99_ci_ms", "e2e_slo_ms"]
+    rows = {cells[2]: dict(zip(columns, cells, strict=True)) for cells in (
+        [c.strip() for c in line.strip("|").split("|")] for line in lines[lines.index(header) + 2:]
+        if line.startswith("| aws:us-east-1"))}
+    assert (rows["batch"]["tpot_p99_ms"], rows["batch"]["tpot_slo_ms"]) == ("400.0", "–")
+    assert (rows["chat"]["ttft_slo_ms"], rows["chat"]["e2e_slo_ms"], rows["chat"]["tpot_slo_ms"]) == ("–", "–", "60.0")
+    payload = render_json(model, "NOW")
+    assert '"tpot_slo_ms": null' in payload and '"tpot_slo_ms": 60.0' in payload
 
 
 plans = st.lists(st.tuples(st.integers(0, 3), st.sampled_from(["a", "b"]), st.sampled_from(["H100", "L4"]),

@@ -23,6 +23,7 @@ from planner.scenario import (
     load_scenario,
     parse_scenario,
 )
+from planner.slo import ClassSlo
 
 REPO = Path(__file__).resolve().parents[1]
 DEMO = REPO / "scenarios" / "demo.toml"
@@ -188,6 +189,39 @@ BAD_CASES = [
     ("share sum", lambda d: d["classes"][2].update(share=0.2), "classes[*].share", "sum to 1.05"),
     ("unknown policy", lambda d: d["policy"].update(name="lifo"), "policy.name", "unknown policy"),
     ("e2e <= ttft", lambda d: d["classes"][0].update(e2e_p99_ms=800), "classes[interactive].e2e_p99_ms", "greater"),
+    ("no slo", lambda d: [d["classes"][0].pop(f) for f in ("ttft_p99_ms", "e2e_p99_ms")], "classes[interactive]",
+     "sets no latency SLO"),
+    ("tpot not positive", lambda d: d["classes"][1].update(tpot_p99_ms=0), "classes[standard].tpot_p99_ms", "> 0"),
+    (
+        "override of an unknown class",
+        lambda d: d["models"][1].update(slos={"premium": {"ttft_p99_ms": 500}}),
+        "models[llama2-70b].slos.premium",
+        "no traffic class 'premium'",
+    ),
+    (
+        "override with a bad value",
+        lambda d: d["models"][1].update(slos={"interactive": {"tpot_p99_ms": -5}}),
+        "models[llama2-70b].slos.interactive.tpot_p99_ms",
+        "> 0",
+    ),
+    (
+        "override as text",
+        lambda d: d["models"][1].update(slos={"interactive": {"ttft_p99_ms": "1500"}}),
+        "models[llama2-70b].slos.interactive.ttft_p99_ms",
+        "expected a number",
+    ),
+    (
+        "override of nothing",
+        lambda d: d["models"][1].update(slos={"interactive": {}}),
+        "models[llama2-70b].slos.interactive",
+        "overrides no SLO",
+    ),
+    (
+        "override puts ttft past the class's e2e",
+        lambda d: d["models"][1].update(slos={"interactive": {"ttft_p99_ms": 50000}}),
+        "models[llama2-70b].slos.interactive",
+        "e2e_p99_ms (40000) must be greater than ttft_p99_ms (50000)",
+    ),
     (
         "latency pair missing",
         lambda d: d["regions"]["latency_ms"]["eu-west"].pop("gcp:us-central1"),
@@ -268,6 +302,60 @@ def test_one_bad_entry_is_reported_alone_not_as_an_empty_list(demo_raw, mutate):
     errors = errors_for(demo_raw, mutate)
     assert not [e for e in errors if "at least" in e["problem"]], errors
     assert len(errors) == 1, errors
+
+
+# --------------------------------------------------------------------------- SLOs
+def test_each_slo_is_optional_and_unset_ones_are_none(demo_raw):
+    data = copy.deepcopy(demo_raw)
+    del data["classes"][0]["ttft_p99_ms"], data["classes"][0]["e2e_p99_ms"]
+    data["classes"][0]["tpot_p99_ms"] = 60
+    del data["classes"][1]["e2e_p99_ms"]
+    scenario = parse_scenario(data)
+    assert scenario.slo("llama3-8b", "interactive") == ClassSlo(tpot_p99_ms=60.0)
+    assert list(scenario.slo("llama3-8b", "interactive").targets()) == [("tpot", 60.0)]
+    assert scenario.slo("llama3-8b", "standard") == ClassSlo(ttft_p99_ms=3000.0)
+    assert scenario.slo("llama3-8b", "batch").metrics() == ("ttft", "e2e")
+
+
+def test_e2e_need_not_exceed_ttft_when_only_one_is_set(demo_raw):
+    data = copy.deepcopy(demo_raw)
+    del data["classes"][0]["ttft_p99_ms"]
+    data["classes"][0]["e2e_p99_ms"] = 100  # below the class's old TTFT target: nothing to compare with
+    assert parse_scenario(data).slo("llama3-8b", "interactive").e2e_p99_ms == 100.0
+
+
+def test_a_model_overrides_some_slos_of_one_class_only(demo_raw):
+    data = copy.deepcopy(demo_raw)
+    data["models"][1]["slos"] = {"interactive": {"ttft_p99_ms": 1500, "tpot_p99_ms": 80}}
+    scenario = parse_scenario(data)
+    assert scenario.slo("llama2-70b", "interactive") == ClassSlo(1500.0, 80.0, 40000.0)
+    assert scenario.slo("llama3-8b", "interactive") == ClassSlo(800.0, None, 40000.0)  # the class's own
+    assert scenario.slo("llama2-70b", "standard") == ClassSlo(3000.0, None, 60000.0)
+    assert Scenario.model_validate(scenario.model_dump()) == scenario
+    details = {r["name"]: r["details"] for r in scenario.summary_rows() if r["section"] == "model"}
+    assert "slos[interactive]: ttft_p99_ms=1500, tpot_p99_ms=80, e2e_p99_ms=40000" in details["llama2-70b"]
+    assert "slos" not in details["llama3-8b"]
+
+
+def test_an_override_may_fix_the_order_it_would_break(demo_raw):
+    data = copy.deepcopy(demo_raw)
+    data["models"][1]["slos"] = {"interactive": {"ttft_p99_ms": 50000, "e2e_p99_ms": 90000}}
+    assert parse_scenario(data).slo("llama2-70b", "interactive") == ClassSlo(50000.0, None, 90000.0)
+
+
+def test_an_override_of_an_unknown_class_lists_the_classes(demo_raw):
+    errors = errors_for(demo_raw, lambda d: d["models"][0].update(slos={"chat": {"ttft_p99_ms": 500}}))
+    assert fields(errors) == ["models[llama3-8b].slos.chat"]
+    assert "interactive, standard, batch" in errors[0]["fix"]
+
+
+def test_the_summary_lists_only_the_slos_a_class_sets(demo_raw):
+    data = copy.deepcopy(demo_raw)
+    del data["classes"][0]["e2e_p99_ms"]
+    data["classes"][0]["tpot_p99_ms"] = 50
+    rows = {r["name"]: r["details"] for r in parse_scenario(data).summary_rows() if r["section"] == "class"}
+    assert "ttft_p99_ms=800; tpot_p99_ms=50; max_queue_wait_ms" in rows["interactive"]
+    assert "e2e_p99_ms" not in rows["interactive"]
 
 
 def test_the_longest_horizon_is_a_year(demo_raw):

@@ -19,9 +19,12 @@ from planner.sim.replica.engine import run_pool
 from planner.sim.replica.metrics import replication_metrics
 from planner.sim.replica.pool import draw_sample, engine_state, run_sample
 from planner.sim.replica.routing import ROUTERS
+from planner.sim.replica.run import simulate_pool
 from planner.sim.replica.state import (
-    A_AREA, A_LAST, DONE, F_EXIT, I_CLS, I_GEN, I_OUT, I_PRE_KV, I_PRE_POL, I_STATUS, P_CAP, P_MAXKV, REJECTED,
+    A_AREA, A_LAST, DONE, F_EXIT, F_FIRST, I_CLS, I_GEN, I_OUT, I_PRE_KV, I_PRE_POL, I_STATUS, P_CAP, P_MAXKV,
+    REJECTED,
 )
+from planner.slo import ClassSlo
 
 # (rate req/s, KV capacity override, kv_fraction, reserve quantile): a queue with wait
 # rejections at full KV, and a small KV cache whose p30 reservation under-reserves so
@@ -139,6 +142,40 @@ def test_rejections_are_counted_per_class():
         assert row["arrived"] == row["completed"] + row["rejected"]
     assert sum(r["rejected"] for r in rows) > 0
     assert all(r["slo_ttft_p99_ms"] == np.inf for r in rows if r["rejected_fraction"] > 0.01)
+
+
+def test_tpot_p99_is_over_multi_token_answers_with_rejections_at_infinity():
+    config = pool(12.0, "fcfs", "jsq")  # interactive: a few rejections, under 1 %, so the p99 stays finite
+    rep = run_sample(config, draw_sample(config, np.random.SeedSequence(2)))
+    rows, _ = replication_metrics(rep)
+    st = rep.state
+    w = (st.arrival >= config.warmup_s) & (st.arrival < config.duration_s)
+    mine = w & (st.req_i[:, I_CLS] == 0)
+    multi = mine & (st.req_i[:, I_STATUS] == DONE) & (st.req_i[:, I_OUT] > 1)
+    tpot_ms = 1000.0 * (st.req_f[multi, F_EXIT] - st.req_f[multi, F_FIRST]) / (st.req_i[multi, I_OUT] - 1)
+    rejected = int((mine & (st.req_i[:, I_STATUS] == REJECTED)).sum())
+    assert 0 < rejected < 0.01 * mine.sum()
+    expected = np.percentile(np.concatenate([tpot_ms, np.full(rejected, np.inf)]), 99.0, method="inverted_cdf")
+    assert rows[0]["slo_tpot_p99_ms"] == pytest.approx(expected, rel=1e-12)
+    assert rows[0]["slo_tpot_p99_ms"] > rows[0]["tpot_p99_ms"]  # the rejections push it up
+    assert all(r["slo_tpot_p99_ms"] == np.inf for r in rows if r["rejected_fraction"] > 0.01)
+
+
+def test_a_class_that_misses_only_its_tpot_slo_misses_and_loses_its_goodput():
+    loose = dict(ttft_p99_ms=1e6, e2e_p99_ms=1e7)
+    frames = {}
+    for tpot in (None, 1.0):  # 1 ms per token: no decode step is that fast
+        config = pool(6.0, "fcfs", "jsq", slo=ClassSlo(tpot_p99_ms=tpot, **loose))
+        frames[tpot] = simulate_pool(config, replications=3, seed=np.random.SeedSequence(4)).per_class
+    unset, tight = frames[None], frames[1.0]
+    assert (unset["slo_tpot_verdict"] == "not_set").all() and unset["slo_tpot_target_ms"].isna().all()
+    assert unset["slo_met"].all() and (unset["goodput_fraction"] == 1.0).all()
+    assert (tight["slo_ttft_verdict"] == "met").all() and (tight["slo_e2e_verdict"] == "met").all()
+    assert (tight["slo_tpot_verdict"] == "missed").all() and not tight["slo_tpot_met"].any()
+    assert not tight["slo_met"].any()
+    assert (tight["goodput_fraction"] < 0.05).all()  # only one-token answers, which have no TPOT to miss
+    same = ["slo_tpot_p99_ms", "ttft_p99_ms", "arrived"]
+    assert tight[same].equals(unset[same])  # an SLO is only checked: the simulation is the same
 
 
 def test_queue_wait_never_exceeds_max_wait_for_admitted_requests():

@@ -73,6 +73,9 @@ def test_unserved_demand_is_reported_as_missed(result):
     row = pc.loc[("gcp:us-central1", "batch")]
     assert row["slo_ttft_verdict"] == "no_replicas" and not row["slo_met"]
     assert row["rejected_fraction"] == 1.0
+    # the demo sets no TPOT SLO: measured (every request rejected, so +inf) but not checked
+    assert row["slo_tpot_p99_ms"] == np.inf and row["slo_tpot_verdict"] == "not_set" and row["slo_tpot_met"]
+    assert [m["metric"] for m in result.misses() if m["region"] == "gcp:us-central1"] == ["ttft_p99", "e2e_p99"]
     assert pc.loc[("gcp:europe-west4", "batch"), "slo_ttft_verdict"] == "no_traffic"
     assert not result.all_met
 
@@ -168,3 +171,4 @@ def test_pool_without_demand_is_no_traffic(inputs):
     res = simulate_plan(scenario, plan.iloc[:1], empty, load_profiles(), load_catalog(), duration_s=60.0,
                         replications=2, seed=1)
     assert set(res.per_class["slo_ttft_verdict"]) == {"no_traffic"} and res.all_met
+    assert set(res.per_class["slo_tpot_verdict"]) == {"not_set"}

@@ -1,9 +1,9 @@
 """Fast-loop calibration: capacity coefficients per (model, SKU, class) found by simulation.
 
 For each (model, SKU) the scenario allows, under one policy and one class mix: the highest
-request rate per replica at which every class's p99 TTFT and end-to-end SLOs hold with a
-stated confidence, found by bisection over simulated rates with common random numbers, in
-process. The answer becomes per-class coefficients in the capacity table that
+request rate per replica at which every p99 SLO each class sets for the model (TTFT, TPOT,
+end to end) holds with a stated confidence, found by bisection over simulated rates with
+common random numbers, in process. The answer becomes per-class coefficients in the capacity table that
 ``planner place --capacity`` reads. Each pair's answer is cached under a hash of its inputs,
 so an unchanged pair is never simulated again.
 

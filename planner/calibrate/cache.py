@@ -1,9 +1,10 @@
 """The calibration cache: one JSON file per pair, named by a hash of everything that decides its answer.
 
 key = SHA-256 of the canonical JSON (sorted keys, no spaces, floats by ``repr``) of
-:func:`key_material`: the profile's step-time values, every class's share, SLOs, scheduling
-parameters and token-length laws (parameters, or a hash of the histogram bins), the policy
-with its parameters and admission control, the simulation and search settings (duration,
+:func:`key_material`: the profile's step-time values, every class's share, the SLOs in effect
+for the pair's model (``Scenario.slo``: only the metrics set, so adding, removing or changing
+one gives a new key), scheduling parameters and token-length laws (parameters, or a hash of
+the histogram bins), the policy with its parameters and admission control, the simulation and search settings (duration,
 warm-up, replications, pool size, router, token budget, seed, rel_tol, confidence, the search
 constants) and :data:`CALIBRATION_VERSION` with ``planner.__version__``. An unchanged pair is
 never simulated again; any change to any of those gives a new key.
@@ -30,8 +31,9 @@ from planner.calibrate.search import FLOOR_FRACTION, GROWTH, MAX_GROWTHS
 from planner.sim.workload import EmpiricalLength, LognormalLength
 from planner.storage import write_json_atomic
 
-CALIBRATION_VERSION = 1
-"""Raise when the search, the predicate or the simulator changes what a pair's answer is."""
+CALIBRATION_VERSION = 2
+"""Raise when the search, the predicate or the simulator changes what a pair's answer is, or the key's
+layout changes (2: a class's SLOs are keyed as ``slo``, metric -> target, for the metrics set)."""
 RESULT_FIELDS = {"model": str, "sku": str, "key": str, "status": str, "rate_rps_per_replica": float,
                  "ceiling_rps_per_replica": float, "simulations": int, "reason": str, "binding_class": str,
                  "binding_metric": str, "probes": list}
@@ -67,7 +69,7 @@ def key_material(task: PairTask) -> dict[str, Any]:
                     "max_batch": r.max_batch},
         "classes": [{"name": c.name, "share": c.share, "weight": c.spec.weight, "priority_jump": c.spec.priority_jump,
                      "drr_quantum_tokens": c.spec.drr_quantum_tokens, "max_queue_wait_ms": c.spec.max_queue_wait_ms,
-                     "ttft_p99_ms": c.spec.ttft_p99_ms, "e2e_p99_ms": c.spec.e2e_p99_ms,
+                     "slo": dict(c.spec.slo.targets()),
                      "prompt": law_fingerprint(c.spec.workload.prompt),
                      "output": law_fingerprint(c.spec.workload.output)}
                     for c in task.classes],

@@ -2,9 +2,10 @@
 
 A :class:`PairTask` is everything that decides one pair's answer, as small frozen values
 that pickle (so it can run in another process): the replica's step-time profile, the
-classes with their share of the mix, SLOs and token-length laws, the policy with its
-parameters and admission control, and the :class:`Settings` of the search. Nothing in it
-refers to the scenario object, the profile table or the disk.
+classes with their share of the mix, the SLOs in effect for the pair's model and their
+token-length laws, the policy with its parameters and admission control, and the
+:class:`Settings` of the search. Nothing in it refers to the scenario object, the profile
+table or the disk.
 
 Pairs are the scenario's own eligibility: every SKU of ``scenario.allowed_skus(model)`` that
 has a row in the profile table, for every model of the scenario (or of ``models``).
@@ -190,7 +191,7 @@ def build_tasks(scenario: Scenario, profiles: pd.DataFrame, pairs: list[tuple[st
         for k in scenario.classes:
             law = laws[k.name]
             lengths = TokenLengths(law.prompt.mean(), law.output.mean())
-            classes.append(ClassInput(ClassSpec.of(k, 0.0, law), shares[k.name],
+            classes.append(ClassInput(ClassSpec.of(k, scenario.slo(model, k.name), 0.0, law), shares[k.name],
                                       requests_per_second(row, lengths, settings.kv_fraction)))
         tasks.append(PairTask(model, sku, _replica(row, sku, settings.pool_replicas), str(row["source"]),
                               tuple(classes), settings))

@@ -7,7 +7,8 @@ JSON round trip before it is returned, so a result read back from the cache is t
 value, bit for bit, as one just computed.
 
 The **binding** class and metric are the ones that stop the rate from rising: among the
-bounds of the lowest rate seen to miss (the bracket's hi), the largest U_km / SLO_km; a tie
+bounds of the lowest rate seen to miss (the bracket's hi), the largest U_km / SLO_km, over
+the metrics each class sets (``ttft``, ``tpot`` or ``e2e``: one not set never binds); a tie
 (e.g. two classes both with rejections, U = +∞) goes to the larger ratio at λ* (lo), then to
 the first in class order. At the growth limit no rate missed and the ratios at λ* decide.
 """

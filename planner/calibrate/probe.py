@@ -2,11 +2,12 @@
 
 **The predicate.** At a rate λ per replica the pool of ``pool_replicas`` replicas receives
 N·λ requests per second, split over the classes by the mix: class k arrives at N·λ·p_k.
-It is simulated ``R`` times; replication i gives, per class k, the 99th percentile of TTFT
-and of end-to-end latency over the requests that arrived in the measurement window, with
+It is simulated ``R`` times; replication i gives, per class k, the 99th percentile of TTFT,
+TPOT and end-to-end latency over the requests that arrived in the measurement window, with
 rejected requests at +∞ (exactly :mod:`planner.sim.replica.metrics`). For each active
-class (p_k > 0) and metric m ∈ {ttft, e2e} the upper end of the two-sided interval at
-level 1 − α (the ``confidence``) over replications is
+class (p_k > 0) and each metric m whose SLO the class sets for this model (M_k ⊆ {ttft,
+tpot, e2e}, ``Scenario.slo``; a metric that is not set is not checked) the upper end of the
+two-sided interval at level 1 − α (the ``confidence``) over replications is
 
     U_km = x̄_km + t_{R−1, 1−α/2} · s_km / √R
 
@@ -15,7 +16,7 @@ U_km is +∞ when any replication rejected more than 1 % of the class's requests
 +∞), and when fewer than two replications saw a request of the class (no spread, no
 evidence). Then
 
-    ok(λ)  ⇔  U_km ≤ SLO_km   for every active class k and m ∈ {ttft, e2e}.
+    ok(λ)  ⇔  U_km ≤ SLO_km   for every active class k and m ∈ M_k.
 
 So ok(λ) says: with the stated confidence, the mean p99 of every class is within its SLO.
 
@@ -63,8 +64,8 @@ from planner.sim.policies import get_policy
 from planner.sim.replica.metrics import replication_metrics
 from planner.sim.replica.pool import PoolConfig, run_replication
 from planner.sim.stats import replication_ci
+from planner.slo import p99_column
 
-METRICS = ("ttft", "e2e")
 NO_EVIDENCE = "fewer than two replications saw a request of the class"
 REJECTIONS = "a replication rejected more than 1 % of the class's requests"
 
@@ -159,7 +160,8 @@ def probe(task: PairTask, rate_rps_per_replica: float) -> Probe:
     """Simulate the pair at λ and evaluate ok(λ)."""
     config = pool_config(task, rate_rps_per_replica)
     active = [k for k, c in enumerate(task.classes) if c.share > 0]
-    p99: dict[tuple[int, str], list[float]] = {(k, m): [] for k in active for m in METRICS}
+    checked = {k: dict(task.classes[k].spec.slo.targets()) for k in active}  # metric -> SLO, the set ones only
+    p99: dict[tuple[int, str], list[float]] = {(k, m): [] for k in active for m in checked[k]}
     arrivals = {task.classes[k].name: 0.0 for k in active}
     run = 0
     for i in range(task.settings.replications):
@@ -168,15 +170,13 @@ def probe(task: PairTask, rate_rps_per_replica: float) -> Probe:
         run += 1
         for k in active:
             arrivals[task.classes[k].name] += rows[k]["arrived"]
-            for m in METRICS:
-                p99[(k, m)].append(rows[k][f"slo_{m}_p99_ms"])
+            for m in checked[k]:
+                p99[(k, m)].append(rows[k][p99_column(m)])
         if any(math.isinf(v[-1]) and v[-1] > 0 for v in p99.values()):
             break
     bounds = []
     for k in active:
-        klass = task.classes[k]
-        for m in METRICS:
+        for m, slo in checked[k].items():
             upper, mean, why = upper_bound(p99[(k, m)], task.settings.confidence)
-            slo = klass.spec.ttft_p99_ms if m == "ttft" else klass.spec.e2e_p99_ms
-            bounds.append(Bound(klass.name, m, upper, slo, mean, why))
+            bounds.append(Bound(task.classes[k].name, m, upper, slo, mean, why))
     return Probe(rate_rps_per_replica, tuple(bounds), config.duration_s, run, {k: v / run for k, v in arrivals.items()})

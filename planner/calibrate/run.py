@@ -48,6 +48,7 @@ from planner.scenario import Scenario
 from planner.sim.policies import get_policy
 from planner.sim.simulate import WARMUP_FRACTION
 from planner.sim.work import PoolWork, check_work
+from planner.slo import SLO_METRICS
 
 DEFAULT_DURATION_S = 3600.0
 DEFAULT_REPLICATIONS = 8
@@ -173,9 +174,9 @@ def _meta(scenario: Scenario, s: Settings, shares: Mapping[str, float], explicit
                   "pairs": {f"{p['model']}/{p['sku']}": list(pair_seed(s.seed, p["model"], p["sku"]).spawn_key)
                             for p in pairs}},
         "confidence": s.confidence, "rel_tol": s.rel_tol,
-        "predicate": (f"for every class with share > 0 and metric in (ttft, e2e): mean + t-quantile half-width "
-                      f"({100 * s.confidence:g} % two-sided interval over replications) of the p99, rejections at "
-                      "+inf, <= the class's SLO"),
+        "predicate": (f"for every class with share > 0 and every metric in ({', '.join(SLO_METRICS)}) whose SLO it "
+                      f"sets for the model: mean + t-quantile half-width ({100 * s.confidence:g} % two-sided "
+                      "interval over replications) of the p99, rejections at +inf, <= that SLO"),
         "search": {"method": "bisection with common random numbers", "floor_fraction_of_ceiling": FLOOR_FRACTION,
                    "growth": GROWTH, "max_growths": MAX_GROWTHS,
                    "stop": "hi - lo <= rel_tol * hi; answer = lo (highest rate verified to meet every SLO)"},

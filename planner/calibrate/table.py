@@ -23,7 +23,7 @@ coefficient by ``capacity.utilisation_cap``.
 Columns (units in names; ``data/README.md``, calibration section): model, sku, traffic_class,
 max_rps_per_replica (= cap_k, req/s), policy, source, mix_rps_per_replica (λ*),
 class_share (p_k), class_ceiling_rps_per_replica (X_k), ceiling_rps_per_replica (C),
-utilisation_at_capacity (u*), binding_class, binding_metric (ttft or e2e), simulations
+utilisation_at_capacity (u*), binding_class, binding_metric (ttft, tpot or e2e), simulations
 (replications run by the search), cached (the pair's answer came from the cache; in memory
 and on the console only, not in the written files).
 """
@@ -41,6 +41,7 @@ import pandas as pd
 from planner.calibrate.inputs import PairTask
 from planner.outputs import table_json_path
 from planner.placement.capacity import DECIMALS
+from planner.slo import SLO_METRICS
 from planner.storage import (
     RUN_STATE_KEYS,
     check_table_suffix,
@@ -113,7 +114,7 @@ def pair_meta(task: PairTask, result: dict[str, Any], cached: bool) -> dict[str,
                     "c_ms_per_prefill_token": task.replica.c_ms_per_prefill_token,
                     "kv_capacity_tokens": task.replica.kv_capacity_tokens, "max_batch": task.replica.max_batch},
         "classes": {c.name: {"share": c.share, "ceiling_rps_per_replica": c.ceiling_rps,
-                             "ttft_p99_slo_ms": c.spec.ttft_p99_ms, "e2e_p99_slo_ms": c.spec.e2e_p99_ms,
+                             **{f"{m}_p99_slo_ms": c.spec.slo.target(m) for m in SLO_METRICS},
                              "length_source": c.spec.workload.source, "prompt": c.spec.workload.prompt.describe(),
                              "output": c.spec.workload.output.describe()} for c in task.classes},
         "trace": result["probes"],

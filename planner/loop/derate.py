@@ -7,14 +7,15 @@ calibration saw one replica at the scenario's class mix; the real pool has anoth
 another size and routed demand). The correction lowers cap_{s,m,k} for every SKU s of
 the failing (region, model) pool and the failing class k, by the measured shortfall:
 
-    shortfall = p99_measured / p99_target         (the worse of TTFT and e2e; > 1 on a miss)
+    shortfall = p99_measured / p99_target         (the worst over the metrics the class sets for
+                                                   the model, of TTFT, TPOT and e2e; > 1 on a miss)
     cap' = cap · clip(1 / shortfall, MIN_FACTOR, MAX_FACTOR)
 
+A metric the class does not set (no target in the simulator's row) is never a miss.
 Latency grows faster than linearly near saturation (ρ/(1 − ρ) for the queueing part),
 so 1 / shortfall removes at least the load that the miss suggests and usually more
 than needed near the knee; MAX_FACTOR = 0.95 guarantees progress (every miss costs at
-least 5 % of the coefficient) and DERATED = " · derated by the loop"
-MIN_FACTOR = 0.5 stops one noisy miss from halving a
+least 5 % of the coefficient) and MIN_FACTOR = 0.5 stops one noisy miss from halving a
 fleet's capacity twice over. A miss with an infinite p99 (more than 1 % of the class's
 requests rejected by admission control) has no finite shortfall and takes MIN_FACTOR.
 The capacity table is per (model, SKU, class), not per region, so a correction found in
@@ -31,10 +32,11 @@ from typing import Any
 
 import pandas as pd
 
+from planner.slo import SLO_METRICS, p99_column, target_column
+
 DERATED = " · derated by the loop"
 MIN_FACTOR = 0.5
 MAX_FACTOR = 0.95
-METRICS = (("ttft", "slo_ttft_p99_ms", "slo_ttft_target_ms"), ("e2e", "slo_e2e_p99_ms", "slo_e2e_target_ms"))
 
 
 @dataclass(frozen=True)
@@ -76,23 +78,45 @@ def _value(row: dict[str, Any], column: str) -> float:
     return math.inf if math.isnan(number) else number
 
 
+def _targets(row: dict[str, Any]) -> dict[str, float]:
+    """metric -> target for the metrics the row's class sets (an empty, NaN or absent target is not set)."""
+    out = {}
+    for metric in SLO_METRICS:
+        target = _value(row, target_column(metric))
+        if math.isfinite(target):
+            out[metric] = target
+    return out
+
+
+def worst_metric(row: dict[str, Any]) -> tuple[float, str, float, float]:
+    """(shortfall, metric, p99, target) of the set metric furthest over its target.
+
+    A row marked missed with no metric over its target (the simulator's own verdict) counts
+    as rejections on its first set metric: an infinite shortfall.
+    """
+    targets = _targets(row)
+    worst: tuple[float, str, float, float] | None = None
+    for metric, target in targets.items():
+        measured = _value(row, p99_column(metric))
+        if measured <= target:
+            continue
+        shortfall = measured / target if target > 0 else math.inf
+        if worst is None or shortfall > worst[0]:
+            worst = (shortfall, metric, measured, target)
+    if worst is None:
+        metric = next(iter(targets), SLO_METRICS[0])
+        worst = (math.inf, metric, math.inf, targets.get(metric, math.inf))
+    return worst
+
+
 def find_misses(per_class: pd.DataFrame, window: str, period: str, pool_skus: dict[tuple[str, str], tuple[str, ...]],
                 ) -> list[Miss]:
-    """Every (region, model, class) row with traffic whose SLO is missed, on its worse metric."""
+    """Every (region, model, class) row with traffic whose SLO is missed, on its worst metric."""
     misses = []
     for row in per_class.to_dict("records"):
         if bool(row.get("slo_met", True)):
             continue
-        worst: tuple[float, str, float, float] | None = None
-        for metric, measured_col, target_col in METRICS:
-            measured, target = _value(row, measured_col), _value(row, target_col)
-            if measured <= target:
-                continue
-            shortfall = measured / target if target > 0 else math.inf
-            if worst is None or shortfall > worst[0]:
-                worst = (shortfall, metric, measured, target)
-        if worst is None:  # slo_met False without a metric over target: count rejections as the miss
-            worst = (math.inf, "ttft", math.inf, _value(row, "slo_ttft_target_ms"))
+        worst = worst_metric(row)
         region, model = str(row["region"]), str(row["model"])
         misses.append(Miss(window, period, region, model, str(row["traffic_class"]), worst[1], worst[2], worst[3],
                            worst[0], float(row.get("rejected_fraction") or 0.0),

@@ -18,19 +18,22 @@ from planner.catalog import Catalog
 from planner.loop.compare import comparison_table
 from planner.loop.pipeline import PipelineResult
 from planner.placement.check import quota_limit_gpus
+from planner.report.evidence import metric_columns
 from planner.report.inputs import ReportInputs
 from planner.runs import LastMonth
 from planner.scenario import Scenario
+from planner.slo import SLO_METRICS, p99_column, target_column
 
 WALL_CLOCK_KEYS = frozenset({"solve_time_s", "seconds"})
 """Timings vary between runs of the same inputs; the report leaves them out so that it is reproducible
 (they stay in plan.json and in the run history)."""
 
 SLO_COLUMNS = {
-    "slo_ttft_p99_ms": "ttft_p99_ms", "slo_ttft_p99_ms_ci95": "ttft_p99_ci_ms", "slo_ttft_target_ms": "ttft_slo_ms",
-    "slo_e2e_p99_ms": "e2e_p99_ms", "slo_e2e_p99_ms_ci95": "e2e_p99_ci_ms", "slo_e2e_target_ms": "e2e_slo_ms",
+    **{simulated: reported for m in SLO_METRICS for simulated, reported in zip(
+        (p99_column(m), f"{p99_column(m)}_ci95", target_column(m)), metric_columns(m), strict=True)},
     "rejected_fraction": "rejections",
 }
+"""The simulator's per-class columns and the report's names for them (every SLO metric, then rejections)."""
 
 
 def capacity_utilisation(per_class: pd.DataFrame, plan: pd.DataFrame, capacity: pd.DataFrame) -> pd.Series:

@@ -1,9 +1,10 @@
 """Report sections about service: SLO evidence from the simulator, the plan loop, and the policy comparison.
 
-A class meets its SLO when its simulated p99 TTFT and p99 end-to-end latency are at or
-below their targets (the simulator's ``slo_met`` when given, else this comparison).
-The report shows each p99 as a ratio to its target, so 1.0 is the line, and marks a
-class "marginal" when the point estimate meets the target but the upper end of its
+A class meets its SLO when its simulated p99 TTFT, TPOT and end-to-end latency are at or
+below their targets, for each of them the class sets for the model (the simulator's
+``slo_met`` when given, else this comparison); a metric without a target is shown but not
+checked. The report shows each p99 as a ratio to its target, so 1.0 is the line, and marks
+a class "marginal" when the point estimate meets the target but the upper end of its
 confidence interval over replications does not: another month of the same traffic
 could miss it. A confidence interval is read as a half-width (one number) or as
 [low, high] (two numbers).
@@ -20,10 +21,18 @@ import pandas as pd
 
 from planner.report.inputs import SERIES_KEY, ReportInputs, label, money, number, pick, present, rounded
 from planner.report.model import Chart, Section, Table
+from planner.slo import SLO_METRICS, describe_metrics
 
 _NUMBERS = re.compile(r"-?\d+(?:\.\d+)?(?:[eE][-+]?\d+)?")
-METRICS = (("ttft", "ttft_p99_ms", "ttft_p99_ci_ms", "ttft_slo_ms"),
-           ("e2e", "e2e_p99_ms", "e2e_p99_ci_ms", "e2e_slo_ms"))
+
+
+def metric_columns(metric: str) -> tuple[str, str, str]:
+    """The report's (p99, confidence interval, target) columns of one SLO metric, e.g. ttft_p99_ms,
+    ttft_p99_ci_ms, ttft_slo_ms."""
+    return f"{metric}_p99_ms", f"{metric}_p99_ci_ms", f"{metric}_slo_ms"
+
+
+METRICS = tuple((metric, *metric_columns(metric)) for metric in SLO_METRICS)
 SLO_EXTRA = (("utilisation", ("utilisation", "utilization", "rho")),
              ("rejections", ("rejections", "rejected", "rejection_rate")))
 
@@ -80,6 +89,26 @@ def slo_table(slo: pd.DataFrame) -> pd.DataFrame:
     return rounded(frame.sort_values(key, kind="stable").reset_index(drop=True))
 
 
+def checked_metrics(table: pd.DataFrame) -> tuple[tuple[str, ...], bool]:
+    """The metrics some row has a target for, and whether some row leaves one of them unchecked."""
+    has_target = {}
+    for metric in SLO_METRICS:
+        column = metric_columns(metric)[2]
+        has_target[metric] = table[column].notna() if column in table.columns else pd.Series(False, index=table.index)
+    checked = tuple(m for m in SLO_METRICS if has_target[m].any())
+    return checked, any(not has_target[m].all() for m in checked)
+
+
+def _ratio_caption(checked: tuple[str, ...], partial: bool) -> str:
+    """What worst_p99_over_slo is, naming only the metrics some class sets."""
+    if not checked:
+        return "No row has an SLO target, so no p99 is checked; CI over replications."
+    how = {1: ("p99 / target for", "at most 1 meets it"), 2: ("the larger of p99 / target for", "at most 1 meets both")}
+    lead, meets = how.get(len(checked), ("the largest of p99 / target for", "at most 1 meets all"))
+    note = " A – in a *_slo_ms column: the class sets no such SLO, and it is not checked." if partial else ""
+    return f"worst_p99_over_slo = {lead} {describe_metrics(checked)} ({meets}); CI over replications.{note}"
+
+
 def _cell(value: Any) -> Any:
     if isinstance(value, dict | list | tuple):
         return json.dumps(value, sort_keys=True, default=str)
@@ -97,20 +126,21 @@ def slo_section(inputs: ReportInputs) -> Section:
         known = table[table["slo_met"].notna()]
         failing = [label(r, tuple(keys)) for r in known[~known["slo_met"].astype(bool)].to_dict("records")]
         marginal = [label(r, tuple(keys)) for r in table[table["marginal"]].to_dict("records")]
+        checked, partial = checked_metrics(table)
         section.paragraphs.append(
             f"{int(known['slo_met'].astype(bool).sum())} of {len(table)} simulated (region, model, class"
-            + (", window" if "window" in keys else "") + ") rows meet their p99 TTFT and end-to-end SLOs"
+            + (", window" if "window" in keys else "") + ") rows meet their p99 "
+            + (describe_metrics(checked, before_noun=True) if checked else "latency") + " SLOs"
             + (f"; failing: {', '.join(failing)}" if failing else "") + ".")
         if len(known) < len(table):
             section.paragraphs.append(f"{len(table) - len(known)} rows have no SLO verdict: not reported.")
         if marginal:
             section.paragraphs.append("Marginal (met, but the confidence interval crosses the target): "
                                       + ", ".join(marginal) + ".")
-        display = (*keys, "ttft_p99_ms", "ttft_p99_ci_ms", "ttft_slo_ms", "e2e_p99_ms", "e2e_p99_ci_ms", "e2e_slo_ms",
+        display = (*keys, *(c for m in SLO_METRICS for c in metric_columns(m)),
                    "worst_p99_over_slo", "slo_met", "marginal", "utilisation", "rejections")
         section.tables.append(Table("slo_evidence", "Simulated p99 latency against SLO", table,
-                                    "worst_p99_over_slo = the larger of p99 / target for TTFT and end to end (at "
-                                    "most 1 meets both); CI over replications.", display=display))
+                                    _ratio_caption(checked, partial), display=display))
         section.charts.append(Chart("slo_evidence", "Worst p99 latency as a share of its SLO", "bars", "slo_evidence",
                                     {"label": keys, "value": "worst_p99_over_slo", "reference": 1.0,
                                      "color_by": "slo_met"}, "p99 / SLO per class; above 1.0 misses"))

@@ -28,6 +28,7 @@ from planner.scenario.model import (
     Scenario,
     Seeds,
     ServingRegion,
+    SloOverride,
     TrafficClass,
 )
 
@@ -49,6 +50,7 @@ __all__ = [
     "ScenarioError",
     "Seeds",
     "ServingRegion",
+    "SloOverride",
     "TrafficClass",
     "check_against_data",
     "usable_profiles",

@@ -38,8 +38,28 @@ from planner.scenario.fields import (
     rule_error,
 )
 from planner.scenario.regions import Frozen, Origin, Quotas, Regions, ServingRegion
+from planner.slo import ClassSlo, slo_field_names
 
 SHARE_TOLERANCE = 1e-6
+
+SloMs = Annotated[float, Field(strict=True, gt=0)]
+
+
+class SloOverride(Frozen):
+    """A model's own p99 SLOs for one class (``[models.slos.<class>]``): each one set replaces the class's."""
+
+    ttft_p99_ms: SloMs | None = Field(default=None, description="SLO for this model: p99 time to first token in ms")
+    tpot_p99_ms: SloMs | None = Field(
+        default=None, description="SLO for this model: p99 time per output token in ms"
+    )
+    e2e_p99_ms: SloMs | None = Field(default=None, description="SLO for this model: p99 end-to-end latency in ms")
+
+    @model_validator(mode="after")
+    def _sets_something(self) -> SloOverride:
+        if not ClassSlo.of(self).metrics():
+            raise rule_error([Issue((), "overrides no SLO",
+                                    f"set at least one of {', '.join(slo_field_names())}, or remove the table")])
+        return self
 
 
 class ModelSpec(Frozen):
@@ -47,7 +67,9 @@ class ModelSpec(Frozen):
 
     Every tensor-parallel degree that fits a SKU is a candidate: calibration measures each and
     placement chooses; ``tp`` narrows the candidates. ``engine`` is the serving engine whose
-    measured step times the profiles use.
+    measured step times the profiles use. ``slos`` overrides the SLOs of some classes for this
+    model only, e.g. a large model's interactive TTFT; which classes exist is checked by
+    :class:`Scenario`.
     """
 
     name: Slug = Field(description="model name, e.g. 'llama-3.1-8b', as in the profile table")
@@ -58,10 +80,17 @@ class ModelSpec(Frozen):
     tp: Annotated[tuple[TpDegree, ...], Field(min_length=1)] | None = Field(
         default=None, description="tensor-parallel degrees a replica may use; omit for every degree that fits"
     )
+    slos: dict[Str, SloOverride] = Field(
+        default_factory=dict, description="per-class SLO overrides for this model, [models.slos.<class>]"
+    )
 
 
 class TrafficClass(Frozen):
     """A traffic class: its share of requests, its holding cost and its latency SLOs.
+
+    Each p99 SLO (TTFT, TPOT, e2e) is optional, but a class sets at least one, and e2e
+    exceeds TTFT when both are set. A model may override them (``ModelSpec.slos``); read
+    a (model, class) pair's SLOs with :meth:`Scenario.slo`, never from the class itself.
 
     ``weight`` is the holding cost w_k: c-mu serves the class with the largest w_k·mu_k,
     WSPT the request with the largest w_j/p_j. ``priority_jump`` follows NVIDIA Dynamo's
@@ -78,11 +107,12 @@ class TrafficClass(Frozen):
     share: Annotated[float, Field(strict=True, ge=0, le=1)] = Field(
         description="fraction of all requests in this class (0..1, summing to 1 over classes)"
     )
-    ttft_p99_ms: Annotated[float, Field(strict=True, gt=0)] = Field(
-        description="SLO: 99th-percentile time to first token in ms"
+    ttft_p99_ms: SloMs | None = Field(default=None, description="SLO: 99th-percentile time to first token in ms")
+    tpot_p99_ms: SloMs | None = Field(
+        default=None, description="SLO: 99th-percentile time per output token (inter-token latency) in ms"
     )
-    e2e_p99_ms: Annotated[float, Field(strict=True, gt=0)] = Field(
-        description="SLO: 99th-percentile end-to-end latency in ms (> ttft_p99_ms)"
+    e2e_p99_ms: SloMs | None = Field(
+        default=None, description="SLO: 99th-percentile end-to-end latency in ms (> ttft_p99_ms)"
     )
     max_queue_wait_ms: Annotated[float, Field(strict=True, gt=0)] = Field(
         description="admission: longest a request may queue before it is rejected, in ms"
@@ -99,17 +129,15 @@ class TrafficClass(Frozen):
     )
 
     @model_validator(mode="after")
-    def _check_slo_order(self) -> TrafficClass:
-        if self.e2e_p99_ms <= self.ttft_p99_ms:
+    def _check_slos(self) -> TrafficClass:
+        slo = ClassSlo.of(self)
+        if not slo.metrics():
+            raise rule_error([Issue((), "sets no latency SLO",
+                                    f"set at least one of {', '.join(slo_field_names())}, e.g. `ttft_p99_ms = 800`")])
+        problem = slo.order_problem()
+        if problem:
             raise rule_error(
-                [
-                    Issue(
-                        ("e2e_p99_ms",),
-                        f"e2e_p99_ms ({self.e2e_p99_ms:g}) must be greater than ttft_p99_ms "
-                        f"({self.ttft_p99_ms:g}): the first token is part of the whole response",
-                        f"raise e2e_p99_ms above {self.ttft_p99_ms:g} or lower ttft_p99_ms",
-                    )
-                ]
+                [Issue(("e2e_p99_ms",), problem, f"raise e2e_p99_ms above {self.ttft_p99_ms:g} or lower ttft_p99_ms")]
             )
         return self
 
@@ -255,7 +283,14 @@ class Scenario(Frozen):
         return classes
 
     @model_validator(mode="after")
-    def _check_reachability(self) -> Scenario:
+    def _check_cross_references(self) -> Scenario:
+        """Rules between sections, all reported together: reachability, and the models' SLO overrides."""
+        issues = [*self._reachability_issues(), *self._slo_override_issues()]
+        if issues:
+            raise rule_error(issues)
+        return self
+
+    def _reachability_issues(self) -> list[Issue]:
         """Every (origin, class) pair needs a serving region that residency and RTT both allow."""
         issues: list[Issue] = []
         for index, klass in enumerate(self.classes):
@@ -274,9 +309,20 @@ class Scenario(Frozen):
                         f"{origin.name}",
                     )
                 )
-        if issues:
-            raise rule_error(issues)
-        return self
+        return issues
+
+    def _slo_override_issues(self) -> list[Issue]:
+        """Each override names a declared class, and the SLOs it leaves in effect can all hold."""
+        issues: list[Issue] = []
+        for index, model in enumerate(self.models):
+            for class_name, override in model.slos.items():
+                where = ("models", index, "slos", class_name)
+                if class_name not in self.class_names:
+                    issues.append(Issue(where, f"no traffic class {class_name!r} in the scenario",
+                                        f"override one of the classes: {', '.join(self.class_names)}"))
+                    continue
+                issues += _effective_slo_issues(where, self.slo(model.name, class_name), ClassSlo.of(override))
+        return issues
 
     # ------------------------------------------------------------------ lookups
     @property
@@ -310,6 +356,12 @@ class Scenario(Frozen):
 
     def traffic_class(self, name: str) -> TrafficClass:
         return _find(self.classes, "name", name, "traffic class")
+
+    def slo(self, model: str, traffic_class: str) -> ClassSlo:
+        """The SLOs in effect for ``model``'s requests of ``traffic_class``: the class's, with the model's overrides."""
+        base = ClassSlo.of(self.traffic_class(traffic_class))
+        override = self.model(model).slos.get(traffic_class)
+        return base if override is None else base.overridden_by(ClassSlo.of(override))
 
     def rtt_ms(self, origin: str, serving_key: str) -> float:
         return self.regions.latency_ms[origin][serving_key]
@@ -351,6 +403,22 @@ class Scenario(Frozen):
         from planner.scenario.summary import summary_rows
 
         return summary_rows(self)
+
+
+def _effective_slo_issues(where: tuple[str | int, ...], effective: ClassSlo, override: ClassSlo) -> list[Issue]:
+    """Whether one (model, class) pair's SLOs can all hold after its override (``where`` is the override's path).
+
+    The pair always has at least one SLO in effect: its class sets one, and an override can
+    only replace a target with another number. What an override can break is the order.
+    """
+    problem = effective.order_problem()
+    if not problem:
+        return []
+    source = {m: "this override" if override.target(m) is not None else "the class" for m in ("ttft", "e2e")}
+    return [Issue(where, f"in effect for this model, {problem} (ttft_p99_ms from {source['ttft']}, "
+                         f"e2e_p99_ms from {source['e2e']})",
+                  "keep e2e_p99_ms above ttft_p99_ms for this model: set both in this override, or change the "
+                  "one it sets")]
 
 
 def _find(items: tuple[Any, ...], attribute: str, value: str, what: str) -> Any:

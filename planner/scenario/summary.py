@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from planner.slo import ClassSlo, target_field
+
 if TYPE_CHECKING:
     from planner.scenario.model import Scenario
 
@@ -18,6 +20,17 @@ def _num(value: float) -> str:
 
 def _quotas(quotas: dict[str, int]) -> str:
     return ", ".join(f"{sku}={gpus}" for sku, gpus in sorted(quotas.items())) or "catalog"
+
+
+def _slos(slo: ClassSlo) -> str:
+    """The SLOs that are set, e.g. 'ttft_p99_ms=800; e2e_p99_ms=40000' (one not set is not checked)."""
+    return "; ".join(f"{target_field(metric)}={_num(target)}" for metric, target in slo.targets())
+
+
+def _overrides(scenario: Scenario, model: str) -> str:
+    """The SLOs in effect where the model overrides its classes', e.g. 'slos[interactive]: ttft_p99_ms=1500'."""
+    return "; ".join(f"slos[{name}]: {_slos(scenario.slo(model, name)).replace('; ', ', ')}"
+                     for name in scenario.model(model).slos)
 
 
 def _row(section: str, name: str, *details: str) -> dict[str, Any]:
@@ -53,7 +66,8 @@ def summary_rows(scenario: Scenario) -> list[dict[str, Any]]:
     for model in scenario.models:
         skus = ",".join(model.skus) if model.skus is not None else "any profiled SKU"
         tps = ",".join(map(str, model.tp)) if model.tp is not None else "any that fits"
-        rows.append(_row("model", model.name, f"skus={skus}", f"engine={model.engine}", f"tp={tps}"))
+        rows.append(_row("model", model.name, f"skus={skus}", f"engine={model.engine}", f"tp={tps}",
+                         _overrides(scenario, model.name)))
     for klass in scenario.classes:
         rows.append(
             _row(
@@ -61,8 +75,7 @@ def summary_rows(scenario: Scenario) -> list[dict[str, Any]]:
                 klass.name,
                 f"share={_num(klass.share)}",
                 f"weight={_num(klass.weight)}",
-                f"ttft_p99_ms={_num(klass.ttft_p99_ms)}",
-                f"e2e_p99_ms={_num(klass.e2e_p99_ms)}",
+                _slos(ClassSlo.of(klass)),
                 f"max_queue_wait_ms={_num(klass.max_queue_wait_ms)}",
                 f"priority_jump={_num(klass.priority_jump)}",
                 f"drr_quantum_tokens={klass.drr_quantum_tokens}",

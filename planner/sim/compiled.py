@@ -131,9 +131,11 @@ def compile_engine() -> None:
     from planner.sim.policies import get_policy
     from planner.sim.replica.pool import ClassSpec, PoolConfig, ReplicaSpec, run_replication
     from planner.sim.workload import default_workload
+    from planner.slo import ClassSlo
 
     replica = ReplicaSpec("compile", 1, StepModel.linear(10.0, 1e-4, 0.05), kv_capacity_tokens=50_000, max_batch=8)
-    klass = ClassSpec("interactive", 1.0, 1.0, 0.0, 1024.0, 1e4, 1e4, 1e5, default_workload("interactive", "llama-3.1-8b"))
+    klass = ClassSpec("interactive", 1.0, 1.0, 0.0, 1024.0, 1e4, ClassSlo(ttft_p99_ms=1e4, e2e_p99_ms=1e5),
+                      default_workload("interactive", "llama-3.1-8b"))
     run_replication(PoolConfig((replica,), (klass,), get_policy("fcfs"), duration_s=10.0, warmup_s=1.0),
                     np.random.SeedSequence(0))
     folder = cache_dir()

@@ -19,11 +19,13 @@ import numpy as np
 import pandas as pd
 
 from planner.outputs import table_json_path
+from planner.slo import SLO_METRICS, met_column, p99_column, target_column, verdict_column
 from planner.storage import check_table_suffix, staged_outputs
 
 SUMMARY_COLUMNS = (
-    "region", "model", "traffic_class", "replicas", "offered_rps", "slo_ttft_p99_ms", "slo_ttft_target_ms",
-    "slo_ttft_verdict", "slo_e2e_p99_ms", "slo_e2e_target_ms", "slo_e2e_verdict", "rejected_fraction", "slo_met",
+    "region", "model", "traffic_class", "replicas", "offered_rps",
+    *(column(m) for m in SLO_METRICS for column in (p99_column, target_column, verdict_column)),
+    "rejected_fraction", "slo_met",
 )
 
 
@@ -50,24 +52,25 @@ class SimulationResult:
 
     @property
     def all_met(self) -> bool:
-        """Whether every class with traffic meets both its TTFT and e2e p99 SLO (point estimate)."""
+        """Whether every class with traffic meets every p99 SLO it sets (point estimate)."""
         return bool(self.per_class["slo_met"].all()) if len(self.per_class) else True
 
     def misses(self) -> list[dict[str, Any]]:
         """Every missed (region, model, traffic_class, metric), in table order, with what was measured.
 
-        ``metric`` is ``ttft_p99`` or ``e2e_p99``; ``measured`` reads e.g. ``"2,412 ms > 800 ms"``,
-        or names the rejections or missing replicas that made the p99 infinite.
+        ``metric`` is ``ttft_p99``, ``tpot_p99`` or ``e2e_p99``; ``measured`` reads e.g.
+        ``"2,412 ms > 800 ms"``, or names the rejections or missing replicas that made the p99
+        infinite. A metric the class does not set is never missed.
         """
         out = []
         for row in self.per_class.to_dict("records") if len(self.per_class) else []:
             if bool(row.get("slo_met", True)):
                 continue
-            for metric in ("ttft", "e2e"):  # slo_met is both met, so at least one of them is missed
-                if bool(row.get(f"slo_{metric}_met", True)):
+            for metric in SLO_METRICS:  # slo_met is every set metric met, so at least one of them is missed
+                if bool(row.get(met_column(metric), True)):
                     continue
-                p99, target = row.get(f"slo_{metric}_p99_ms"), row.get(f"slo_{metric}_target_ms")
-                verdict = row.get(f"slo_{metric}_verdict")
+                p99, target = row.get(p99_column(metric)), row.get(target_column(metric))
+                verdict = row.get(verdict_column(metric))
                 if verdict == "no_replicas":
                     measured = "demand but no replicas"
                 elif p99 is None or math.isnan(float(p99)):

@@ -9,7 +9,8 @@ from the scenario's engine for the model and the profile's defaults. The pool re
 traffic class, the arrival rate that placement routed to that serving region in the chosen
 window (``demand``: region = serving key, model, traffic_class, rps). It is simulated with
 the scenario's policy, admission control and class SLOs (:mod:`planner.sim.replica`),
-``replications`` times, and each class is reported as meeting or missing its SLO.
+``replications`` times, and each class is reported as meeting or missing each SLO in effect
+for the pool's model (``Scenario.slo``: the class's, with the model's overrides).
 
 Demand that reaches a (region, model) without replicas is reported as fully rejected
 (``no_replicas``), never dropped. Spot replicas are simulated as available for the whole
@@ -51,6 +52,7 @@ from planner.sim.replica.pool import (
 )
 from planner.sim.replica.routing import router_code
 from planner.sim.replica.run import (
+    NOT_SET,
     ReplicationTask,
     replication_tasks,
     run_replication_task,
@@ -59,6 +61,7 @@ from planner.sim.replica.run import (
 from planner.sim.result import SimulationResult, write_simulation_outputs
 from planner.sim.work import PoolWork, check_work
 from planner.sim.workload import workloads_for
+from planner.slo import SLO_METRICS, met_column, p99_column, target_column, verdict_column
 from planner.sources import source_of
 
 __all__ = ["SimulationResult", "pool_seed", "select_window", "simulate_plan", "write_simulation_outputs"]
@@ -149,19 +152,33 @@ def _demand_rates(demand: pd.DataFrame, scenario: Scenario) -> dict[tuple[str, s
 
 def _unserved_rows(region: str, model: str, rates: dict[str, float], scenario: Scenario,
                    window_s: float) -> list[dict[str, Any]]:
+    """Demand at a (region, model) without replicas: every request rejected, so every SLO that is set is missed."""
     rows = []
     for klass in scenario.classes:
         rate = rates.get(klass.name, 0.0)
-        rows.append({"region": region, "model": model, "traffic_class": klass.name, "replicas": 0,
-                     "offered_rps": rate, "arrived": rate * window_s, "rejected": rate * window_s,
-                     "rejected_fraction": 1.0 if rate > 0 else math.nan, "completed": 0.0,
-                     "slo_ttft_p99_ms": math.inf if rate > 0 else math.nan,
-                     "slo_e2e_p99_ms": math.inf if rate > 0 else math.nan,
-                     "slo_ttft_target_ms": klass.ttft_p99_ms, "slo_e2e_target_ms": klass.e2e_p99_ms,
-                     "slo_ttft_met": rate == 0, "slo_e2e_met": rate == 0,
-                     "slo_ttft_verdict": "no_replicas" if rate > 0 else "no_traffic",
-                     "slo_e2e_verdict": "no_replicas" if rate > 0 else "no_traffic", "slo_met": rate == 0})
+        slo = scenario.slo(model, klass.name)
+        targets = {m: slo.target(m) for m in SLO_METRICS}
+        row: dict[str, Any] = {"region": region, "model": model, "traffic_class": klass.name, "replicas": 0,
+                               "offered_rps": rate, "arrived": rate * window_s, "rejected": rate * window_s,
+                               "rejected_fraction": 1.0 if rate > 0 else math.nan, "completed": 0.0}
+        row.update({p99_column(m): math.inf if rate > 0 else math.nan for m in SLO_METRICS})
+        row.update({target_column(m): math.nan if t is None else t for m, t in targets.items()})
+        row.update({met_column(m): t is None or rate == 0 for m, t in targets.items()})
+        row.update({verdict_column(m): NOT_SET if t is None else "no_replicas" if rate > 0 else "no_traffic"
+                    for m, t in targets.items()})
+        row["slo_met"] = rate == 0
+        rows.append(row)
     return rows
+
+
+def _mark_no_traffic(per_class: pd.DataFrame) -> None:
+    """A class that saw no request meets its SLOs by having no traffic, on every metric that is set."""
+    idle = per_class["arrived"] == 0
+    for metric in SLO_METRICS:
+        checked = idle & (per_class[verdict_column(metric)] != NOT_SET)
+        per_class.loc[checked, verdict_column(metric)] = "no_traffic"
+        per_class.loc[idle, met_column(metric)] = True
+    per_class.loc[idle, "slo_met"] = True
 
 
 def pool_seed(seed: int, region: str, model: str) -> np.random.SeedSequence:
@@ -226,7 +243,8 @@ def simulate_plan(
         region, model = key
         pool_rates = rates.get(key, {})
         laws = workloads_for(model, scenario.class_names, histogram)
-        classes = tuple(ClassSpec.of(k, pool_rates.get(k.name, 0.0), laws[k.name]) for k in scenario.classes)
+        classes = tuple(ClassSpec.of(k, scenario.slo(model, k.name), pool_rates.get(k.name, 0.0), laws[k.name])
+                        for k in scenario.classes)
         config = PoolConfig(
             tuple(pools[key]), classes, spec, duration_s=duration_s, warmup_s=warmup,
             kv_fraction=admission.kv_fraction, output_quantile_reserve=admission.output_quantile_reserve,
@@ -269,8 +287,7 @@ def simulate_plan(
         })
     per_class = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
     if not per_class.empty:
-        per_class.loc[per_class["arrived"] == 0, ["slo_ttft_verdict", "slo_e2e_verdict"]] = "no_traffic"
-        per_class.loc[per_class["arrived"] == 0, ["slo_ttft_met", "slo_e2e_met", "slo_met"]] = True
+        _mark_no_traffic(per_class)
     meta = {
         "scenario": scenario.name, "period": period_label, "policy": spec.name, "routing": routing,
         "router_d": router_d, "duration_s": duration_s, "warmup_s": warmup, "replications": replications,

@@ -8,15 +8,19 @@ so none is censored. For a served request j (times in seconds, reported in ms):
 * e2e = last token − arrival;  TPOT = (e2e − TTFT) / (output tokens − 1) for outputs > 1.
 
 Rejected requests (wait past ``max_queue_wait_ms``, or too large for the KV budget) have
-no latency; they are counted, and the SLO check treats them as infinitely late:
-``slo_ttft_p99_ms`` is the 99th percentile of TTFT over all arrivals with rejections at
-+∞ (so more than 1 % rejected misses any SLO). The SLO is met when that p99 is at most
-``ttft_p99_ms`` (likewise e2e); with replications, ``*_verdict`` is ``met`` when the
-upper end of the 95 % interval is within the SLO, ``missed`` when the lower end is above
-it, and ``uncertain`` otherwise.
+no latency; they are counted, and the SLO check treats them as infinitely late for every
+metric of :data:`planner.slo.SLO_METRICS`: ``slo_ttft_p99_ms`` is the 99th percentile of
+TTFT over all arrivals with rejections at +∞ (so more than 1 % rejected misses any SLO),
+likewise ``slo_tpot_p99_ms`` over the arrivals with more than one output token plus the
+rejections, and ``slo_e2e_p99_ms``. A metric's SLO is met when that p99 is at most its
+target; with replications, ``*_verdict`` is ``met`` when the upper end of the 95 % interval
+is within the SLO, ``missed`` when the lower end is above it, and ``uncertain`` otherwise.
+These p99s are measured whether or not the class sets the metric's SLO; only the set ones
+are checked.
 
-Goodput is the rate of window arrivals that got both their first token within
-``ttft_p99_ms`` and their last within ``e2e_p99_ms``. Throughput is output tokens generated
+Goodput is the rate of window arrivals that met every SLO their class sets: first token
+within ``ttft_p99_ms``, TPOT within ``tpot_p99_ms`` (a one-token answer has no TPOT and
+cannot miss it), last token within ``e2e_p99_ms``. Throughput is output tokens generated
 during the window per second. Pool-level figures (same on every class row of a pool):
 replica utilisation = busy time / window (a replica is busy while a step runs, which under
 continuous batching is whenever it holds a request), mean batch = time-average requests in
@@ -37,6 +41,7 @@ from planner.sim.replica.state import (
     P_CAP, P_MAXKV, P_STEPS, Q_BATCHAREA, Q_BUSY, Q_KVAREA, REASON_TOO_LARGE, REASON_WAIT,
 )
 from planner.sim.stats import littles_law, replication_ci
+from planner.slo import SLO_METRICS, ClassSlo, p99_column
 
 LATENCIES = ("ttft", "tpot", "e2e", "queue_wait")
 STATS = ("mean", "p50", "p95", "p99", "max")
@@ -57,6 +62,18 @@ def _p99_with_rejections(values_s: np.ndarray, rejected: int) -> float:
         return math.nan
     full = np.concatenate([values_s * 1000.0, np.full(rejected, np.inf)])
     return float(np.percentile(full, 99.0, method="inverted_cdf"))
+
+
+def good_requests(latency_s: dict[str, np.ndarray], slo: ClassSlo) -> int:
+    """Served requests that meet every SLO that is set.
+
+    ``latency_s`` holds, per metric, one value per served request, NaN where the request has
+    no such latency (a one-token answer's TPOT), which then cannot miss.
+    """
+    good = np.ones(len(next(iter(latency_s.values()))), dtype=bool)
+    for metric, target_ms in slo.targets():
+        good &= ~(latency_s[metric] * 1000.0 > target_ms)
+    return int(good.sum())
 
 
 def replication_metrics(rep: Replication) -> tuple[list[dict[str, float]], dict[str, float]]:
@@ -99,9 +116,12 @@ def replication_metrics(rep: Replication) -> tuple[list[dict[str, float]], dict[
         e2e = exit_[served] - arrival[served]
         multi = served & (out > 1)
         tpot = (exit_[multi] - first[multi]) / (out[multi] - 1)
+        tpot_served = np.full(ttft.size, np.nan)  # one-token answers have no TPOT
+        tpot_served[out[served] > 1] = tpot
         wait = admit[served] - arrival[served]
         arrived = int(mine.sum())
-        good = int(((ttft * 1000.0 <= klass.ttft_p99_ms) & (e2e * 1000.0 <= klass.e2e_p99_ms)).sum())
+        good = good_requests({"ttft": ttft, "tpot": tpot_served, "e2e": e2e}, klass.slo)
+        measured = {"ttft": ttft, "tpot": tpot, "e2e": e2e}
         row: dict[str, float] = {
             "arrived": arrived,
             "arrival_rate_rps": arrived / window,
@@ -115,9 +135,9 @@ def replication_metrics(rep: Replication) -> tuple[list[dict[str, float]], dict[
             "throughput_tokens_per_s": float(st.tokens_win[k]) / window,
             "goodput_rps": good / window,
             "goodput_fraction": good / arrived if arrived else math.nan,
-            "slo_ttft_p99_ms": _p99_with_rejections(ttft, rej_wait + rej_large),
-            "slo_e2e_p99_ms": _p99_with_rejections(e2e, rej_wait + rej_large),
         }
+        for metric in SLO_METRICS:
+            row[p99_column(metric)] = _p99_with_rejections(measured[metric], rej_wait + rej_large)
         for name, values in (("ttft", ttft), ("tpot", tpot), ("e2e", e2e), ("queue_wait", wait)):
             for stat, value in _summary(values).items():
                 row[f"{name}_{stat}_ms"] = value

@@ -33,6 +33,7 @@ from planner.sim.replica.engine import run_pool
 from planner.sim.replica.routing import POWER_OF_D, router_code
 from planner.sim.replica.state import State, build_state
 from planner.sim.workload import ClassWorkload, RequestSample, sample_requests
+from planner.slo import ClassSlo
 
 DEFAULT_TOKEN_BUDGET = 8192
 """Tokens per step (prefill chunk + decodes): vLLM's ``--max-num-batched-tokens`` default for
@@ -68,22 +69,23 @@ class ReplicaSpec:
 
 @dataclass(frozen=True)
 class ClassSpec:
+    """One traffic class of a pool; ``slo`` holds the p99 targets checked for it (the pool's model's)."""
+
     name: str
     rate_rps: float
     weight: float
     priority_jump: float
     drr_quantum_tokens: float
     max_queue_wait_ms: float
-    ttft_p99_ms: float
-    e2e_p99_ms: float
+    slo: ClassSlo
     workload: ClassWorkload
 
     @classmethod
-    def of(cls, klass: Any, rate_rps: float, workload: ClassWorkload) -> ClassSpec:
-        """A scenario traffic class (``planner.scenario.TrafficClass``) at ``rate_rps`` with its length laws."""
+    def of(cls, klass: Any, slo: ClassSlo, rate_rps: float, workload: ClassWorkload) -> ClassSpec:
+        """A scenario traffic class (``planner.scenario.TrafficClass``) with the SLOs in effect for the pool's
+        model (``Scenario.slo``), at ``rate_rps`` with its length laws."""
         return cls(klass.name, float(rate_rps), float(klass.weight), float(klass.priority_jump),
-                   float(klass.drr_quantum_tokens), float(klass.max_queue_wait_ms), float(klass.ttft_p99_ms),
-                   float(klass.e2e_p99_ms), workload)
+                   float(klass.drr_quantum_tokens), float(klass.max_queue_wait_ms), slo, workload)
 
 
 @dataclass(frozen=True)

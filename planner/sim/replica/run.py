@@ -12,9 +12,11 @@ combines them in replication order, so the table does not depend on where each r
 
 Every metric of :mod:`.metrics` appears as its mean over replications and, beside it,
 ``<metric>_ci95``: the Student-t half-width of the 95 % interval (infinite with one
-replication). SLO columns: ``slo_ttft_met``/``slo_e2e_met`` compare the mean p99
-(rejections at +∞) with the class's SLO; ``*_verdict`` says whether that holds with 95 %
-confidence; ``slo_met`` is both met.
+replication). SLO columns, per metric m of :data:`planner.slo.SLO_METRICS` (ttft, tpot,
+e2e): ``slo_<m>_target_ms`` is the class's target, ``slo_<m>_met`` compares the mean p99
+(rejections at +∞) with it, and ``slo_<m>_verdict`` says whether that holds with 95 %
+confidence; ``slo_met`` is every metric met. A metric the class does not set is not
+checked: its target is empty, it counts as met, and its verdict is ``not_set``.
 """
 
 from __future__ import annotations
@@ -27,8 +29,11 @@ import numpy as np
 import pandas as pd
 
 from planner.sim.replica.metrics import combine, replication_metrics, verdict
-from planner.sim.replica.pool import PoolConfig, run_replication
+from planner.sim.replica.pool import ClassSpec, PoolConfig, run_replication
+from planner.slo import SLO_METRICS, met_column, p99_column, target_column, verdict_column
 
+NOT_SET = "not_set"
+"""The verdict of a metric whose SLO the class does not set: nothing was checked."""
 POOL_METRICS = (
     "replica_utilisation", "mean_batch", "kv_utilisation", "kv_peak_fraction", "throughput_tokens_per_s",
     "cost_usd_per_m_output_tokens", "littles_residual_run", "littles_residual_window",
@@ -71,6 +76,17 @@ def simulate_pool(config: PoolConfig, *, replications: int, seed: np.random.Seed
     return summarise_pool(config, metrics, labels)
 
 
+def slo_checks(klass: ClassSpec, row: dict[str, Any], reps: list[dict[str, float]]) -> dict[str, Any]:
+    """Target, met and verdict columns of every metric, then ``slo_met`` (module docstring)."""
+    targets = {m: klass.slo.target(m) for m in SLO_METRICS}
+    out: dict[str, Any] = {target_column(m): math.nan if t is None else t for m, t in targets.items()}
+    out.update({met_column(m): t is None or bool(row[p99_column(m)] <= t) for m, t in targets.items()})
+    out.update({verdict_column(m): NOT_SET if t is None else verdict([r[p99_column(m)] for r in reps], t)
+                for m, t in targets.items()})
+    out["slo_met"] = all(out[met_column(m)] for m in SLO_METRICS)
+    return out
+
+
 def summarise_pool(config: PoolConfig, metrics: list[ReplicationMetrics],
                    labels: dict[str, str] | None = None) -> PoolResult:
     """Per-class rows with means and 95 % half-widths over ``metrics`` (one entry per replication)."""
@@ -96,13 +112,7 @@ def summarise_pool(config: PoolConfig, metrics: list[ReplicationMetrics],
             mean, half = combine([r[name] for r in reps])
             row[name] = mean
             row[f"{name}_ci95"] = half
-        row["slo_ttft_target_ms"] = klass.ttft_p99_ms
-        row["slo_e2e_target_ms"] = klass.e2e_p99_ms
-        row["slo_ttft_met"] = bool(row["slo_ttft_p99_ms"] <= klass.ttft_p99_ms)
-        row["slo_e2e_met"] = bool(row["slo_e2e_p99_ms"] <= klass.e2e_p99_ms)
-        row["slo_ttft_verdict"] = verdict([r["slo_ttft_p99_ms"] for r in reps], klass.ttft_p99_ms)
-        row["slo_e2e_verdict"] = verdict([r["slo_e2e_p99_ms"] for r in reps], klass.e2e_p99_ms)
-        row["slo_met"] = row["slo_ttft_met"] and row["slo_e2e_met"]
+        row.update(slo_checks(klass, row, reps))
         for name in POOL_METRICS:
             row[f"pool_{name}"] = pool_summary[name]
         row["length_source"] = klass.workload.source
