@@ -1,16 +1,18 @@
-"""Fast-loop calibration: capacity coefficients per (model, SKU, class) found by simulation.
+"""Fast-loop calibration: capacity coefficients per (model, SKU, TP, class) found by simulation.
 
-For each (model, SKU) the scenario allows, under one policy and one class mix: the highest
-request rate per replica at which every p99 SLO each class sets for the model (TTFT, TPOT,
-end to end) holds with a stated confidence, found by bisection over simulated rates with
-common random numbers, in process. The answer becomes per-class coefficients in the capacity table that
-``planner place --capacity`` reads. Each pair's answer is cached under a hash of its inputs,
-so an unchanged pair is never simulated again.
+For each (model, SKU, tensor-parallel degree) the scenario may deploy, under one policy and
+one class mix: the engine setting (batch cap, token budget) and the highest request rate per
+replica at which every p99 SLO each class sets for the model (TTFT, TPOT, end to end) holds
+with a stated confidence, found by bisection over simulated rates with common random
+numbers, in process. The answer becomes per-class coefficients in the capacity table that
+``planner place --capacity`` reads. Each unit's answer is cached under a hash of its inputs,
+so an unchanged unit is never simulated again.
 
-Modules: ``inputs`` (settings, class mix, one task per pair), ``probe`` (simulate one rate;
-the predicate and common random numbers), ``search`` (the bisection and why it is monotone
-in the SLO), ``pair`` (one pair's search as a task), ``cache``, ``table`` (per-class
-coefficients, the table and its writer) and ``run`` (:func:`calibrate`).
+Modules: ``inputs`` (settings, class mix, the engine-setting grid, one task per unit),
+``probe`` (simulate one rate; the predicate and common random numbers), ``search`` (the
+bisection and why it is monotone in the SLO), ``unit`` (one unit's search over its engine
+settings, with pruning, as a task), ``cache``, ``table`` (per-class coefficients, the table
+and its writer) and ``run`` (:func:`calibrate`).
 """
 
 from planner.calibrate.cache import CALIBRATION_VERSION, default_cache_dir

@@ -1,16 +1,17 @@
-"""The calibration cache: one JSON file per pair, named by a hash of everything that decides its answer.
+"""The calibration cache: one JSON file per unit, named by a hash of everything that decides its answer.
 
 key = SHA-256 of the canonical JSON (sorted keys, no spaces, floats by ``repr``) of
-:func:`key_material`: the profile's step-time values, every class's share, the SLOs in effect
-for the pair's model (``Scenario.slo``: only the metrics set, so adding, removing or changing
+:func:`key_material`: the unit (model, SKU, TP, engine), the profile's step model and KV
+capacity, every engine setting it tries, every class's share, the SLOs in effect
+for the unit's model (``Scenario.slo``: only the metrics set, so adding, removing or changing
 one gives a new key), scheduling parameters and token-length laws (parameters, or a hash of
 the histogram bins), the policy with its parameters and admission control, the simulation and search settings (duration,
-warm-up, replications, pool size, router, token budget, seed, rel_tol, confidence, the search
-constants) and :data:`CALIBRATION_VERSION` with ``planner.__version__``. An unchanged pair is
+warm-up, replications, pool size, router, seed, rel_tol, confidence, pruning, the search
+constants) and :data:`CALIBRATION_VERSION` with ``planner.__version__``. An unchanged unit is
 never simulated again; any change to any of those gives a new key.
 
 Entries are written atomically (temporary file, then rename). An entry that cannot be read,
-is not JSON, or does not carry the expected key, version and fields is ignored, so the pair
+is not JSON, or does not carry the expected key, version and fields is ignored, so the unit
 is calibrated again and the entry rewritten: a damaged cache costs time, never a crash.
 """
 
@@ -26,17 +27,19 @@ from typing import Any
 import numpy as np
 
 from planner import __version__
-from planner.calibrate.inputs import PairTask
+from planner.calibrate.inputs import UnitTask
 from planner.calibrate.search import FLOOR_FRACTION, GROWTH, MAX_GROWTHS
 from planner.sim.workload import EmpiricalLength, LognormalLength
 from planner.storage import write_json_atomic
 
-CALIBRATION_VERSION = 2
-"""Raise when the search, the predicate or the simulator changes what a pair's answer is, or the key's
-layout changes (2: a class's SLOs are keyed as ``slo``, metric -> target, for the metrics set)."""
-RESULT_FIELDS = {"model": str, "sku": str, "key": str, "status": str, "rate_rps_per_replica": float,
-                 "ceiling_rps_per_replica": float, "simulations": int, "reason": str, "binding_class": str,
-                 "binding_metric": str, "probes": list}
+CALIBRATION_VERSION = 3
+"""Raise when the search, the predicate or the simulator changes what a unit's answer is, or the key's
+layout changes (2: a class's SLOs are keyed as ``slo``, metric -> target, for the metrics set;
+3: units of (model, SKU, TP, engine), each searched over engine settings, on the measured step model)."""
+RESULT_FIELDS = {"model": str, "sku": str, "tp_degree": int, "engine": str, "key": str, "status": str,
+                 "rate_rps_per_replica": float, "ceiling_rps_per_replica": float, "max_num_seqs": int,
+                 "max_num_batched_tokens": int, "simulations": int, "reason": str, "binding_class": str,
+                 "binding_metric": str, "probes": list, "settings": list}
 
 
 def default_cache_dir() -> Path:
@@ -57,16 +60,18 @@ def law_fingerprint(law: object) -> dict[str, Any]:
     return {"law": type(law).__name__, "repr": repr(law)}
 
 
-def key_material(task: PairTask) -> dict[str, Any]:
-    r = task.replica
+def key_material(task: UnitTask) -> dict[str, Any]:
+    r = task.candidates[0]
     return {
         "calibration_version": CALIBRATION_VERSION,
         "planner_version": __version__,
         "model": task.model,
         "sku": task.sku,
-        "profile": {"a_ms": r.a_ms, "b_ms_per_kv_token": r.b_ms_per_kv_token,
-                    "c_ms_per_prefill_token": r.c_ms_per_prefill_token, "kv_capacity_tokens": r.kv_capacity_tokens,
-                    "max_batch": r.max_batch},
+        "tp_degree": task.tp,
+        "engine": task.engine,
+        "profile": {"step": r.step.packed().tolist(), "kv_capacity_tokens": r.kv_capacity_tokens,
+                    "replicas": r.count},
+        "engine_settings": [[c.max_batch, c.token_budget] for c in task.candidates],
         "classes": [{"name": c.name, "share": c.share, "weight": c.spec.weight, "priority_jump": c.spec.priority_jump,
                      "drr_quantum_tokens": c.spec.drr_quantum_tokens, "max_queue_wait_ms": c.spec.max_queue_wait_ms,
                      "slo": dict(c.spec.slo.targets()),
@@ -78,7 +83,7 @@ def key_material(task: PairTask) -> dict[str, Any]:
     }
 
 
-def cache_key(task: PairTask) -> str:
+def cache_key(task: UnitTask) -> str:
     text = json.dumps(key_material(task), sort_keys=True, separators=(",", ":"), allow_nan=False)
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
@@ -111,12 +116,12 @@ def read_entry(cache_dir: Path, key: str) -> dict[str, Any] | None:
     return result if _valid(result, key) else None
 
 
-def write_entry(cache_dir: Path, task: PairTask, result: dict[str, Any]) -> str:
-    """Store one pair's result; returns '' or, when the cache cannot be written, why (the run goes on)."""
+def write_entry(cache_dir: Path, task: UnitTask, result: dict[str, Any]) -> str:
+    """Store one unit's result; returns '' or, when the cache cannot be written, why (the run goes on)."""
     payload = {"calibration_version": CALIBRATION_VERSION, "key": task.key, "material": key_material(task),
                "result": result}
     try:
         write_json_atomic(entry_path(cache_dir, task.key), payload)
     except OSError as exc:
-        return f"cache entry for {task.model} on {task.sku} not written: {exc}"
+        return f"cache entry for {task.label} not written: {exc}"
     return ""

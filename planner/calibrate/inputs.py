@@ -1,14 +1,14 @@
-"""What one calibration needs, checked once: the settings, the class mix and one task per (model, SKU).
+"""What one calibration needs, checked once: the settings, the class mix and one task per deployment unit.
 
-A :class:`PairTask` is everything that decides one pair's answer, as small frozen values
-that pickle (so it can run in another process): the replica's step-time profile, the
-classes with their share of the mix, the SLOs in effect for the pair's model and their
+A unit is one (model, SKU, tensor-parallel degree) under the model's engine: a row of the
+profile table the scenario may deploy (``planner.scenario.usable_profiles``). A
+:class:`UnitTask` is everything that decides one unit's answer, as small frozen values that
+pickle (so it can run in another process): the replica under each engine setting to try
+(batch cap ``max_num_seqs`` and token budget ``max_num_batched_tokens``, :func:`setting_grid`),
+the classes with their share of the mix, the SLOs in effect for the unit's model and their
 token-length laws, the policy with its parameters and admission control, and the
 :class:`Settings` of the search. Nothing in it refers to the scenario object, the profile
 table or the disk.
-
-Pairs are the scenario's own eligibility: every SKU of ``scenario.allowed_skus(model)`` that
-has a row in the profile table, for every model of the scenario (or of ``models``).
 """
 
 from __future__ import annotations
@@ -20,10 +20,10 @@ from dataclasses import dataclass
 import pandas as pd
 
 from planner.errors import InputError
-from planner.placement.capacity import TokenLengths, requests_per_second
-from planner.scenario import SKU_NAMES, Scenario
+from planner.profiles.throughput import ceiling
+from planner.scenario import SKU_NAMES, Scenario, usable_profiles
 from planner.sim.policies import get_policy
-from planner.sim.replica.pool import DEFAULT_TOKEN_BUDGET, ClassSpec, ReplicaSpec
+from planner.sim.replica.pool import ClassSpec, ReplicaSpec
 from planner.sim.workload import workloads_for
 
 MIX_TOLERANCE = 1e-6
@@ -33,11 +33,21 @@ MAX_REQUESTS = 200_000
 """Expected requests per replication above which a run is not lengthened further (a class with a tiny share)."""
 ROUTER = "jsq"
 """How a pool of several replicas spreads requests (``pool_replicas`` > 1); one replica needs no router."""
+MAX_NUM_SEQS = (64, 128, 256, 512)
+MAX_NUM_BATCHED_TOKENS = (2048, 8192)
+"""The engine settings calibration searches: batch caps and per-step token budgets around vLLM's
+defaults (256 and 8192): a smaller cap or budget shortens steps (TPOT, TTFT of short requests),
+a larger one packs more work into each step (throughput, long prompts in fewer chunks)."""
 
 
 @dataclass(frozen=True)
 class Settings:
-    """The search and simulation settings shared by every pair of one calibration."""
+    """The search and simulation settings shared by every unit of one calibration.
+
+    ``search_settings`` tries every engine setting of :func:`setting_grid` (else only the
+    profile's defaults); ``prune`` skips, unsimulated, the settings that cannot beat the best
+    one found (:mod:`.unit`).
+    """
 
     duration_s: float
     warmup_fraction: float
@@ -55,16 +65,18 @@ class Settings:
     min_class_requests: int = MIN_CLASS_REQUESTS
     max_requests: int = MAX_REQUESTS
     router: str = ROUTER
-    token_budget: int = DEFAULT_TOKEN_BUDGET
+    search_settings: bool = True
+    prune: bool = True
 
 
 @dataclass(frozen=True)
 class ClassInput:
-    """One traffic class of the mix: its share p_k, its simulator spec (rate filled in per probe) and ceiling X_k."""
+    """One traffic class of the mix: its share p_k, its simulator spec (rate filled in per probe) and mean lengths."""
 
     spec: ClassSpec
     share: float
-    ceiling_rps: float
+    prompt_mean: float
+    output_mean: float
 
     @property
     def name(self) -> str:
@@ -72,27 +84,40 @@ class ClassInput:
 
 
 @dataclass(frozen=True)
-class PairTask:
-    """One (model, SKU) to calibrate; ``key`` is filled in by :mod:`.cache`."""
+class UnitTask:
+    """One (model, SKU, TP, engine) to calibrate over its engine settings; ``key`` is filled in by :mod:`.cache`."""
 
     model: str
     sku: str
-    replica: ReplicaSpec
+    tp: int
+    engine: str
+    candidates: tuple[ReplicaSpec, ...]
     profile_source: str
     classes: tuple[ClassInput, ...]
     settings: Settings
     key: str = ""
 
     @property
+    def label(self) -> str:
+        return f"{self.model} on {self.tp} x {self.sku}"
+
+    @property
     def active(self) -> tuple[ClassInput, ...]:
         """The classes with a positive share: the ones whose SLO the predicate checks."""
         return tuple(c for c in self.classes if c.share > 0)
 
-    def mix_ceiling_rps(self) -> float:
+    def class_ceiling_rps(self, replica: ReplicaSpec, klass: ClassInput) -> float:
+        """X_k: the analytic ceiling of the class's mean request on one replica (``planner.profiles.throughput``)."""
+        return ceiling(replica.step, kv_capacity_tokens=replica.kv_capacity_tokens, max_num_seqs=replica.max_batch,
+                       max_num_batched_tokens=replica.token_budget, prompt=klass.prompt_mean,
+                       output=klass.output_mean, kv_fraction=self.settings.kv_fraction).rps
+
+    def mix_ceiling_rps(self, replica: ReplicaSpec) -> float:
         """Analytic ceiling of the mix per replica, 1 / Σ_k p_k / X_k; 0 if an active class cannot run."""
-        if any(c.ceiling_rps <= 0 for c in self.active):
+        ceilings = [self.class_ceiling_rps(replica, c) for c in self.active]
+        if any(x <= 0 for x in ceilings):
             return 0.0
-        return 1.0 / math.fsum(c.share / c.ceiling_rps for c in self.active)
+        return 1.0 / math.fsum(c.share / x for c, x in zip(self.active, ceilings, strict=True))
 
 
 def check_settings(*, duration_s: float, replications: int, seed: int, rel_tol: float, confidence: float,
@@ -138,10 +163,10 @@ def class_shares(scenario: Scenario, class_mix: Mapping[str, float] | None) -> d
     return shares
 
 
-def select_pairs(scenario: Scenario, profiles: pd.DataFrame, models: list[str] | None,
-                 skus: list[str] | None) -> tuple[list[tuple[str, str]], list[dict[str, str]]]:
-    """(model, SKU) pairs to calibrate, and the allowed pairs skipped for want of a profile row."""
-    for column in ("model", "sku"):
+def select_units(scenario: Scenario, profiles: pd.DataFrame, models: list[str] | None,
+                 skus: list[str] | None) -> tuple[pd.DataFrame, list[dict[str, str]]]:
+    """The profile rows to calibrate (one per unit), and the allowed (model, SKU) skipped for want of a profile."""
+    for column in ("model", "sku", "tp_degree", "engine"):
         if column not in profiles.columns:
             raise InputError(f"the profile table lacks column {column!r}", where="profiles",
                              fix="pass the table of planner.profiles.load_profiles()")
@@ -155,44 +180,47 @@ def select_pairs(scenario: Scenario, profiles: pd.DataFrame, models: list[str] |
         if bad:
             raise InputError(f"unknown SKU(s) {', '.join(bad)}", where="--skus",
                              fix=f"use one of {', '.join(SKU_NAMES)}")
-    profiled = set(zip(profiles["model"].astype(str), profiles["sku"].astype(str), strict=True))
-    pairs, skipped = [], []
+    usable = usable_profiles(scenario, profiles)
+    usable = usable[usable["model"].isin(chosen_models) & (usable["sku"].isin(skus) if skus is not None else True)]
+    skipped = []
     for model in chosen_models:
         for sku in scenario.allowed_skus(model):
-            if skus is not None and sku not in skus:
-                continue
-            if (model, sku) in profiled:
-                pairs.append((model, sku))
-            else:
-                skipped.append({"model": model, "sku": sku, "reason": "allowed by the scenario but not profiled"})
-    if not pairs:
-        raise InputError("no (model, SKU) pair to calibrate: none is both allowed by the scenario and profiled",
+            if (skus is None or sku in skus) and not ((usable["model"] == model) & (usable["sku"] == sku)).any():
+                skipped.append({"model": model, "sku": sku,
+                                "reason": f"allowed by the scenario but not profiled under {scenario.model(model).engine} "
+                                          "at an allowed TP degree"})
+    if usable.empty:
+        raise InputError("no (model, SKU, TP) to calibrate: none is both allowed by the scenario and profiled",
                          where="--models/--skus",
-                         fix="choose models and SKUs the scenario allows and the profile table has")
-    return pairs, skipped
+                         fix="choose models and SKUs the scenario allows and the profile table has (`planner profiles`)")
+    return usable.reset_index(drop=True), skipped
 
 
-def _replica(row: Mapping[str, object], sku: str, count: int) -> ReplicaSpec:
-    return ReplicaSpec(sku, count, float(row["a_ms"]), float(row["b_ms_per_kv_token"]),  # type: ignore[arg-type]
-                       float(row["c_ms_per_prefill_token"]), int(row["kv_capacity_tokens"]),  # type: ignore[arg-type]
-                       int(row["max_batch"]))  # type: ignore[call-overload]
+def setting_grid(profile: Mapping[str, object], search: bool) -> list[tuple[int, int]]:
+    """(max_num_seqs, max_num_batched_tokens) to try: the profile's defaults first, then the grid when searching.
+
+    A token budget below the batch cap is left out: a step could not give every running
+    request its decode token.
+    """
+    default = (int(profile["max_num_seqs"]), int(profile["max_num_batched_tokens"]))  # type: ignore[call-overload]
+    grid = [(seqs, tokens) for seqs in MAX_NUM_SEQS for tokens in MAX_NUM_BATCHED_TOKENS if tokens >= seqs]
+    return [default] + [g for g in grid if g != default] if search else [default]
 
 
-def build_tasks(scenario: Scenario, profiles: pd.DataFrame, pairs: list[tuple[str, str]], shares: dict[str, float],
-                settings: Settings, histogram: pd.DataFrame | None) -> list[PairTask]:
-    """One :class:`PairTask` per pair, with each class's analytic ceiling X_k from the laws' mean lengths."""
+def build_tasks(scenario: Scenario, units: pd.DataFrame, shares: dict[str, float], settings: Settings,
+                histogram: pd.DataFrame | None) -> list[UnitTask]:
+    """One :class:`UnitTask` per profile row of ``units``, with the mean lengths each class's ceiling uses."""
     get_policy(settings.policy)
     tasks = []
-    laws_by_model = {m: workloads_for(m, scenario.class_names, histogram) for m in dict.fromkeys(m for m, _ in pairs)}
-    for model, sku in pairs:
-        row = profiles[(profiles["model"].astype(str) == model) & (profiles["sku"].astype(str) == sku)].iloc[0]
+    laws_by_model = {m: workloads_for(m, scenario.class_names, histogram) for m in dict.fromkeys(units["model"])}
+    for row in units.to_dict("records"):
+        model = str(row["model"])
         laws = laws_by_model[model]
-        classes = []
-        for k in scenario.classes:
-            law = laws[k.name]
-            lengths = TokenLengths(law.prompt.mean(), law.output.mean())
-            classes.append(ClassInput(ClassSpec.of(k, scenario.slo(model, k.name), 0.0, law), shares[k.name],
-                                      requests_per_second(row, lengths, settings.kv_fraction)))
-        tasks.append(PairTask(model, sku, _replica(row, sku, settings.pool_replicas), str(row["source"]),
-                              tuple(classes), settings))
+        classes = tuple(ClassInput(ClassSpec.of(k, scenario.slo(model, k.name), 0.0, laws[k.name]), shares[k.name],
+                                   laws[k.name].prompt.mean(), laws[k.name].output.mean())
+                        for k in scenario.classes)
+        candidates = tuple(ReplicaSpec.of(row, settings.pool_replicas, max_batch=seqs, token_budget=tokens)
+                           for seqs, tokens in setting_grid(row, settings.search_settings))
+        tasks.append(UnitTask(model, str(row["sku"]), int(row["tp_degree"]), str(row["engine"]), candidates,
+                              str(row["source"]), classes, settings))
     return tasks

@@ -1,4 +1,5 @@
-"""One probe of the search: simulate a pair at one request rate and decide whether every SLO holds.
+"""One probe of the search: simulate a unit under one engine setting at one request rate and decide
+whether every SLO holds.
 
 **The predicate.** At a rate λ per replica the pool of ``pool_replicas`` replicas receives
 N·λ requests per second, split over the classes by the mix: class k arrives at N·λ·p_k.
@@ -37,11 +38,16 @@ this is ``duration_s``; at low rates the expected request count is fixed, so the
 the same requests whatever λ, only spread over a longer time.
 
 Replications run in order and stop at the first that makes some U_km infinite, since no
-later replication can make ok(λ) true; this never changes the answer.
+later replication can make ok(λ) true; this never changes the answer. They also stop, from the
+second on, once the *lower* end of some class's interval is above its SLO: the miss is then
+as clear as the confidence level asks, and ok(λ) is false (U_km ≥ that lower end > SLO_km).
+This keeps the search monotone in the SLO: a looser SLO stops no earlier, so whenever the
+tight SLOs hold after all R replications the loose ones see the same R replications.
 
 **Common random numbers.** Replication i draws from the fresh SeedSequence
 ``SeedSequence(seed, spawn_key=(crc32(model), crc32(sku), i))`` (child i of the pair's seed,
-which does not depend on the policy, so two policies see the same requests). The sampler of
+which does not depend on the policy, the TP degree or the engine setting, so all of them are
+compared on the same requests). The sampler of
 :func:`planner.sim.workload.sample_requests` draws each quantity from its own stream
 sequentially: the n-th arrival gap is E_n/(N·λ) with E_n the n-th standard exponential of
 the arrivals stream, the n-th request's class, routing uniforms, and the j-th class-k
@@ -59,10 +65,10 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from planner.calibrate.inputs import PairTask
+from planner.calibrate.inputs import UnitTask
 from planner.sim.policies import get_policy
 from planner.sim.replica.metrics import replication_metrics
-from planner.sim.replica.pool import PoolConfig, run_replication
+from planner.sim.replica.pool import PoolConfig, ReplicaSpec, run_replication
 from planner.sim.stats import replication_ci
 from planner.slo import p99_column
 
@@ -81,25 +87,25 @@ def replication_seed(seed: int, model: str, sku: str, i: int) -> np.random.SeedS
     return np.random.SeedSequence(base.entropy, spawn_key=(*base.spawn_key, i), pool_size=base.pool_size)
 
 
-def run_length_s(task: PairTask, rate_rps_per_replica: float) -> float:
+def run_length_s(task: UnitTask, replica: ReplicaSpec, rate_rps_per_replica: float) -> float:
     """D(λ) of the module docstring, in simulated seconds."""
     s = task.settings
-    pool_rate = rate_rps_per_replica * task.replica.count
+    pool_rate = rate_rps_per_replica * replica.count
     p_min = min(c.share for c in task.active)
     needed = s.min_class_requests / ((1.0 - s.warmup_fraction) * pool_rate * p_min)
     return max(s.duration_s, min(needed, s.max_requests / pool_rate))
 
 
-def pool_config(task: PairTask, rate_rps_per_replica: float) -> PoolConfig:
+def pool_config(task: UnitTask, replica: ReplicaSpec, rate_rps_per_replica: float) -> PoolConfig:
     """The simulated pool at λ = ``rate_rps_per_replica``: N replicas, class k at N·λ·p_k, run D(λ)."""
     s = task.settings
-    total = rate_rps_per_replica * task.replica.count
-    duration = run_length_s(task, rate_rps_per_replica)
+    total = rate_rps_per_replica * replica.count
+    duration = run_length_s(task, replica, rate_rps_per_replica)
     classes = tuple(replace(c.spec, rate_rps=total * c.share) for c in task.classes)
     return PoolConfig(
-        (task.replica,), classes, get_policy(s.policy), duration_s=duration, warmup_s=s.warmup_fraction * duration,
+        (replica,), classes, get_policy(s.policy), duration_s=duration, warmup_s=s.warmup_fraction * duration,
         kv_fraction=s.kv_fraction, output_quantile_reserve=s.output_quantile_reserve, aging_rate=s.aging_rate,
-        trail_c=s.trail_c, prediction_sigma=s.prediction_sigma, router=s.router, token_budget=s.token_budget)
+        trail_c=s.trail_c, prediction_sigma=s.prediction_sigma, router=s.router)
 
 
 @dataclass(frozen=True)
@@ -156,9 +162,20 @@ def upper_bound(values: list[float], confidence: float) -> tuple[float, float, s
     return ci.high, ci.mean, ""
 
 
-def probe(task: PairTask, rate_rps_per_replica: float) -> Probe:
-    """Simulate the pair at λ and evaluate ok(λ)."""
-    config = pool_config(task, rate_rps_per_replica)
+def _clearly_missed(p99: dict[tuple[int, str], list[float]], checked: dict[int, dict[str, float]],
+                    confidence: float) -> bool:
+    """Some class's interval over the replications so far lies wholly above its SLO."""
+    for (k, m), values in p99.items():
+        finite = np.asarray(values, dtype=np.float64)
+        if finite.size >= 2 and np.isfinite(finite).all() and replication_ci(finite, level=confidence).low > \
+                checked[k][m]:
+            return True
+    return False
+
+
+def probe(task: UnitTask, replica: ReplicaSpec, rate_rps_per_replica: float) -> Probe:
+    """Simulate the unit under ``replica``'s engine setting at λ and evaluate ok(λ)."""
+    config = pool_config(task, replica, rate_rps_per_replica)
     active = [k for k, c in enumerate(task.classes) if c.share > 0]
     checked = {k: dict(task.classes[k].spec.slo.targets()) for k in active}  # metric -> SLO, the set ones only
     p99: dict[tuple[int, str], list[float]] = {(k, m): [] for k in active for m in checked[k]}
@@ -172,7 +189,8 @@ def probe(task: PairTask, rate_rps_per_replica: float) -> Probe:
             arrivals[task.classes[k].name] += rows[k]["arrived"]
             for m in checked[k]:
                 p99[(k, m)].append(rows[k][p99_column(m)])
-        if any(math.isinf(v[-1]) and v[-1] > 0 for v in p99.values()):
+        if any(math.isinf(v[-1]) and v[-1] > 0 for v in p99.values()) or _clearly_missed(
+                p99, checked, task.settings.confidence):
             break
     bounds = []
     for k in active:

@@ -1,10 +1,10 @@
-"""``calibrate``: the fast loop's capacity coefficients, one simulated search per (model, SKU).
+"""``calibrate``: the fast loop's capacity coefficients, one simulated search per (model, SKU, TP, engine).
 
 Order of work: check every input (nothing is simulated before the inputs are known to be
-good); build one :class:`~planner.calibrate.inputs.PairTask` per pair the scenario allows
-and the profile table has, with its cache key; answer each pair from the cache when an
+good); build one :class:`~planner.calibrate.inputs.UnitTask` per unit the scenario allows
+and the profile table has, with its cache key; answer each unit from the cache when an
 entry for its key exists; fan the rest out through :func:`planner.engine.run_tasks` (one
-task per pair, results in task order, so the engine never changes an output); store the
+task per unit, results in task order, so the engine never changes an output); store the
 new answers in the cache; build the table and its metadata.
 
 Defaults (measured on the demo scenario, ``data/README.md`` calibration section): a
@@ -31,17 +31,19 @@ from planner.calibrate.cache import (
     write_entry,
 )
 from planner.calibrate.inputs import (
-    PairTask,
+    MAX_NUM_BATCHED_TOKENS,
+    MAX_NUM_SEQS,
     Settings,
+    UnitTask,
     build_tasks,
     check_settings,
     class_shares,
-    select_pairs,
+    select_units,
 )
-from planner.calibrate.pair import calibrate_pair
 from planner.calibrate.probe import pair_seed, run_length_s
 from planner.calibrate.search import FLOOR_FRACTION, GROWTH, MAX_GROWTHS
-from planner.calibrate.table import CalibrationResult, build_table, pair_meta, pair_rows
+from planner.calibrate.table import CalibrationResult, build_table, unit_meta, unit_rows
+from planner.calibrate.unit import CEILING_MARGIN, calibrate_unit
 from planner.engine import resolve_engine, run_tasks
 from planner.errors import InputError
 from planner.scenario import Scenario
@@ -82,10 +84,16 @@ def calibrate(
     cache_dir: Path | None = None,
     use_cache: bool = True,
     progress: Callable[[int, int], None] | None = None,
+    search_settings: bool = True,
+    prune: bool = True,
 ) -> CalibrationResult:
-    """The highest request rate per replica at which every class's p99 SLOs hold, per (model, SKU).
+    """Per (model, SKU, TP, engine) the scenario may deploy: the engine setting and the highest request
+    rate per replica at which every class's p99 SLOs hold.
 
     See the package docstring for the method; the table feeds ``planner place --capacity``.
+    ``search_settings`` tries the engine settings of :data:`planner.calibrate.inputs.MAX_NUM_SEQS`
+    × ``MAX_NUM_BATCHED_TOKENS`` (else only each profile's defaults); ``prune`` skips the settings
+    that cannot beat the best one (:mod:`planner.calibrate.unit`).
     """
     seed = scenario.seeds.base if seed is None else seed
     check_settings(duration_s=duration_s, replications=replications, seed=seed, rel_tol=rel_tol,
@@ -93,16 +101,16 @@ def calibrate(
     resolve_engine(engine, 1, workers)
     policy_name = _policy_name(scenario, policy)
     shares = class_shares(scenario, class_mix)
-    pairs, skipped = select_pairs(scenario, profiles, models, skus)
+    units, skipped = select_units(scenario, profiles, models, skus)
     params, admission = scenario.policy.params, scenario.policy.admission
     settings = Settings(
         duration_s=float(duration_s), warmup_fraction=WARMUP_FRACTION, replications=replications,
         seed=seed, rel_tol=float(rel_tol), confidence=float(confidence), pool_replicas=pool_replicas,
         policy=policy_name, prediction_sigma=params.prediction_noise_sigma, aging_rate=params.aging_rate,
         trail_c=params.trail_c, kv_fraction=admission.kv_fraction,
-        output_quantile_reserve=admission.output_quantile_reserve)
-    tasks = build_tasks(scenario, profiles, pairs, shares, settings, histogram)
-    check_pair_work(tasks)
+        output_quantile_reserve=admission.output_quantile_reserve, search_settings=search_settings, prune=prune)
+    tasks = build_tasks(scenario, units, shares, settings, histogram)
+    check_unit_work(tasks)
     tasks = [replace(t, key=cache_key(t)) for t in tasks]
 
     directory = Path(cache_dir) if cache_dir is not None else default_cache_dir()
@@ -119,7 +127,7 @@ def calibrate(
         if progress:
             progress(n_cached + done, total)
 
-    fresh = run_tasks(calibrate_pair, [tasks[i] for i in misses], engine=engine, workers=workers, progress=relay)
+    fresh = run_tasks(calibrate_unit, [tasks[i] for i in misses], engine=engine, workers=workers, progress=relay)
     cache_notes = []
     for i, result in zip(misses, fresh, strict=True):
         results[i] = result
@@ -130,37 +138,37 @@ def calibrate(
 
     rows: list[dict[str, Any]] = []
     failures: list[dict[str, str]] = []
-    pair_notes = []
+    unit_notes = []
     done = [r for r in results if r is not None]
     for task, result, hit in zip(tasks, done, cached, strict=True):
-        rows.extend(pair_rows(task, result, hit))
-        pair_notes.append(pair_meta(task, result, hit))
+        rows.extend(unit_rows(task, result, hit))
+        unit_notes.append(unit_meta(task, result, hit))
         if result["status"] == "infeasible":
-            failures.append({"model": task.model, "sku": task.sku, "reason": result["reason"]})
-    meta = _meta(scenario, settings, shares, class_mix is not None, histogram is not None, pair_notes, skipped,
+            failures.append({"model": task.model, "sku": task.sku, "tp_degree": task.tp, "reason": result["reason"]})
+    meta = _meta(scenario, settings, shares, class_mix is not None, histogram is not None, unit_notes, skipped,
                  failures, use_cache, cache_notes, len(misses), n_cached)
     return CalibrationResult(build_table(rows), meta, failures, len(misses), n_cached)
 
 
-def check_pair_work(tasks: list[PairTask]) -> None:
+def check_unit_work(tasks: list[UnitTask]) -> None:
     """Refuse a calibration whose pool is too big to simulate (:mod:`planner.sim.work`), before any probe.
 
-    The estimate is one probe at the pair's analytic ceiling: N replicas x the mix's ceiling in
+    The estimate is one probe at a setting's analytic ceiling: N replicas x the mix's ceiling in
     req/s x the run length D at that rate, per replication; the search probes a handful of rates
     around it, each at the same order of work.
     """
     for task in tasks:
-        ceiling = task.mix_ceiling_rps()
-        pool = PoolWork(f"{task.model} on {task.sku}", task.replica.count * task.replica.max_batch,
-                        ceiling * task.replica.count)
-        duration = run_length_s(task, ceiling) if ceiling > 0 else task.settings.duration_s
-        check_work([pool], duration_s=duration, replications=task.settings.replications,
-                   size_where="--pool-replicas", size_fix="lower --pool-replicas", rate_where="--pool-replicas",
-                   rate_fix="lower --pool-replicas (the pool's rate grows with its replicas)")
+        for replica in task.candidates:
+            ceiling = task.mix_ceiling_rps(replica)
+            pool = PoolWork(task.label, replica.count * replica.max_batch, ceiling * replica.count)
+            duration = run_length_s(task, replica, ceiling) if ceiling > 0 else task.settings.duration_s
+            check_work([pool], duration_s=duration, replications=task.settings.replications,
+                       size_where="--pool-replicas", size_fix="lower --pool-replicas", rate_where="--pool-replicas",
+                       rate_fix="lower --pool-replicas (the pool's rate grows with its replicas)")
 
 
 def _meta(scenario: Scenario, s: Settings, shares: Mapping[str, float], explicit_mix: bool, histogram: bool,
-          pairs: list[dict[str, Any]], skipped: list[dict[str, str]], failures: list[dict[str, str]],
+          units: list[dict[str, Any]], skipped: list[dict[str, str]], failures: list[dict[str, str]],
           use_cache: bool, cache_notes: list[str], n_simulated: int, n_cached: int) -> dict[str, Any]:
     return {
         "scenario": scenario.name, "version": __version__, "calibration_version": CALIBRATION_VERSION,
@@ -170,9 +178,10 @@ def _meta(scenario: Scenario, s: Settings, shares: Mapping[str, float], explicit
         "pool_replicas": s.pool_replicas, "duration_s": s.duration_s, "warmup_fraction": s.warmup_fraction,
         "min_class_requests": s.min_class_requests, "max_requests_per_replication": s.max_requests,
         "replications": s.replications, "seed": s.seed,
-        "seeds": {"rule": "SeedSequence(seed, spawn_key=(crc32(model), crc32(sku), replication))",
+        "seeds": {"rule": "SeedSequence(seed, spawn_key=(crc32(model), crc32(sku), replication)): every TP degree "
+                          "and engine setting of a (model, SKU) sees the same requests",
                   "pairs": {f"{p['model']}/{p['sku']}": list(pair_seed(s.seed, p["model"], p["sku"]).spawn_key)
-                            for p in pairs}},
+                            for p in units}},
         "confidence": s.confidence, "rel_tol": s.rel_tol,
         "predicate": (f"for every class with share > 0 and every metric in ({', '.join(SLO_METRICS)}) whose SLO it "
                       f"sets for the model: mean + t-quantile half-width ({100 * s.confidence:g} % two-sided "
@@ -180,10 +189,14 @@ def _meta(scenario: Scenario, s: Settings, shares: Mapping[str, float], explicit
         "search": {"method": "bisection with common random numbers", "floor_fraction_of_ceiling": FLOOR_FRACTION,
                    "growth": GROWTH, "max_growths": MAX_GROWTHS,
                    "stop": "hi - lo <= rel_tol * hi; answer = lo (highest rate verified to meet every SLO)"},
-        "router": s.router, "token_budget": s.token_budget, "kv_fraction": s.kv_fraction,
+        "engine_settings": {"searched": s.search_settings, "pruned": s.prune, "max_num_seqs": list(MAX_NUM_SEQS),
+                            "max_num_batched_tokens": list(MAX_NUM_BATCHED_TOKENS),
+                            "ceiling_margin": CEILING_MARGIN,
+                            "rule": "the setting with the highest calibrated rate; see planner/calibrate/unit.py"},
+        "router": s.router, "kv_fraction": s.kv_fraction,
         "output_quantile_reserve": s.output_quantile_reserve, "prediction_noise_sigma": s.prediction_sigma,
         "aging_rate": s.aging_rate, "trail_c": s.trail_c,
-        "cache": {"used": use_cache, "pairs_cached": n_cached, "pairs_simulated": n_simulated,
+        "cache": {"used": use_cache, "units_cached": n_cached, "units_simulated": n_simulated,
                   "notes": cache_notes},
-        "pairs": pairs, "skipped_pairs": skipped, "failures": failures,
+        "units": units, "skipped_pairs": skipped, "failures": failures,
     }

@@ -76,8 +76,13 @@ class SearchOutcome(Generic[P]):
     hi: P | None
 
 
-def bisect_capacity(ok: Callable[[float], P], ceiling_rps: float, rel_tol: float) -> SearchOutcome[P]:
-    """Steps 1 to 4 of the module docstring; ``ceiling_rps`` must be > 0."""
+def bisect_capacity(ok: Callable[[float], P], ceiling_rps: float, rel_tol: float,
+                    start: P | None = None) -> SearchOutcome[P]:
+    """Steps 1 to 4 of the module docstring; ``ceiling_rps`` must be > 0.
+
+    ``start``, a probe already known to hold, replaces the floor: the bracket starts from it
+    (and from the ceiling, or one growth above ``start`` when that is higher).
+    """
     if not ceiling_rps > 0:
         raise ValueError("the search needs a positive ceiling")
     probes: list[P] = []
@@ -87,10 +92,16 @@ def bisect_capacity(ok: Callable[[float], P], ceiling_rps: float, rel_tol: float
         probes.append(result)
         return result
 
-    lo = visit(FLOOR_FRACTION * ceiling_rps)
-    if not lo.ok:
-        return SearchOutcome(INFEASIBLE, 0.0, tuple(probes), None, lo)
-    hi = visit(ceiling_rps)
+    if start is None:
+        lo = visit(FLOOR_FRACTION * ceiling_rps)
+        if not lo.ok:
+            return SearchOutcome(INFEASIBLE, 0.0, tuple(probes), None, lo)
+    else:
+        if not start.ok:
+            raise ValueError("the search can only start from a rate that holds")
+        probes.append(start)
+        lo = start
+    hi = visit(ceiling_rps if ceiling_rps > lo.rate_rps else GROWTH * lo.rate_rps)
     growths = 0
     while hi.ok:
         lo = hi

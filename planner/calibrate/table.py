@@ -20,11 +20,13 @@ relative cost; its own SLO was not checked (its ``class_share`` is 0). A class w
 request does not fit in KV (X_k = 0) gets no row. Placement then multiplies every
 coefficient by ``capacity.utilisation_cap``.
 
-Columns (units in names; ``data/README.md``, calibration section): model, sku, traffic_class,
-max_rps_per_replica (= cap_k, req/s), policy, source, mix_rps_per_replica (λ*),
+Columns (units in names; ``data/README.md``, calibration section): model, sku, tp_degree
+(GPUs per replica), traffic_class, max_rps_per_replica (= cap_k, req/s), engine,
+max_num_seqs and max_num_batched_tokens (the engine setting calibration chose), policy,
+source, mix_rps_per_replica (λ*), mix_rps_per_gpu (λ* / tp_degree),
 class_share (p_k), class_ceiling_rps_per_replica (X_k), ceiling_rps_per_replica (C),
 utilisation_at_capacity (u*), binding_class, binding_metric (ttft, tpot or e2e), simulations
-(replications run by the search), cached (the pair's answer came from the cache; in memory
+(replications run by the search), cached (the unit's answer came from the cache; in memory
 and on the console only, not in the written files).
 """
 
@@ -38,9 +40,10 @@ from typing import Any
 
 import pandas as pd
 
-from planner.calibrate.inputs import PairTask
+from planner.calibrate.inputs import UnitTask
 from planner.outputs import table_json_path
 from planner.placement.capacity import DECIMALS
+from planner.sim.replica.pool import ReplicaSpec
 from planner.slo import SLO_METRICS
 from planner.storage import (
     RUN_STATE_KEYS,
@@ -50,15 +53,16 @@ from planner.storage import (
 )
 
 TABLE_COLUMNS = (
-    "model", "sku", "traffic_class", "max_rps_per_replica", "policy", "source", "mix_rps_per_replica",
-    "class_share", "class_ceiling_rps_per_replica", "ceiling_rps_per_replica", "utilisation_at_capacity",
-    "binding_class", "binding_metric", "simulations", "cached",
+    "model", "sku", "tp_degree", "traffic_class", "max_rps_per_replica", "engine", "max_num_seqs",
+    "max_num_batched_tokens", "policy", "source", "mix_rps_per_replica", "mix_rps_per_gpu", "class_share",
+    "class_ceiling_rps_per_replica", "ceiling_rps_per_replica", "utilisation_at_capacity", "binding_class",
+    "binding_metric", "simulations", "cached",
 )
 
 
 @dataclass(frozen=True, eq=False)
 class CalibrationResult:
-    """The capacity table, JSON-able metadata, the pairs without rows and why, and cache counts."""
+    """The capacity table, JSON-able metadata, the units without rows and why, and cache counts."""
 
     table: pd.DataFrame
     meta: dict[str, Any] = field(default_factory=dict)
@@ -67,28 +71,40 @@ class CalibrationResult:
     n_cached: int = 0
 
 
-def source_label(task: PairTask) -> str:
+def source_label(task: UnitTask) -> str:
     s = task.settings
     return (f"calibrated: bisection with common random numbers, p99 SLOs at {100 * s.confidence:g} % confidence "
             f"over {s.replications} replications of {s.duration_s:g} s; profile {task.profile_source}")
 
 
-def pair_rows(task: PairTask, result: dict[str, Any], cached: bool) -> list[dict[str, Any]]:
-    """The table rows of one calibrated pair (none for a failure)."""
+def chosen_replica(task: UnitTask, result: dict[str, Any]) -> ReplicaSpec:
+    """The candidate whose engine setting the result chose."""
+    for replica in task.candidates:
+        if (replica.max_batch, replica.token_budget) == (result["max_num_seqs"], result["max_num_batched_tokens"]):
+            return replica
+    raise ValueError(f"{task.label}: the result's setting is not among the candidates")
+
+
+def unit_rows(task: UnitTask, result: dict[str, Any], cached: bool) -> list[dict[str, Any]]:
+    """The table rows of one calibrated unit (none for a failure)."""
     rate, ceiling = float(result["rate_rps_per_replica"]), float(result["ceiling_rps_per_replica"])
     if result["status"] == "infeasible" or not rate > 0 or not ceiling > 0:
         return []
+    replica = chosen_replica(task, result)
     used = rate / ceiling
     rows = []
     for c in task.classes:
-        cap = round(used * c.ceiling_rps, DECIMALS)
+        class_ceiling = task.class_ceiling_rps(replica, c)
+        cap = round(used * class_ceiling, DECIMALS)
         if not cap > 0:
             continue
         rows.append({
-            "model": task.model, "sku": task.sku, "traffic_class": c.name, "max_rps_per_replica": cap,
-            "policy": task.settings.policy, "source": source_label(task),
-            "mix_rps_per_replica": round(rate, DECIMALS), "class_share": c.share,
-            "class_ceiling_rps_per_replica": round(c.ceiling_rps, DECIMALS),
+            "model": task.model, "sku": task.sku, "tp_degree": task.tp, "traffic_class": c.name,
+            "max_rps_per_replica": cap, "engine": task.engine, "max_num_seqs": replica.max_batch,
+            "max_num_batched_tokens": replica.token_budget, "policy": task.settings.policy,
+            "source": source_label(task), "mix_rps_per_replica": round(rate, DECIMALS),
+            "mix_rps_per_gpu": round(rate / task.tp, DECIMALS), "class_share": c.share,
+            "class_ceiling_rps_per_replica": round(class_ceiling, DECIMALS),
             "ceiling_rps_per_replica": round(ceiling, DECIMALS), "utilisation_at_capacity": round(used, DECIMALS),
             "binding_class": result["binding_class"], "binding_metric": result["binding_metric"],
             "simulations": int(result["simulations"]), "cached": bool(cached),
@@ -98,25 +114,27 @@ def pair_rows(task: PairTask, result: dict[str, Any], cached: bool) -> list[dict
 
 def build_table(rows: list[dict[str, Any]]) -> pd.DataFrame:
     frame = pd.DataFrame(rows, columns=list(TABLE_COLUMNS))
-    frame = frame.sort_values(["model", "sku", "traffic_class"], kind="stable").reset_index(drop=True)
-    return frame.astype({"simulations": "int64", "cached": "bool"})
+    frame = frame.sort_values(["model", "sku", "tp_degree", "traffic_class"], kind="stable").reset_index(drop=True)
+    return frame.astype({"tp_degree": "int64", "max_num_seqs": "int64", "max_num_batched_tokens": "int64",
+                         "simulations": "int64", "cached": "bool"})
 
 
-def pair_meta(task: PairTask, result: dict[str, Any], cached: bool) -> dict[str, Any]:
-    """What the JSON beside the table says about one pair, including the bisection trace."""
+def unit_meta(task: UnitTask, result: dict[str, Any], cached: bool) -> dict[str, Any]:
+    """What the JSON beside the table says about one unit: every setting tried, and the chosen one's trace."""
     return {
-        "model": task.model, "sku": task.sku, "cache_key": task.key, "cached": cached, "status": result["status"],
-        "reason": result["reason"], "mix_rps_per_replica": result["rate_rps_per_replica"],
+        "model": task.model, "sku": task.sku, "tp_degree": task.tp, "engine": task.engine, "cache_key": task.key,
+        "cached": cached, "status": result["status"], "reason": result["reason"],
+        "max_num_seqs": result["max_num_seqs"], "max_num_batched_tokens": result["max_num_batched_tokens"],
+        "mix_rps_per_replica": result["rate_rps_per_replica"],
         "ceiling_rps_per_replica": result["ceiling_rps_per_replica"], "simulations": result["simulations"],
         "binding_class": result["binding_class"], "binding_metric": result["binding_metric"],
         "profile_source": task.profile_source,
-        "replica": {"a_ms": task.replica.a_ms, "b_ms_per_kv_token": task.replica.b_ms_per_kv_token,
-                    "c_ms_per_prefill_token": task.replica.c_ms_per_prefill_token,
-                    "kv_capacity_tokens": task.replica.kv_capacity_tokens, "max_batch": task.replica.max_batch},
-        "classes": {c.name: {"share": c.share, "ceiling_rps_per_replica": c.ceiling_rps,
+        "replica": {"kv_capacity_tokens": task.candidates[0].kv_capacity_tokens, "gpus": task.tp},
+        "classes": {c.name: {"share": c.share, "prompt_mean_tokens": c.prompt_mean, "output_mean_tokens": c.output_mean,
                              **{f"{m}_p99_slo_ms": c.spec.slo.target(m) for m in SLO_METRICS},
                              "length_source": c.spec.workload.source, "prompt": c.spec.workload.prompt.describe(),
                              "output": c.spec.workload.output.describe()} for c in task.classes},
+        "settings_tried": result["settings"],
         "trace": result["probes"],
     }
 

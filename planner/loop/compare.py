@@ -44,10 +44,10 @@ def binding(result: LoopResult) -> str:
     table = getattr(result.calibration, "table", None)
     if table is None or table.empty or "binding_class" not in table.columns:
         return "capacity table given" if result.calibration is None else "not reported"
-    pairs = table.drop_duplicates(["model", "sku"])
-    counts = (pairs["binding_class"].astype(str) + " " + pairs["binding_metric"].astype(str)).value_counts()
+    units = table.drop_duplicates(["model", "sku", "tp_degree"])
+    counts = (units["binding_class"].astype(str) + " " + units["binding_metric"].astype(str)).value_counts()
     ordered = sorted(counts.items(), key=lambda item: (-item[1], item[0]))
-    return ", ".join(f"{name} on {n} of {len(pairs)} (model, SKU)" for name, n in ordered)
+    return ", ".join(f"{name} on {n} of {len(units)} (model, SKU, TP)" for name, n in ordered)
 
 
 def parse_policies(text: str) -> list[str]:

@@ -53,7 +53,7 @@ class Miss:
     target_ms: float
     shortfall: float
     rejected_fraction: float
-    skus: tuple[str, ...]
+    units: tuple[tuple[str, int], ...]  # (SKU, TP degree) of each deployment in the pool
 
     def describe(self) -> str:
         measured = "rejections (p99 infinite)" if not math.isfinite(self.p99_ms) else f"{self.p99_ms:,.0f} ms"
@@ -62,7 +62,7 @@ class Miss:
 
     def to_dict(self) -> dict[str, Any]:
         out = asdict(self)
-        out["skus"] = list(self.skus)
+        out["units"] = [f"{sku} x{tp}" for sku, tp in self.units]
         out["p99_ms"] = self.p99_ms if math.isfinite(self.p99_ms) else None
         out["shortfall"] = self.shortfall if math.isfinite(self.shortfall) else None
         return out
@@ -109,8 +109,8 @@ def worst_metric(row: dict[str, Any]) -> tuple[float, str, float, float]:
     return worst
 
 
-def find_misses(per_class: pd.DataFrame, window: str, period: str, pool_skus: dict[tuple[str, str], tuple[str, ...]],
-                ) -> list[Miss]:
+def find_misses(per_class: pd.DataFrame, window: str, period: str,
+                pool_units: dict[tuple[str, str], tuple[tuple[str, int], ...]]) -> list[Miss]:
     """Every (region, model, class) row with traffic whose SLO is missed, on its worst metric."""
     misses = []
     for row in per_class.to_dict("records"):
@@ -120,7 +120,7 @@ def find_misses(per_class: pd.DataFrame, window: str, period: str, pool_skus: di
         region, model = str(row["region"]), str(row["model"])
         misses.append(Miss(window, period, region, model, str(row["traffic_class"]), worst[1], worst[2], worst[3],
                            worst[0], float(row.get("rejected_fraction") or 0.0),
-                           pool_skus.get((region, model), ())))
+                           pool_units.get((region, model), ())))
     return misses
 
 
@@ -132,17 +132,18 @@ def factor_for(shortfall: float) -> float:
 
 
 def derate(table: pd.DataFrame, misses: list[Miss]) -> tuple[pd.DataFrame, list[dict[str, Any]]]:
-    """The capacity table with each missed (model, SKU, class) coefficient lowered; and the changes made."""
-    factors: dict[tuple[str, str, str], tuple[float, Miss]] = {}
+    """The capacity table with each missed (model, SKU, TP, class) coefficient lowered; and the changes made."""
+    factors: dict[tuple[str, str, int, str], tuple[float, Miss]] = {}
     for miss in misses:
         factor = factor_for(miss.shortfall)
-        for sku in miss.skus:
-            key = (miss.model, sku, miss.traffic_class)
+        for sku, tp in miss.units:
+            key = (miss.model, sku, int(tp), miss.traffic_class)
             if key not in factors or factor < factors[key][0]:
                 factors[key] = (factor, miss)
     out = table.copy()
     changes = []
-    keys = list(zip(out["model"].astype(str), out["sku"].astype(str), out["traffic_class"].astype(str), strict=True))
+    keys = list(zip(out["model"].astype(str), out["sku"].astype(str), out["tp_degree"].astype(int),
+                    out["traffic_class"].astype(str), strict=True))
     for index, key in enumerate(keys):
         if key not in factors:
             continue
@@ -150,10 +151,11 @@ def derate(table: pd.DataFrame, misses: list[Miss]) -> tuple[pd.DataFrame, list[
         before = float(out.iloc[index]["max_rps_per_replica"])
         after = round(before * factor, 6)
         out.iloc[index, out.columns.get_loc("max_rps_per_replica")] = after
-        changes.append({"model": key[0], "sku": key[1], "traffic_class": key[2], "before_rps": before,
-                        "after_rps": after, "factor": round(factor, 4), "because": miss.describe()})
+        changes.append({"model": key[0], "sku": key[1], "tp_degree": key[2], "traffic_class": key[3],
+                        "before_rps": before, "after_rps": after, "factor": round(factor, 4),
+                        "because": miss.describe()})
     if "source" in out.columns and changes:
-        changed = {(c["model"], c["sku"], c["traffic_class"]) for c in changes}
+        changed = {(c["model"], c["sku"], c["tp_degree"], c["traffic_class"]) for c in changes}
         out["source"] = [text if key not in changed or str(text).endswith(DERATED) else f"{text}{DERATED}"
                          for key, text in zip(keys, out["source"], strict=True)]
-    return out, sorted(changes, key=lambda c: (c["model"], c["sku"], c["traffic_class"]))
+    return out, sorted(changes, key=lambda c: (c["model"], c["sku"], c["tp_degree"], c["traffic_class"]))

@@ -103,14 +103,17 @@ def peak_gpus(plan: pd.DataFrame) -> int:
 
 def capacity_key(table: pd.DataFrame) -> str:
     """The capacity coefficients that placement reads, as a hash."""
-    columns = ["model", "sku", "traffic_class", "max_rps_per_replica"]
-    text = table[columns].sort_values(columns[:3]).to_csv(index=False, lineterminator="\n")
+    columns = ["model", "sku", "tp_degree", "traffic_class", "max_rps_per_replica", "max_num_seqs",
+               "max_num_batched_tokens"]
+    text = table[columns].sort_values(columns[:4]).to_csv(index=False, lineterminator="\n")
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
-def _pool_skus(plan: pd.DataFrame, period: str) -> dict[tuple[str, str], tuple[str, ...]]:
+def _pool_units(plan: pd.DataFrame, period: str) -> dict[tuple[str, str], tuple[tuple[str, int], ...]]:
+    """(SKU, TP) of every deployment in each (region, model) pool of one period."""
     rows = plan[(plan["period"].astype(str) == period) & (plan["replicas"] > 0)]
-    return {(str(r), str(m)): tuple(sorted(set(group["sku"].astype(str))))
+    return {(str(r), str(m)): tuple(sorted({(str(s), int(t)) for s, t in zip(group["sku"], group["tp_degree"],
+                                                                              strict=True)}))
             for (r, m), group in rows.groupby(["region", "model"], sort=True)}
 
 
@@ -122,7 +125,8 @@ def _round_record(number: int, placement: PlacementResult, misses: list[Miss], c
         "round": number,
         "failed": len(misses),
         "shortfall": None if worst is None else (round(worst, 4) if worst != float("inf") else "rejections"),
-        "change": "; ".join(f"{c['model']}/{c['sku']}/{c['traffic_class']} {c['before_rps']:g} -> {c['after_rps']:g}"
+        "change": "; ".join(f"{c['model']}/{c['tp_degree']} x {c['sku']}/{c['traffic_class']} {c['before_rps']:g} -> "
+                            f"{c['after_rps']:g}"
                             for c in changes) or ("none: every SLO met" if not misses else "none possible"),
         "cost_usd": round(float(meta.get("cost_usd", {}).get("total", 0.0)), 2),
         "gpus_peak": peak_gpus(placement.plan),
@@ -188,7 +192,7 @@ def run_loop(scenario: Scenario, forecast: pd.DataFrame, catalog: Catalog, profi
             frames.append(result.per_class.assign(window=window.name, period=window.period))
             sim_meta.append({"window": window.name, **result.meta})
             misses += find_misses(result.per_class, window.name, window.period,
-                                  _pool_skus(placement.plan, window.period))
+                                  _pool_units(placement.plan, window.period))
         slo = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
         changes: list[dict[str, Any]] = []
         if misses and number < settings.max_rounds:

@@ -41,23 +41,24 @@ def capacity_utilisation(per_class: pd.DataFrame, plan: pd.DataFrame, capacity: 
 
     A continuously batching replica is busy whenever one request is in flight, so its
     busy fraction says nothing about headroom; the calibrated capacity does. For a pool
-    with n_s replicas of SKU s in the window's period, and class rates λ_k::
+    with n_u replicas of each deployment u = (SKU, TP) in the window's period, and class rates λ_k::
 
-        ρ = Σ_k λ_k / Σ_s n_s · cap(s, m, k)
+        ρ = Σ_k λ_k / Σ_u n_u · cap(u, m, k)
 
     (the Mélange load of the pool). ρ = 1 is the load at which the calibrated p99s sit
     exactly at their SLOs; the plan aims at ``utilisation_cap`` at the forecast quantile.
     """
-    caps = {(str(m), str(s), str(k)): float(v) for m, s, k, v in capacity[
-        ["model", "sku", "traffic_class", "max_rps_per_replica"]].itertuples(index=False)}
-    replicas = plan.groupby([plan["period"].astype(str), "region", "model", "sku"])["replicas"].sum()
-    pools: dict[tuple[str, str, str], list[tuple[str, int]]] = {}
-    for (period, region, model, sku), n in replicas.items():
-        pools.setdefault((str(period), str(region), str(model)), []).append((str(sku), int(n)))
+    caps = {(str(m), str(s), int(g), str(k)): float(v) for m, s, g, k, v in capacity[
+        ["model", "sku", "tp_degree", "traffic_class", "max_rps_per_replica"]].itertuples(index=False)}
+    replicas = plan.groupby([plan["period"].astype(str), "region", "model", "sku", "tp_degree"])["replicas"].sum()
+    pools: dict[tuple[str, str, str], list[tuple[str, int, int]]] = {}
+    for (period, region, model, sku, tp), n in replicas.items():
+        pools.setdefault((str(period), str(region), str(model)), []).append((str(sku), int(tp), int(n)))
     load: dict[tuple[str, str, str], float] = {}
     for row in per_class.itertuples(index=False):
         key = (str(row.period), str(row.region), str(row.model))
-        pooled = sum(n * caps.get((key[2], sku, str(row.traffic_class)), 0.0) for sku, n in pools.get(key, []))
+        pooled = sum(n * caps.get((key[2], sku, tp, str(row.traffic_class)), 0.0)
+                     for sku, tp, n in pools.get(key, []))
         rate = float(row.offered_rps)
         load[key] = load.get(key, 0.0) + (rate / pooled if pooled > 0 else (float("inf") if rate > 0 else 0.0))
     return pd.Series([load[(str(r.period), str(r.region), str(r.model))] for r in per_class.itertuples(index=False)],
@@ -127,7 +128,8 @@ def pipeline_risks(result: PipelineResult) -> list[str]:
     risks = [f"SLO still missed after {len(result.loop.rounds)} round(s): {m.describe()}" for m in result.loop.misses]
     calibration = result.loop.calibration
     for failure in getattr(calibration, "failures", []) or []:
-        risks.append(f"{failure['model']} on {failure['sku']} cannot meet the SLOs at any load, so it is not used: "
+        risks.append(f"{failure['model']} on {failure.get('tp_degree', '?')} x {failure['sku']} cannot meet the SLOs "
+                     "at any load, so it is not used: "
                      f"{failure['reason']}")
     for outcome in result.comparison or []:
         if not outcome.result.converged:

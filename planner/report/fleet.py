@@ -1,7 +1,7 @@
 """Report sections about the fleet: the placement plan, its delta from last month, and its cost.
 
-A plan row is (period, region, sku, model, tier, replicas, gpus, usd): ``usd`` is that
-row's cost over its period, so the plan's cost is Σ usd. Per (region, sku, tier, model)
+A plan row is (period, region, sku, tp_degree, model, tier, replicas, gpus, usd): ``usd`` is
+that row's cost over its period, so the plan's cost is Σ usd. Per (region, sku, tp_degree, tier, model)
 the report shows the peak over periods of replicas and GPUs, the mean GPUs (weighted by
 the period's ``hours`` when the plan has that column) and Σ usd. The fleet's peak GPUs
 is max over periods of Σ gpus within the period, which is at most the sum of the
@@ -44,6 +44,10 @@ def _normalised(plan: pd.DataFrame) -> pd.DataFrame:
         frame["period"] = 0
     if "replicas" not in frame.columns:
         frame["replicas"] = np.nan
+    if "tp_degree" not in frame.columns:  # a plan written before replicas had a TP degree of their own
+        frame["tp_degree"] = pd.to_numeric(frame["gpus"], errors="coerce") / pd.to_numeric(frame["replicas"],
+                                                                                          errors="coerce")
+    frame["tp_degree"] = pd.to_numeric(frame["tp_degree"], errors="coerce").fillna(0).astype(int)
     for column in PLAN_KEY:
         frame[column] = frame[column].astype(str)
     for column in ("replicas", "gpus", "usd"):
@@ -53,7 +57,7 @@ def _normalised(plan: pd.DataFrame) -> pd.DataFrame:
 
 
 def plan_by_unit(plan: pd.DataFrame) -> pd.DataFrame:
-    """Per (region, sku, tier, model): replicas_peak, gpus_peak, gpus_mean, usd (see the module docstring)."""
+    """Per (region, sku, tp_degree, tier, model): replicas_peak, gpus_peak, gpus_mean, usd (module docstring)."""
     frame = _normalised(plan)
     period_hours = frame.groupby("period")["hours"].first()
     rows = []
@@ -76,7 +80,7 @@ def fleet_peak_gpus(plan: pd.DataFrame, by: list[str] | None = None) -> pd.Serie
 
 
 def plan_delta(current: pd.DataFrame, previous: pd.DataFrame) -> pd.DataFrame:
-    """Current and previous plan side by side per (region, sku, tier, model), with the changes."""
+    """Current and previous plan side by side per (region, sku, tp_degree, tier, model), with the changes."""
     now, before = plan_by_unit(current), plan_by_unit(previous)
     merged = now.merge(before[[*PLAN_KEY, "gpus_peak", "usd"]], on=list(PLAN_KEY), how="outer",
                        suffixes=("", "_previous")).fillna({"gpus_peak": 0.0, "usd": 0.0, "gpus_peak_previous": 0.0,
@@ -93,7 +97,7 @@ def biggest_changes(delta: pd.DataFrame, n: int = 3) -> list[str]:
         ["size", *PLAN_KEY], ascending=[False, *([True] * len(PLAN_KEY))], kind="stable")
     out = []
     for row in moved.head(n).itertuples(index=False):
-        what = f"{row.model} on {row.sku} ({row.tier}) in {row.region}"
+        what = f"{row.model} on {row.tp_degree} x {row.sku} ({row.tier}) in {row.region}"
         if row.gpus_peak_previous == 0:
             out.append(f"New: {what}, {gpu_count(row.gpus_peak)} at peak, {money(row.usd)}.")
         elif row.gpus_peak == 0:

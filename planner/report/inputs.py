@@ -24,7 +24,7 @@ from planner.report.period import check_month
 ISO_DATE = re.compile(r"^\d{4}-\d{2}-\d{2}([T ]\d{2}:\d{2}(:\d{2}(\.\d+)?)?)?(Z|[+-]\d{2}:?\d{2})?$")
 NOT_REPORTED = "not reported"
 SERIES_KEY = ("region", "model", "traffic_class")
-PLAN_KEY = ("region", "sku", "tier", "model")
+PLAN_KEY = ("region", "sku", "tp_degree", "tier", "model")
 
 
 @dataclass
@@ -34,8 +34,8 @@ class ReportInputs:
     ``forecast``: region, model, traffic_class, ts, mean, q50, q90, q95, q99, model_used.
     ``forecast_meta``: the forecast metadata JSON (``series[i].fallback``, ``.data_quality``,
     ``.backtest``; ``parameters.measure``). ``history``: the demand history (ts, region,
-    model, traffic_class, requests, ...). ``plan``: period, region, sku, model, tier,
-    replicas, gpus, usd (optionally hours). ``plan_meta``: solver figures, lower bounds,
+    model, traffic_class, requests, ...). ``plan``: period, region, sku, tp_degree, model,
+    tier, replicas, gpus, usd (optionally hours and the engine settings). ``plan_meta``: solver figures, lower bounds,
     baselines, quota usage. ``previous_plan`` / ``previous_forecast``: last month's, from
     the run history. ``slo``: one row per (region, model, traffic_class[, window]) from the
     simulator. ``loop_rounds``: the plan loop's rounds. ``policy_comparison``: policy,
