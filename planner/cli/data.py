@@ -5,11 +5,11 @@ from __future__ import annotations
 import glob
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
-from planner.cli.app import JsonFlag, app, guarded, print_outputs
+from planner.cli.app import JsonFlag, app, guarded, print_outputs, session
 from planner.cli.paths import check_paths
 from planner.console import print_table, stderr
 from planner.errors import InputError
@@ -89,6 +89,133 @@ def profiles(
     # The free-text notes stay in --json and profiles.csv; they would crush the terminal table.
     columns = [name for name in table.columns if name != "notes"]
     print_table(table.to_dict("records"), title="Model profiles", columns=columns, as_json=as_json)
+
+
+ModelOption = Annotated[str, typer.Option(help="Model, as `planner profiles` lists them, e.g. llama-3.1-8b.")]
+SkuOption = Annotated[str, typer.Option(help="GPU SKU, e.g. H100.")]
+TpOption = Annotated[int, typer.Option(help="Tensor-parallel degree: GPUs per replica.")]
+ServingEngineOption = Annotated[str, typer.Option(help="Serving engine: vllm, sglang or trtllm.")]
+
+
+def _check_engine(engine: str) -> None:
+    from planner.profiles.loader import ENGINE_NAMES
+
+    if engine not in ENGINE_NAMES:
+        raise InputError(f"unknown engine {engine!r}", where="--engine", fix=f"use one of: {', '.join(ENGINE_NAMES)}")
+
+
+def _profile_by_options(table: Any, model: str, sku: str, tp: int, engine: str) -> Any:
+    """The profile row of (--model, --sku, --tp, --engine); an error names the first option with no match."""
+    _check_engine(engine)
+    rows = table[table["model"] == model]
+    if rows.empty:
+        raise InputError(f"no profile for model {model!r}", where="--model",
+                         fix=f"use one of: {', '.join(sorted(table['model'].unique()))}")
+    rows = rows[rows["engine"] == engine]
+    if not (rows["sku"] == sku).any():
+        raise InputError(f"no profile for {model} on SKU {sku!r} under {engine}", where="--sku",
+                         fix=f"SKUs profiled for {model} under {engine}: {', '.join(sorted(rows['sku'].unique()))}")
+    rows = rows[rows["sku"] == sku]
+    match = rows[rows["tp_degree"] == tp]
+    if match.empty:
+        raise InputError(f"no profile for {model} on {tp} x {sku} under {engine}", where="--tp",
+                         fix=f"tensor-parallel degrees profiled for {model} on {sku}: "
+                             f"{', '.join(str(t) for t in sorted(rows['tp_degree']))}")
+    return match.iloc[0]
+
+
+def _check_step_shape(batch: int, context: int, prefill: int) -> None:
+    for option, value in (("--batch", batch), ("--context", context), ("--prefill", prefill)):
+        if value < 0:
+            raise InputError(f"{option} must be 0 or more, got {value}", where=option,
+                             fix="give a count of sequences (--batch) or tokens (--context, --prefill)")
+    if batch == 0 and prefill == 0:
+        raise InputError("a step with no decodes and no prefill does no work", where="--batch",
+                         fix="give --batch (sequences decoding) or --prefill (prompt tokens), or both")
+    if batch > 0 and context == 0:
+        raise InputError("decoding sequences have a context of at least one token", where="--context",
+                         fix="give their mean context in tokens, e.g. --context 1024")
+
+
+def _measured_estimate(row: Any, batch: int, context: int, prefill: int) -> tuple[float | None, str | None]:
+    """The measured estimate of the step (aiconfigurator-core), or None and why not."""
+    from planner.profiles.measured import SYSTEMS, MeasuredEngine, NotMeasured
+
+    if row["source"] != "measured" or row["sku"] not in SYSTEMS:
+        return None, f"a {row['source']} profile: no measured tables to compare with"
+    if batch > 0 and context < 2:
+        return None, "the measured tables start at a decode context of 2 tokens"
+    from aiconfigurator_core.sdk.errors import PerfDataNotAvailableError
+
+    engine = MeasuredEngine(str(row["model"]), str(row["sku"]), int(row["tp_degree"]), str(row["engine"]))
+    try:
+        return engine.step_ms(batch, context, prefill), None
+    except (NotMeasured, PerfDataNotAvailableError) as why:
+        return None, f"the measured tables have no data for this step ({str(why).split(' at /')[0]})"
+
+
+@app.command("step-time")
+@guarded
+def step_time(
+    model: ModelOption,
+    sku: SkuOption,
+    tp: TpOption,
+    batch: Annotated[int, typer.Option(help="Sequences decoding in the step (one token each).")],
+    context: Annotated[int, typer.Option(help="Their mean context in tokens (prompt + generated so far).")],
+    prefill: Annotated[int, typer.Option(help="Prompt tokens prefilled in the same step: one fresh chunk.")],
+    engine: ServingEngineOption = "vllm",
+    as_json: JsonFlag = False,
+) -> None:
+    """Predict one engine step's time from a profile, split by kernel, beside the measured estimate where one exists."""
+    from planner.console import print_json, stdout
+    from planner.profiles import load_profiles, step_model_of
+    from planner.profiles.step_model import causal_pairs
+
+    _check_step_shape(batch, context, prefill)
+    row = _profile_by_options(load_profiles(), model, sku, tp, engine)
+    parts = step_model_of(row).uniform_parts_ms(batch, context, prefill)
+    measured, why_not = _measured_estimate(row, batch, context, prefill)
+    result = {
+        "model": model, "sku": sku, "tp_degree": tp, "engine": engine,
+        "batch": batch, "context": context, "prefill": prefill,
+        "decode_kv_tokens": batch * context, "prefill_pairs": causal_pairs(prefill, 0.0),
+        "step_ms": parts.total_ms, "dense_ms": parts.dense_ms,
+        "decode_attention_ms": parts.decode_attention_ms, "prefill_attention_ms": parts.prefill_attention_ms,
+        "measured_ms": measured, "predicted_over_measured": parts.total_ms / measured if measured else None,
+        "measured_note": why_not,
+        **{column: row[column] for column in ("source", "source_detail", "err_points", "err_median_pct",
+                                              "err_p95_pct", "err_max_pct")},
+    }
+    if session.run is not None:
+        session.run.add_figures(step_ms=round(parts.total_ms, 4))
+    if as_json:
+        print_json(result)
+        return
+    print_table(_step_rows(result), title=f"One step of {model} on {tp} x {sku} under {engine}: "
+                                          f"{parts.total_ms:.3f} ms", columns=["part", "ms", "what"])
+    stdout.print(f"profile: {row['source']} ({row['source_detail']}); its error over {row['err_points']:,} steps: "
+                 f"median {row['err_median_pct']:g} %, p95 {row['err_p95_pct']:g} %, max {row['err_max_pct']:g} %",
+                 highlight=False, markup=False)
+    if why_not:
+        stdout.print(f"measured estimate: none, {why_not}", highlight=False, markup=False)
+
+
+def _step_rows(result: dict[str, Any]) -> list[dict[str, Any]]:
+    batch, prefill = result["batch"], result["prefill"]
+    rows = [
+        {"part": "dense", "ms": result["dense_ms"], "what": f"GEMMs, MoE, norms, all-reduces of {batch + prefill:,} "
+                                                           "tokens"},
+        {"part": "decode attention", "ms": result["decode_attention_ms"],
+         "what": f"{batch:,} sequences reading {result['decode_kv_tokens']:,} KV tokens"},
+        {"part": "prefill attention", "ms": result["prefill_attention_ms"],
+         "what": f"{prefill:,} prompt tokens, {result['prefill_pairs']:,.0f} query-key pairs"},
+        {"part": "step (predicted)", "ms": result["step_ms"], "what": "the profile's step model"},
+    ]
+    if result["measured_ms"] is not None:
+        rows.append({"part": "measured estimate", "ms": result["measured_ms"],
+                     "what": "aiconfigurator-core's estimate of the same step"})
+        rows.append({"part": "predicted / measured", "ms": result["predicted_over_measured"], "what": "ratio"})
+    return rows
 
 
 # --------------------------------------------------------------------------- ingest
