@@ -7,7 +7,9 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Annotated, Any
 
+import pandas as pd
 import typer
+from rich.markup import escape
 
 from planner.cli.app import JsonFlag, app, guarded, print_outputs, session
 from planner.cli.paths import check_paths
@@ -72,13 +74,31 @@ def catalog(
 
 
 # --------------------------------------------------------------------------- profiles
-@app.command()
-@guarded
-def profiles(
+profiles_app = typer.Typer(
+    help="List model profiles (bare `planner profiles`), or fit one to your own measurements (`profiles fit`).",
+    invoke_without_command=True,
+    no_args_is_help=False,
+)
+app.add_typer(profiles_app, name="profiles")
+
+
+@profiles_app.callback()
+def profiles_group(
+    context: typer.Context,
     model: Annotated[str | None, typer.Option(help="Only this model.")] = None,
     as_json: JsonFlag = False,
 ) -> None:
-    """List model profiles: GPUs per replica, KV capacity and step-time coefficients per (model, SKU)."""
+    """List model profiles: GPUs per replica, KV capacity and step-time model per (model, SKU, TP, engine)."""
+    if context.invoked_subcommand is None:
+        profiles(model=model, as_json=as_json)
+    elif model is not None or as_json:
+        raise typer.BadParameter(f"--model and --json of `planner profiles` list profiles; give them to "
+                                 f"`planner profiles {context.invoked_subcommand}` instead")
+
+
+@guarded
+def profiles(model: str | None, as_json: bool) -> None:
+    """The listing of the bare `planner profiles` (recorded as the command `profiles`)."""
     from planner.profiles import load_profiles
 
     table = load_profiles()
@@ -216,6 +236,89 @@ def _step_rows(result: dict[str, Any]) -> list[dict[str, Any]]:
                      "what": "aiconfigurator-core's estimate of the same step"})
         rows.append({"part": "predicted / measured", "ms": result["predicted_over_measured"], "what": "ratio"})
     return rows
+
+
+@profiles_app.command("fit")
+@guarded
+def profiles_fit(
+    measurements: Annotated[list[str], typer.Argument(help="Step logs (CSV) or vLLM benchmark results (JSON): "
+                                                           "files, globs or folders.")],
+    model: ModelOption,
+    sku: SkuOption,
+    tp: TpOption,
+    out: Annotated[Path, typer.Option("--out", "-o", help="Profile file to write (.csv or .parquet), one row; "
+                                                         "a scenario's `profiles = [...]` reads it.")],
+    engine: ServingEngineOption = "vllm",
+    as_json: JsonFlag = False,
+) -> None:
+    """Fit a step-time model to your own measurements and write it as a one-row profile (source user-fit)."""
+    from planner.profiles.build import profile_row
+    from planner.profiles.loader import validate_profiles
+    from planner.profiles.measurements import read_measurements
+    from planner.profiles.user_fit import fit_detail, fit_steps, with_fit
+    from planner.storage import check_table_suffix, write_table_atomic
+
+    check_table_suffix(out)
+    check_paths(inputs={"MEASUREMENTS": [Path(p) for p in measurements
+                                         if not glob.has_magic(p) and not Path(p).is_dir()]},
+                outputs={"--out": out})
+    _check_engine(engine)
+    bundled = _bundled_replica(model, sku, tp, engine)
+    sizing = _sizing(model, sku, tp, engine) if bundled is None else None  # checked before reading measurements
+    read = read_measurements(measurements)
+    fit = fit_steps(read.steps, where=", ".join(str(f.path) for f in read.files))
+    detail = fit_detail(fit, read.describe())
+    base = bundled or profile_row(*sizing, tp, engine, fit.step, "user-fit", detail, fit.error)
+    table = validate_profiles(pd.DataFrame([with_fit(base, fit, detail)]), out)
+    write_table_atomic(out, table)
+    if session.run is not None:
+        session.run.add_figures(steps=fit.error.points, err_median_pct=round(fit.error.median_pct, 2),
+                                err_p95_pct=round(fit.error.p95_pct, 2), err_max_pct=round(fit.error.max_pct, 2))
+    rows = [{"steps": kind, "points": error.points, "median_pct": error.median_pct, "p95_pct": error.p95_pct,
+             "max_pct": error.max_pct} for kind, error in [("all", fit.error), *fit.errors_by_kind.items()]
+            if error.points]
+    print_outputs(rows, title=f"Step model of {model} on {tp} x {sku} under {engine}, fitted to {fit.error.points:,} "
+                              "steps: absolute error, %", as_json=as_json, written=[out],
+                  files=[{"file": str(f.path), "format": f.kind, "steps": f.steps, "detail": f.detail}
+                         for f in read.files],
+                  knots=list(fit.knots), notes=list(fit.notes), profile=table.iloc[0].to_dict())
+    if not as_json:
+        for note in fit.notes:
+            stderr.print(f"[yellow]note:[/] {escape(note)}", highlight=False)
+
+
+def _bundled_replica(model: str, sku: str, tp: int, engine: str) -> dict[str, Any] | None:
+    """The bundled profile of the same key, whose replica sizing a user fit keeps; None when there is none."""
+    from planner.profiles import KEY_COLUMNS, load_profiles
+
+    table = load_profiles()
+    match = table[(table.loc[:, list(KEY_COLUMNS)] == [model, sku, tp, engine]).all(axis=1)]
+    return match.iloc[0].to_dict() if len(match) else None
+
+
+def _sizing(model: str, sku: str, tp: int, engine: str) -> tuple[Any, Any]:
+    """The model's geometry and the SKU's specs, which size a replica by the build's rules (``build.py``)."""
+    from planner.paths import catalog_dir
+    from planner.profiles import load_models
+    from planner.profiles.build import kv_capacity_tokens
+    from planner.profiles.specs import read_sku_specs
+
+    geometries = load_models()
+    if model not in geometries:
+        raise InputError(f"unknown model {model!r}", where="--model",
+                         fix=f"use a model of data/profiles/models.csv: {', '.join(sorted(geometries))}")
+    specs = read_sku_specs(catalog_dir() / "skus.csv")
+    if sku not in specs:
+        raise InputError(f"unknown SKU {sku!r}", where="--sku", fix=f"use a catalog SKU: {', '.join(specs)}")
+    geometry, spec = geometries[model], specs[sku]
+    if not 1 <= tp <= spec.max_gpus_per_node or geometry.attention_heads % tp:
+        raise InputError(f"{model} cannot run on {tp} x {sku}", where="--tp",
+                         fix=f"use a degree that divides its {geometry.attention_heads} attention heads, at most "
+                             f"{spec.max_gpus_per_node} (GPUs per {sku} node)")
+    if kv_capacity_tokens(geometry, spec, tp, engine) < 1:
+        raise InputError(f"{model}'s weights leave no room for a KV cache on {tp} x {sku}", where="--tp",
+                         fix="use more GPUs per replica")
+    return geometry, spec
 
 
 # --------------------------------------------------------------------------- ingest
