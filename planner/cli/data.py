@@ -11,7 +11,7 @@ import pandas as pd
 import typer
 from rich.markup import escape
 
-from planner.cli.app import JsonFlag, app, guarded, print_outputs, session
+from planner.cli.app import JsonFlag, app, guarded, print_outputs, scenario_profiles, session
 from planner.cli.paths import check_paths
 from planner.console import print_table, stderr
 from planner.errors import InputError
@@ -28,11 +28,10 @@ def validate(
     check_paths(inputs={"SCENARIO": scenario})
 
     from planner.catalog import load_catalog
-    from planner.profiles import load_profiles
     from planner.scenario import check_against_data, load_scenario
 
     loaded = load_scenario(scenario)
-    problems = check_against_data(loaded, load_catalog().offers, load_profiles())
+    problems = check_against_data(loaded, load_catalog().offers, scenario_profiles(loaded, scenario))
     if problems:
         raise InputError(
             "the scenario does not match the bundled data:\n  - " + "\n  - ".join(problems),
