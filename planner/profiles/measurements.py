@@ -18,6 +18,7 @@ and key) at fault.
 
 from __future__ import annotations
 
+import codecs
 import glob
 import json
 import os
@@ -171,7 +172,7 @@ def _step_log(path: Path, data: bytes) -> tuple[pd.DataFrame, SourceFile]:
 def read_file(path: Path) -> tuple[pd.DataFrame, SourceFile]:
     """One file's steps, its format told from its first bytes."""
     data = path.read_bytes()
-    if data.lstrip()[:1] in (b"{", b"["):
+    if data.removeprefix(codecs.BOM_UTF8).lstrip()[:1] in (b"{", b"["):
         try:
             text = data.decode("utf-8-sig")
         except UnicodeDecodeError as exc:

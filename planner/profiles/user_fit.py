@@ -144,7 +144,7 @@ def _solve(design: np.ndarray, observed: np.ndarray, penalised: np.ndarray) -> n
     scale = np.abs(relative).max(axis=0)
     used = scale > 0  # a term no step exercises (no prefill at all, say) stays 0
     scaled = relative[:, used] / scale[used]
-    penalty = np.sqrt(RIDGE) * np.diag(penalised[used].astype(float))
+    penalty = np.sqrt(RIDGE) * np.eye(int(used.sum()))[penalised[used]]
     weights = np.ones(len(observed))
     solution = np.zeros(int(used.sum()))
     for _ in range(IRLS_ROUNDS):
