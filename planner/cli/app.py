@@ -217,6 +217,20 @@ def print_outputs(rows: list[dict[str, Any]], *, title: str, as_json: bool, writ
 
 
 
+def scenario_profiles(scenario: Any, scenario_file: Path) -> Any:
+    """The profile table a scenario plans with: the bundled one, with the scenario's ``profiles`` files over it."""
+    from planner.profiles import load_profiles
+
+    return load_profiles(extra=scenario.profile_paths(scenario_file))
+
+
+def profile_hashes(scenario: Any, scenario_file: Path) -> dict[str, str]:
+    """SHA-256 of each of the scenario's own profile files, for the inputs a plan records."""
+    from planner.storage import file_sha256
+
+    return {f"profile {path}": file_sha256(path) for path in scenario.profile_paths(scenario_file)}
+
+
 EngineOption = Annotated[
     str, typer.Option(help="Where independent work runs: local, processes, dask or auto (processes on >1 core).")
 ]

@@ -5,11 +5,13 @@ from __future__ import annotations
 import glob
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
+import pandas as pd
 import typer
+from rich.markup import escape
 
-from planner.cli.app import JsonFlag, app, guarded, print_outputs
+from planner.cli.app import JsonFlag, app, guarded, print_outputs, scenario_profiles, session
 from planner.cli.paths import check_paths
 from planner.console import print_table, stderr
 from planner.errors import InputError
@@ -26,11 +28,10 @@ def validate(
     check_paths(inputs={"SCENARIO": scenario})
 
     from planner.catalog import load_catalog
-    from planner.profiles import load_profiles
     from planner.scenario import check_against_data, load_scenario
 
     loaded = load_scenario(scenario)
-    problems = check_against_data(loaded, load_catalog().offers, load_profiles())
+    problems = check_against_data(loaded, load_catalog().offers, scenario_profiles(loaded, scenario))
     if problems:
         raise InputError(
             "the scenario does not match the bundled data:\n  - " + "\n  - ".join(problems),
@@ -72,13 +73,31 @@ def catalog(
 
 
 # --------------------------------------------------------------------------- profiles
-@app.command()
-@guarded
-def profiles(
+profiles_app = typer.Typer(
+    help="List model profiles (bare `planner profiles`), or fit one to your own measurements (`profiles fit`).",
+    invoke_without_command=True,
+    no_args_is_help=False,
+)
+app.add_typer(profiles_app, name="profiles")
+
+
+@profiles_app.callback()
+def profiles_group(
+    context: typer.Context,
     model: Annotated[str | None, typer.Option(help="Only this model.")] = None,
     as_json: JsonFlag = False,
 ) -> None:
-    """List model profiles: GPUs per replica, KV capacity and step-time coefficients per (model, SKU)."""
+    """List model profiles: GPUs per replica, KV capacity and step-time model per (model, SKU, TP, engine)."""
+    if context.invoked_subcommand is None:
+        profiles(model=model, as_json=as_json)
+    elif model is not None or as_json:
+        raise typer.BadParameter(f"--model and --json of `planner profiles` list profiles; give them to "
+                                 f"`planner profiles {context.invoked_subcommand}` instead")
+
+
+@guarded
+def profiles(model: str | None, as_json: bool) -> None:
+    """The listing of the bare `planner profiles` (recorded as the command `profiles`)."""
     from planner.profiles import load_profiles
 
     table = load_profiles()
@@ -89,6 +108,216 @@ def profiles(
     # The free-text notes stay in --json and profiles.csv; they would crush the terminal table.
     columns = [name for name in table.columns if name != "notes"]
     print_table(table.to_dict("records"), title="Model profiles", columns=columns, as_json=as_json)
+
+
+ModelOption = Annotated[str, typer.Option(help="Model, as `planner profiles` lists them, e.g. llama-3.1-8b.")]
+SkuOption = Annotated[str, typer.Option(help="GPU SKU, e.g. H100.")]
+TpOption = Annotated[int, typer.Option(help="Tensor-parallel degree: GPUs per replica.")]
+ServingEngineOption = Annotated[str, typer.Option(help="Serving engine: vllm, sglang or trtllm.")]
+
+
+def _check_engine(engine: str) -> None:
+    from planner.profiles.loader import ENGINE_NAMES
+
+    if engine not in ENGINE_NAMES:
+        raise InputError(f"unknown engine {engine!r}", where="--engine", fix=f"use one of: {', '.join(ENGINE_NAMES)}")
+
+
+def _profile_by_options(table: Any, model: str, sku: str, tp: int, engine: str) -> Any:
+    """The profile row of (--model, --sku, --tp, --engine); an error names the first option with no match."""
+    _check_engine(engine)
+    rows = table[table["model"] == model]
+    if rows.empty:
+        raise InputError(f"no profile for model {model!r}", where="--model",
+                         fix=f"use one of: {', '.join(sorted(table['model'].unique()))}")
+    rows = rows[rows["engine"] == engine]
+    if not (rows["sku"] == sku).any():
+        raise InputError(f"no profile for {model} on SKU {sku!r} under {engine}", where="--sku",
+                         fix=f"SKUs profiled for {model} under {engine}: {', '.join(sorted(rows['sku'].unique()))}")
+    rows = rows[rows["sku"] == sku]
+    match = rows[rows["tp_degree"] == tp]
+    if match.empty:
+        raise InputError(f"no profile for {model} on {tp} x {sku} under {engine}", where="--tp",
+                         fix=f"tensor-parallel degrees profiled for {model} on {sku}: "
+                             f"{', '.join(str(t) for t in sorted(rows['tp_degree']))}")
+    return match.iloc[0]
+
+
+def _check_step_shape(batch: int, context: int, prefill: int) -> None:
+    for option, value in (("--batch", batch), ("--context", context), ("--prefill", prefill)):
+        if value < 0:
+            raise InputError(f"{option} must be 0 or more, got {value}", where=option,
+                             fix="give a count of sequences (--batch) or tokens (--context, --prefill)")
+    if batch == 0 and prefill == 0:
+        raise InputError("a step with no decodes and no prefill does no work", where="--batch",
+                         fix="give --batch (sequences decoding) or --prefill (prompt tokens), or both")
+    if batch > 0 and context == 0:
+        raise InputError("decoding sequences have a context of at least one token", where="--context",
+                         fix="give their mean context in tokens, e.g. --context 1024")
+
+
+def _measured_estimate(row: Any, batch: int, context: int, prefill: int) -> tuple[float | None, str | None]:
+    """The measured estimate of the step (aiconfigurator-core), or None and why not."""
+    from planner.profiles.measured import SYSTEMS, MeasuredEngine, NotMeasured
+
+    if row["source"] != "measured" or row["sku"] not in SYSTEMS:
+        return None, f"a {row['source']} profile: no measured tables to compare with"
+    if batch > 0 and context < 2:
+        return None, "the measured tables start at a decode context of 2 tokens"
+    from aiconfigurator_core.sdk.errors import PerfDataNotAvailableError
+
+    engine = MeasuredEngine(str(row["model"]), str(row["sku"]), int(row["tp_degree"]), str(row["engine"]))
+    try:
+        return engine.step_ms(batch, context, prefill), None
+    except (NotMeasured, PerfDataNotAvailableError) as why:
+        return None, f"the measured tables have no data for this step ({str(why).split(' at /')[0]})"
+
+
+@app.command("step-time")
+@guarded
+def step_time(
+    model: ModelOption,
+    sku: SkuOption,
+    tp: TpOption,
+    batch: Annotated[int, typer.Option(help="Sequences decoding in the step (one token each).")],
+    context: Annotated[int, typer.Option(help="Their mean context in tokens (prompt + generated so far).")],
+    prefill: Annotated[int, typer.Option(help="Prompt tokens prefilled in the same step: one fresh chunk.")],
+    engine: ServingEngineOption = "vllm",
+    as_json: JsonFlag = False,
+) -> None:
+    """Predict one engine step's time from a profile, split by kernel, beside the measured estimate where one exists."""
+    from planner.console import print_json, stdout
+    from planner.profiles import load_profiles, step_model_of
+    from planner.profiles.step_model import causal_pairs
+
+    _check_step_shape(batch, context, prefill)
+    row = _profile_by_options(load_profiles(), model, sku, tp, engine)
+    parts = step_model_of(row).uniform_parts_ms(batch, context, prefill)
+    measured, why_not = _measured_estimate(row, batch, context, prefill)
+    result = {
+        "model": model, "sku": sku, "tp_degree": tp, "engine": engine,
+        "batch": batch, "context": context, "prefill": prefill,
+        "decode_kv_tokens": batch * context, "prefill_pairs": causal_pairs(prefill, 0.0),
+        "step_ms": parts.total_ms, "dense_ms": parts.dense_ms,
+        "decode_attention_ms": parts.decode_attention_ms, "prefill_attention_ms": parts.prefill_attention_ms,
+        "measured_ms": measured, "predicted_over_measured": parts.total_ms / measured if measured else None,
+        "measured_note": why_not,
+        **{column: row[column] for column in ("source", "source_detail", "err_points", "err_median_pct",
+                                              "err_p95_pct", "err_max_pct")},
+    }
+    if session.run is not None:
+        session.run.add_figures(step_ms=round(parts.total_ms, 4))
+    if as_json:
+        print_json(result)
+        return
+    print_table(_step_rows(result), title=f"One step of {model} on {tp} x {sku} under {engine}: "
+                                          f"{parts.total_ms:.3f} ms", columns=["part", "ms", "what"])
+    stdout.print(f"profile: {row['source']} ({row['source_detail']}); its error over {row['err_points']:,} steps: "
+                 f"median {row['err_median_pct']:g} %, p95 {row['err_p95_pct']:g} %, max {row['err_max_pct']:g} %",
+                 highlight=False, markup=False)
+    if why_not:
+        stdout.print(f"measured estimate: none, {why_not}", highlight=False, markup=False)
+
+
+def _step_rows(result: dict[str, Any]) -> list[dict[str, Any]]:
+    batch, prefill = result["batch"], result["prefill"]
+    rows = [
+        {"part": "dense", "ms": result["dense_ms"], "what": f"GEMMs, MoE, norms, all-reduces of {batch + prefill:,} "
+                                                           "tokens"},
+        {"part": "decode attention", "ms": result["decode_attention_ms"],
+         "what": f"{batch:,} sequences reading {result['decode_kv_tokens']:,} KV tokens"},
+        {"part": "prefill attention", "ms": result["prefill_attention_ms"],
+         "what": f"{prefill:,} prompt tokens, {result['prefill_pairs']:,.0f} query-key pairs"},
+        {"part": "step (predicted)", "ms": result["step_ms"], "what": "the profile's step model"},
+    ]
+    if result["measured_ms"] is not None:
+        rows.append({"part": "measured estimate", "ms": result["measured_ms"],
+                     "what": "aiconfigurator-core's estimate of the same step"})
+        rows.append({"part": "predicted / measured", "ms": result["predicted_over_measured"], "what": "ratio"})
+    return rows
+
+
+@profiles_app.command("fit")
+@guarded
+def profiles_fit(
+    measurements: Annotated[list[str], typer.Argument(help="Step logs (CSV) or vLLM benchmark results (JSON): "
+                                                           "files, globs or folders.")],
+    model: ModelOption,
+    sku: SkuOption,
+    tp: TpOption,
+    out: Annotated[Path, typer.Option("--out", "-o", help="Profile file to write (.csv or .parquet), one row; "
+                                                         "a scenario's `profiles = [...]` reads it.")],
+    engine: ServingEngineOption = "vllm",
+    as_json: JsonFlag = False,
+) -> None:
+    """Fit a step-time model to your own measurements and write it as a one-row profile (source user-fit)."""
+    from planner.profiles.build import profile_row
+    from planner.profiles.loader import validate_profiles
+    from planner.profiles.measurements import read_measurements
+    from planner.profiles.user_fit import fit_detail, fit_steps, with_fit
+    from planner.storage import check_table_suffix, write_table_atomic
+
+    check_table_suffix(out)
+    check_paths(inputs={"MEASUREMENTS": [Path(p) for p in measurements
+                                         if not glob.has_magic(p) and not Path(p).is_dir()]},
+                outputs={"--out": out})
+    _check_engine(engine)
+    bundled = _bundled_replica(model, sku, tp, engine)
+    sizing = _sizing(model, sku, tp, engine) if bundled is None else None  # checked before reading measurements
+    read = read_measurements(measurements)
+    fit = fit_steps(read.steps, where=", ".join(str(f.path) for f in read.files))
+    detail = fit_detail(fit, read.describe())
+    base = bundled or profile_row(*sizing, tp, engine, fit.step, "user-fit", detail, fit.error)
+    table = validate_profiles(pd.DataFrame([with_fit(base, fit, detail)]), out)
+    write_table_atomic(out, table)
+    if session.run is not None:
+        session.run.add_figures(steps=fit.error.points, err_median_pct=round(fit.error.median_pct, 2),
+                                err_p95_pct=round(fit.error.p95_pct, 2), err_max_pct=round(fit.error.max_pct, 2))
+    rows = [{"steps": kind, "points": error.points, "median_pct": error.median_pct, "p95_pct": error.p95_pct,
+             "max_pct": error.max_pct} for kind, error in [("all", fit.error), *fit.errors_by_kind.items()]
+            if error.points]
+    print_outputs(rows, title=f"Step model of {model} on {tp} x {sku} under {engine}, fitted to {fit.error.points:,} "
+                              "steps: absolute error, %", as_json=as_json, written=[out],
+                  files=[{"file": str(f.path), "format": f.kind, "steps": f.steps, "detail": f.detail}
+                         for f in read.files],
+                  knots=list(fit.knots), notes=list(fit.notes), profile=table.iloc[0].to_dict())
+    if not as_json:
+        for note in fit.notes:
+            stderr.print(f"[yellow]note:[/] {escape(note)}", highlight=False)
+
+
+def _bundled_replica(model: str, sku: str, tp: int, engine: str) -> dict[str, Any] | None:
+    """The bundled profile of the same key, whose replica sizing a user fit keeps; None when there is none."""
+    from planner.profiles import KEY_COLUMNS, load_profiles
+
+    table = load_profiles()
+    match = table[(table.loc[:, list(KEY_COLUMNS)] == [model, sku, tp, engine]).all(axis=1)]
+    return match.iloc[0].to_dict() if len(match) else None
+
+
+def _sizing(model: str, sku: str, tp: int, engine: str) -> tuple[Any, Any]:
+    """The model's geometry and the SKU's specs, which size a replica by the build's rules (``build.py``)."""
+    from planner.paths import catalog_dir
+    from planner.profiles import load_models
+    from planner.profiles.build import kv_capacity_tokens
+    from planner.profiles.specs import read_sku_specs
+
+    geometries = load_models()
+    if model not in geometries:
+        raise InputError(f"unknown model {model!r}", where="--model",
+                         fix=f"use a model of data/profiles/models.csv: {', '.join(sorted(geometries))}")
+    specs = read_sku_specs(catalog_dir() / "skus.csv")
+    if sku not in specs:
+        raise InputError(f"unknown SKU {sku!r}", where="--sku", fix=f"use a catalog SKU: {', '.join(specs)}")
+    geometry, spec = geometries[model], specs[sku]
+    if not 1 <= tp <= spec.max_gpus_per_node or geometry.attention_heads % tp:
+        raise InputError(f"{model} cannot run on {tp} x {sku}", where="--tp",
+                         fix=f"use a degree that divides its {geometry.attention_heads} attention heads, at most "
+                             f"{spec.max_gpus_per_node} (GPUs per {sku} node)")
+    if kv_capacity_tokens(geometry, spec, tp, engine) < 1:
+        raise InputError(f"{model}'s weights leave no room for a KV cache on {tp} x {sku}", where="--tp",
+                         fix="use more GPUs per replica")
+    return geometry, spec
 
 
 # --------------------------------------------------------------------------- ingest

@@ -21,6 +21,8 @@ from planner.cli.app import (
     parse_duration_s,
     prepare_simulator,
     print_outputs,
+    profile_hashes,
+    scenario_profiles,
     session,
     use_engine,
 )
@@ -86,15 +88,15 @@ def calibrate(
 
     from planner.calibrate import calibrate as run_calibration
     from planner.calibrate import write_calibration
-    from planner.profiles import load_profiles
     from planner.scenario import load_scenario
 
     use_engine(engine, scheduler, workers)
     loaded = load_scenario(scenario)
+    profiles = scenario_profiles(loaded, scenario)
     prepare_simulator()
     with progress_bar("Calibrating (model, SKU) pairs", console=stderr) as advance:
         result = run_calibration(
-            loaded, load_profiles(), policy=policy, histogram=read_table(histogram) if histogram else None,
+            loaded, profiles, policy=policy, histogram=read_table(histogram) if histogram else None,
             models=_names(models), skus=_names(skus), pool_replicas=pool_replicas,
             duration_s=parse_duration_s(duration), replications=replications, seed=seed, rel_tol=tolerance,
             engine=engine, workers=workers, cache_dir=cache_dir, use_cache=cache, progress=advance,
@@ -215,7 +217,6 @@ def plan(
     from planner.loop.outputs import check_plan_folder, write_plan_run
     from planner.loop.pipeline import parse_as_of, run_pipeline
     from planner.placement.capacity import validate_capacity
-    from planner.profiles import load_profiles
     from planner.scenario import load_scenario
     from planner.storage import file_sha256, read_table
 
@@ -227,11 +228,12 @@ def plan(
                              engine=engine, workers=workers, cache_dir=cache_dir)
     policies = parse_policies(compare_policies) if compare_policies else None
     loaded = load_scenario(scenario)
+    profiles = scenario_profiles(loaded, scenario)
     table = validate_capacity(read_table(capacity), where=capacity) if capacity else None
-    hashes = {"scenario": file_sha256(scenario), "history": file_sha256(history)}
+    hashes = {"scenario": file_sha256(scenario), "history": file_sha256(history), **profile_hashes(loaded, scenario)}
     prepare_simulator()
     with narrated("Reading the history...") as say:
-        result = run_pipeline(loaded, named(read_table(history), history), load_catalog(), load_profiles(), settings,
+        result = run_pipeline(loaded, named(read_table(history), history), load_catalog(), profiles, settings,
                               as_of=parse_as_of(as_of), compare=policies, capacity=table,
                               histogram=read_table(histogram) if histogram else None, input_hashes=hashes,
                               notify=say)

@@ -8,7 +8,7 @@ from typing import Annotated
 import typer
 
 from planner.cli import placement_options as limits
-from planner.cli.app import JsonFlag, app, guarded, print_outputs, session
+from planner.cli.app import JsonFlag, app, guarded, print_outputs, profile_hashes, scenario_profiles, session
 from planner.cli.paths import check_paths
 from planner.cli.placement_options import GapOption, NodeLimitOption, PeriodsOption, SolverOption, TimeLimitOption
 from planner.console import stderr
@@ -51,18 +51,18 @@ def place(
     from planner.catalog import load_catalog
     from planner.placement.capacity import validate_capacity
     from planner.placement.workflow import place_plan, write_plan_outputs
-    from planner.profiles import load_profiles
     from planner.scenario import load_scenario
 
     loaded = load_scenario(scenario)
-    hashes = {"scenario": file_sha256(scenario), "forecast": file_sha256(forecast)}
+    profiles = scenario_profiles(loaded, scenario)
+    hashes = {"scenario": file_sha256(scenario), "forecast": file_sha256(forecast), **profile_hashes(loaded, scenario)}
     capacity_table = None
     if capacity is not None:
         capacity_table = validate_capacity(read_table(capacity), where=capacity)
         hashes["capacity"] = file_sha256(capacity)
     with stderr.status(f"Solving the placement program with {solver}..."):
         result = place_plan(
-            loaded, named(read_table(forecast), forecast), load_catalog(), load_profiles(),
+            loaded, named(read_table(forecast), forecast), load_catalog(), profiles,
             capacity=capacity_table, solver=solver, node_limit=node_limit, time_limit_s=time_limit, gap=gap,
             quantile=quantile, periods=periods, debug_dir=debug, input_hashes=hashes,
         )

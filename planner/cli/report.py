@@ -19,6 +19,8 @@ from planner.cli.app import (
     guarded,
     prepare_simulator,
     print_outputs,
+    profile_hashes,
+    scenario_profiles,
     session,
     use_engine,
 )
@@ -89,7 +91,6 @@ def report(
     from planner.catalog import load_catalog
     from planner.loop.compare import parse_policies
     from planner.loop.pipeline import history_as_of, last_history_hour, parse_as_of, run_pipeline
-    from planner.profiles import load_profiles
     from planner.report import build_report, report_lock, write_report
     from planner.report.assemble import report_inputs
     from planner.report.period import check_as_of, check_history_fresh, month_window
@@ -108,19 +109,21 @@ def report(
                              engine=engine, workers=workers, cache_dir=cache_dir)
     policies = None if compare_policies.strip().lower() in ("", "none") else parse_policies(compare_policies)
     loaded = load_scenario(scenario)
+    profiles = scenario_profiles(loaded, scenario)
     with report_lock(reports) as lock:
         notice = lock.takeover_notice()
         if notice:
             stderr.print(f"[yellow]warning:[/] {notice}")
         catalog = load_catalog()
         previous = last_month(RunHistory(session.history_file), month)
-        hashes = {"scenario": file_sha256(scenario), "history": file_sha256(history)}
+        hashes = {"scenario": file_sha256(scenario), "history": file_sha256(history),
+                  **profile_hashes(loaded, scenario)}
         prepare_simulator()
         with narrated(f"Capacity report {month}: reading the history...") as say:
             known = history_as_of(named(read_table(history), history), stamp, where=str(history))
             check_history_fresh(last_history_hour(known, where=str(history)), window, month,
                                 allow_stale=allow_stale_history, where=history)
-            result = run_pipeline(loaded, known, catalog, load_profiles(), settings, as_of=stamp, compare=policies,
+            result = run_pipeline(loaded, known, catalog, profiles, settings, as_of=stamp, compare=policies,
                                   histogram=read_table(histogram) if histogram else None, input_hashes=hashes,
                                   notify=say, window=window)
             say("writing the report")

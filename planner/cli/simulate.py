@@ -19,6 +19,7 @@ from planner.cli.app import (
     parse_duration_s,
     prepare_simulator,
     print_outputs,
+    scenario_profiles,
     use_engine,
 )
 from planner.cli.paths import check_paths
@@ -101,7 +102,6 @@ def simulate(
     use_engine(engine, scheduler, workers)
 
     from planner.catalog import load_catalog
-    from planner.profiles import load_profiles
     from planner.scenario import load_scenario
     from planner.sim.plan_input import validated_plan
     from planner.sim.simulate import PLAN_COLUMNS, select_window, simulate_plan, write_simulation_outputs
@@ -110,6 +110,7 @@ def simulate(
     duration_s = check_duration(parse_duration_s(duration))
     check_replications(replications)
     loaded = load_scenario(scenario)
+    profiles = scenario_profiles(loaded, scenario)
     plan_frame = validated_plan(named(read_table(plan), plan), PLAN_COLUMNS)
     if forecast is not None:
         period, demand = _forecast_window(loaded, plan_frame, named(read_table(forecast), forecast), window)
@@ -119,7 +120,7 @@ def simulate(
     with progress_bar(f"Simulating period {period}: pools x {replications} replication(s) of {duration}",
                       console=stderr) as advance:
         result = simulate_plan(
-            loaded, plan_frame, demand, load_profiles(), load_catalog(),
+            loaded, plan_frame, demand, profiles, load_catalog(),
             policy=policy, duration_s=duration_s, replications=replications, seed=seed,
             histogram=read_table(histogram) if histogram else None, period=period,
             engine=engine, workers=workers, progress=advance,

@@ -90,8 +90,9 @@ class _Measured:
     measured_ms: np.ndarray
 
 
-def _row(geometry: ModelGeometry, spec: SkuSpec, tp: int, engine: str, step: StepModel, source: str,
-         detail: str, error: StepError) -> dict[str, object]:
+def profile_row(geometry: ModelGeometry, spec: SkuSpec, tp: int, engine: str, step: StepModel, source: str,
+                detail: str, error: StepError) -> dict[str, object]:
+    """One row of the profile table: the replica sized by the rules above, with ``step`` and its error."""
     row: dict[str, object] = {
         "model": geometry.model, "sku": spec.sku, "tp_degree": tp, "engine": engine,
         "weights_gb": _sig(geometry.weights_bytes / 1e9),
@@ -108,7 +109,7 @@ def _row(geometry: ModelGeometry, spec: SkuSpec, tp: int, engine: str, step: Ste
         "err_p95_pct": round(error.p95_pct, 2),
         "err_max_pct": round(error.max_pct, 2),
     }
-    row.update({k: _sig(v) for k, v in step.to_row().items()})
+    row.update(step.rounded(SIGNIFICANT_DIGITS).to_row())
     return row
 
 
@@ -116,9 +117,8 @@ def _measure(geometry: ModelGeometry, spec: SkuSpec, tp: int, engine: str) -> _M
     measured = MeasuredEngine(geometry.model, spec.sku, tp, engine)
     points = np.asarray(operating_grid(kv_capacity_tokens(geometry, spec, tp, engine)), dtype=np.float64)
     reference = np.array([measured.step_ms(int(b), int(c), int(p)) for b, c, p in points])
-    step = measured.fit()
     # the table stores 6 significant digits: judge the model as it will be read back
-    step = StepModel.from_row({k: _sig(v) for k, v in step.to_row().items()})
+    step = measured.fit().rounded(SIGNIFICANT_DIGITS)
     return _Measured(geometry, spec, tp, engine, step, points, reference)
 
 
@@ -149,8 +149,8 @@ def build_profiles(geometries: Mapping[str, ModelGeometry], specs: Mapping[str, 
                         continue
                     measured.append(m)
                     error = StepError.of(uniform_steps_ms(m.step, m.points), m.measured_ms)
-                    rows.append(_row(geometry, spec, tp, engine, m.step, "measured",
-                                     f"aiconfigurator-core {version}, {engine} tables", error))
+                    rows.append(profile_row(geometry, spec, tp, engine, m.step, "measured",
+                                            f"aiconfigurator-core {version}, {engine} tables", error))
         say(f"fitting the {engine} roofline and checking it on each measured SKU left out of its fit")
         checks.extend(_roofline_checks(engine, measured))
         overall = StepError(**{field: checks[-2][column] for field, column in _ERROR_FIELDS.items()})
@@ -163,11 +163,12 @@ def build_profiles(geometries: Mapping[str, ModelGeometry], specs: Mapping[str, 
                 if sku in SYSTEMS or engine not in ROOFLINE_ENGINES.get(spec.vendor, ENGINES):
                     continue
                 for tp in candidate_tps(geometry, spec, engine):
-                    rows.append(_row(geometry, spec, tp, engine, roofline_step_model(geometry, spec, tp, eff),
-                                     "roofline", detail, overall))
+                    step = roofline_step_model(geometry, spec, tp, eff)
+                    rows.append(profile_row(geometry, spec, tp, engine, step, "roofline", detail, overall))
         for geometry, spec, tp, why in unmeasured:
-            rows.append(_row(geometry, spec, tp, engine, roofline_step_model(geometry, spec, tp, eff), "roofline",
-                             f"the tables lack {why}; {detail}", overall))
+            step = roofline_step_model(geometry, spec, tp, eff)
+            rows.append(profile_row(geometry, spec, tp, engine, step, "roofline", f"the tables lack {why}; {detail}",
+                                    overall))
     profiles = pd.DataFrame(rows).sort_values(["model", "sku", "tp_degree", "engine"], kind="stable")
     return ProfileBuild(profiles.reset_index(drop=True), pd.DataFrame(checks), pd.DataFrame(efficiencies))
 

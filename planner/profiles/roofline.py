@@ -23,7 +23,7 @@ The efficiencies e_*, the per-layer overheads o_dense, δ, β, γ₀ and the all
 ℓ_ar are one :class:`Efficiency` per serving engine, fitted (:func:`calibrate`) to the
 measured estimate of every measured (model, SKU, TP) of that engine by least squares on
 log(roofline / measured). Its error on the measured SKUs, each predicted by a fit that did
-not see it (leave one SKU out), is what ``fit_report.csv`` and ``data/README.md`` report for
+not see it (leave one SKU out), is what ``roofline_check.csv`` and ``data/README.md`` report for
 the roofline.
 """
 

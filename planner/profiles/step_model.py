@@ -59,6 +59,19 @@ def causal_pairs(chunk_tokens: float, prefix_tokens: float) -> float:
 
 
 @dataclass(frozen=True)
+class StepParts:
+    """One step's time in ms by the kernels that spend it (:meth:`StepModel.parts_ms`)."""
+
+    dense_ms: float
+    decode_attention_ms: float
+    prefill_attention_ms: float
+
+    @property
+    def total_ms(self) -> float:
+        return self.dense_ms + self.decode_attention_ms + self.prefill_attention_ms
+
+
+@dataclass(frozen=True)
 class StepModel:
     """One (model, SKU, TP, engine)'s step time in ms; fields are the columns of :data:`STEP_COLUMNS`."""
 
@@ -99,21 +112,35 @@ class StepModel:
         """D(n): linear between knots, the last slope beyond the last knot, D(1) below one token."""
         return dense_at(self.dense_ms, tokens)
 
+    def parts_ms(self, decodes: float, decode_kv_tokens: float, prefill_tokens: float,
+                 prefill_pairs: float) -> StepParts:
+        """One step's time split as the kernels split it: dense work, decode attention, prefill attention."""
+        decode = 0.0
+        if decodes > 0:
+            decode = (self.decode_attn_ms_fixed + self.decode_attn_ms_per_seq * decodes
+                      + self.decode_attn_ms_per_kv_token * decode_kv_tokens)
+        prefill = 0.0
+        if prefill_tokens > 0:
+            prefill = (self.prefill_attn_ms_fixed + self.prefill_attn_ms_per_token * prefill_tokens
+                       + self.prefill_attn_ms_per_pair * prefill_pairs)
+        return StepParts(self.dense(decodes + prefill_tokens), decode, prefill)
+
     def step_ms(self, decodes: float, decode_kv_tokens: float, prefill_tokens: float, prefill_pairs: float) -> float:
         """One step: ``decodes`` sequences reading ``decode_kv_tokens`` in all, and prefill chunks
         of ``prefill_tokens`` tokens with ``prefill_pairs`` causal query-key pairs."""
-        t = self.dense(decodes + prefill_tokens)
-        if decodes > 0:
-            t += (self.decode_attn_ms_fixed + self.decode_attn_ms_per_seq * decodes
-                  + self.decode_attn_ms_per_kv_token * decode_kv_tokens)
-        if prefill_tokens > 0:
-            t += (self.prefill_attn_ms_fixed + self.prefill_attn_ms_per_token * prefill_tokens
-                  + self.prefill_attn_ms_per_pair * prefill_pairs)
-        return t
+        return self.parts_ms(decodes, decode_kv_tokens, prefill_tokens, prefill_pairs).total_ms
+
+    def uniform_parts_ms(self, batch: int, context: float, prefill: int) -> StepParts:
+        """The parts of :meth:`uniform_step_ms`."""
+        return self.parts_ms(batch, batch * context, prefill, causal_pairs(prefill, 0.0))
 
     def uniform_step_ms(self, batch: int, context: float, prefill: int) -> float:
         """``batch`` decodes at a mean context of ``context`` tokens plus one fresh prompt chunk of ``prefill``."""
-        return self.step_ms(batch, batch * context, prefill, causal_pairs(prefill, 0.0))
+        return self.uniform_parts_ms(batch, context, prefill).total_ms
+
+    def rounded(self, digits: int) -> StepModel:
+        """Every coefficient to ``digits`` significant digits: the model as a profile table stores it."""
+        return StepModel.from_row({k: float(f"{v:.{digits}g}") for k, v in self.to_row().items()})
 
 
 def dense_at(dense_ms: tuple[float, ...] | np.ndarray, tokens: float) -> float:
@@ -170,18 +197,29 @@ class StepError:
         return cls(int(err.size), float(np.median(err)), float(np.percentile(err, 95.0)), float(err.max()))
 
 
+def dense_many(dense_ms: tuple[float, ...] | np.ndarray, tokens: np.ndarray) -> np.ndarray:
+    """:func:`dense_at` at many token counts at once."""
+    knots = np.asarray(KNOT_TOKENS, dtype=np.float64)
+    dense = np.asarray(dense_ms, dtype=np.float64)
+    tokens = np.maximum(np.asarray(tokens, dtype=np.float64), knots[0])
+    slope = (dense[-1] - dense[-2]) / (knots[-1] - knots[-2])
+    return np.where(tokens <= knots[-1], np.interp(tokens, knots, dense), dense[-1] + slope * (tokens - knots[-1]))
+
+
+def steps_ms(model: StepModel, decodes: np.ndarray, decode_kv_tokens: np.ndarray, prefill_tokens: np.ndarray,
+             prefill_pairs: np.ndarray) -> np.ndarray:
+    """:meth:`StepModel.step_ms` at many steps at once (arrays of equal length)."""
+    decodes, kv, prefill, pairs = (np.asarray(a, dtype=np.float64)
+                                   for a in (decodes, decode_kv_tokens, prefill_tokens, prefill_pairs))
+    t = dense_many(model.dense_ms, decodes + prefill)
+    t = t + np.where(decodes > 0, model.decode_attn_ms_fixed + model.decode_attn_ms_per_seq * decodes
+                     + model.decode_attn_ms_per_kv_token * kv, 0.0)
+    return t + np.where(prefill > 0, model.prefill_attn_ms_fixed + model.prefill_attn_ms_per_token * prefill
+                        + model.prefill_attn_ms_per_pair * pairs, 0.0)
+
+
 def uniform_steps_ms(model: StepModel, points: np.ndarray) -> np.ndarray:
     """:meth:`StepModel.uniform_step_ms` at many (batch, context, prefill) rows at once."""
     points = np.asarray(points, dtype=np.float64).reshape(-1, 3)
     batch, context, prefill = points[:, 0], points[:, 1], points[:, 2]
-    knots = np.asarray(KNOT_TOKENS, dtype=np.float64)
-    dense = np.asarray(model.dense_ms, dtype=np.float64)
-    tokens = np.maximum(batch + prefill, knots[0])
-    slope = (dense[-1] - dense[-2]) / (knots[-1] - knots[-2])
-    t = np.where(tokens <= knots[-1], np.interp(tokens, knots, dense), dense[-1] + slope * (tokens - knots[-1]))
-    t = t + np.where(batch > 0, model.decode_attn_ms_fixed + model.decode_attn_ms_per_seq * batch
-                     + model.decode_attn_ms_per_kv_token * batch * context, 0.0)
-    pairs = prefill * (prefill + 1.0) / 2.0
-    t = t + np.where(prefill > 0, model.prefill_attn_ms_fixed + model.prefill_attn_ms_per_token * prefill
-                     + model.prefill_attn_ms_per_pair * pairs, 0.0)
-    return t
+    return steps_ms(model, batch, batch * context, prefill, prefill * (prefill + 1.0) / 2.0)

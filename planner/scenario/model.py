@@ -13,6 +13,7 @@ Units are in the field names (``_ms``, ``_usd``, ``_tokens``); quotas are GPUs.
 from __future__ import annotations
 
 import math
+from pathlib import Path
 from typing import Annotated, Any
 
 from pydantic import AfterValidator, Field, field_validator, model_validator
@@ -255,6 +256,10 @@ class Scenario(Frozen):
     )
     policy: Policy = Field(description="the scheduling policy and admission control")
     capacity: Capacity = Field(default_factory=Capacity, description="placement rules")
+    profiles: tuple[Annotated[Str, Field(min_length=1)], ...] = Field(
+        default=(), description="extra profile files (e.g. from `planner profiles fit`), relative to the scenario "
+                                "file; their rows replace bundled profiles of the same (model, SKU, TP, engine)"
+    )
 
     @field_validator("models")
     @classmethod
@@ -397,6 +402,11 @@ class Scenario(Frozen):
         if sku in region.quotas:
             return region.quotas[sku]
         return self.capacity.quotas.get(sku)
+
+    def profile_paths(self, scenario_file: str | Path) -> tuple[Path, ...]:
+        """The ``profiles`` files as paths: a relative one is relative to the scenario file's folder."""
+        folder = Path(scenario_file).parent
+        return tuple(folder / Path(name).expanduser() for name in self.profiles)
 
     def summary_rows(self) -> list[dict[str, Any]]:
         """One row per section item (section, name, details) for a table or JSON."""
