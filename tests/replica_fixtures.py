@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 
 from planner.profiles import load_profiles, profile_for
@@ -22,10 +24,13 @@ CLASSES = (("interactive", 0.5, 8.0, 3.0, 8192, 1500.0), ("standard", 0.35, 2.0,
 SLO = ClassSlo(ttft_p99_ms=800.0, e2e_p99_ms=20000.0)
 
 
+TP = {"llama-3.1-70b": 4, "llama-3.1-8b": 1}
+
+
 def replica(sku: str, count: int, model: str = "llama-3.1-70b", kv: int | None = None) -> ReplicaSpec:
-    p = profile_for(PROFILES, model, sku)
-    return ReplicaSpec(sku, count, float(p.a_ms), float(p.b_ms_per_kv_token), float(p.c_ms_per_prefill_token),
-                       kv or int(p.kv_capacity_tokens), int(p.max_batch), 10.0 * count)
+    p = profile_for(PROFILES, model, sku, TP[model], "vllm")
+    spec = ReplicaSpec.of(p, count, usd_per_replica_hour=10.0 * count)
+    return spec if kv is None else replace(spec, kv_capacity_tokens=kv)
 
 
 def pool(rate: float, policy: str = "fcfs", router: str = "jsq", *, replicas=None, duration: float = 120.0,

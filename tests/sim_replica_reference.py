@@ -17,10 +17,17 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from planner.profiles.step_model import ATTENTION_COLUMNS, StepModel
 from planner.sim.policies.base import CMU, DRR_FCFS, DRR_WSPT, FCFS, PRIORITY_AGING, SRPT, WSPT
 from planner.sim.policies.drr import drr_select_class_reference
 
 PENDING, WAITING, RUNNING, DONE, REJECTED = 0, 1, 2, 3, 4
+
+
+def _step_model(packed: np.ndarray) -> StepModel:
+    """A replica's step model from the engine's packed row (the six attention terms, then the dense table)."""
+    n = len(ATTENTION_COLUMNS)
+    return StepModel(*(float(v) for v in packed[:n]), tuple(float(v) for v in packed[n:]))
 
 
 def ref_key(code, weight, mu, size, arrival, jump, isl, aging):
@@ -43,9 +50,7 @@ def ref_key(code, weight, mu, size, arrival, jump, isl, aging):
 
 @dataclass
 class Rep:
-    a: float
-    b: float
-    c: float
+    step: StepModel
     cap: int
     limit: int
     max_batch: int
@@ -103,7 +108,7 @@ class Reference:
         self.drr, self.srpt = bool(drr), bool(srpt)
         self.aging, self.trail, self.w0, self.w1 = st.pol_f.tolist()
         k = len(self.weight)
-        self.reps = [Rep(*st.rep_f[r, :3].tolist(), *st.rep_i[r, 4:8].tolist(), k) for r in range(st.rep_i.shape[0])]
+        self.reps = [Rep(_step_model(st.rep_step[r]), *st.rep_i[r, 4:8].tolist(), k) for r in range(st.rep_i.shape[0])]
         self.by_class = [[j for j in range(n) if self.cls[j] == c] for c in range(k)]
         self.ptr = [0] * k
         self.area = 0.0
@@ -248,20 +253,21 @@ class Reference:
                     budget = rep.budget - sum(t for _, kind, t in rep.running if kind)
                     continue
             break
-        kv_read = prefill = scheduled = 0
+        decodes = decode_kv = prefill = 0
+        pairs = 0.0
         for j, kind, tok in rep.running:
             if kind == 0:
                 continue
-            scheduled += 1
             if kind == 1:
-                kv_read += self.held[j]
+                decodes += 1
+                decode_kv += self.held[j]
             else:
-                kv_read += self.held[j] - tok
                 prefill += tok
-        if scheduled == 0:
+                pairs += float(tok) * (float(self.held[j] - tok) + (float(tok) + 1.0) / 2.0)
+        if decodes + prefill == 0:
             return -1.0
         rep.max_kv = max(rep.max_kv, rep.kv)
-        return (rep.a + rep.b * float(kv_read) + rep.c * float(prefill)) / 1000.0
+        return rep.step.step_ms(decodes, decode_kv, prefill, pairs) / 1000.0
 
     def finish_step(self, r, now):
         rep = self.reps[r]

@@ -171,7 +171,7 @@ def _unchanged(folder: Path, earlier: list[Path]) -> None:
 @pytest.fixture
 def small_history(repo_root, tmp_path):
     history = pd.read_parquet(repo_root / "data/history/demo_history.parquet")
-    keep = (history["region"] == "eu-west") & (history["model"] == "llama-3.1-8b") & (history["traffic_class"] != "batch")
+    keep = (history["region"] == "eu-west") & (history["model"] == "llama-3.1-8b") & history["traffic_class"].isin(["interactive", "standard"])
     path = tmp_path / "in" / "history.csv"
     path.parent.mkdir()
     history[keep].groupby("traffic_class").tail(24 * 7 * 3).to_csv(path, index=False)

@@ -71,9 +71,9 @@ def test_a_missed_slo_exits_5_after_writing_and_names_each_miss(repo_root, tmp_p
 
 
 def test_a_model_s_own_tpot_slo_is_checked_and_its_miss_named(repo_root, plan_files, tmp_path):
-    """llama2-70b overrides interactive with a TPOT SLO no decode step meets; llama3-8b keeps the class's SLOs."""
+    """llama-3.1-70b overrides interactive with a TPOT SLO no decode step meets; llama-3.1-8b keeps the class's SLOs."""
     demo = (repo_root / "scenarios/demo.toml").read_text()
-    models = 'skus = ["A100-80GB", "H100", "H200"]\n'
+    models = 'skus = ["A100-80GB", "H100", "H200"]\nengine = "vllm"\n'
     assert models in demo
     scenario = tmp_path / "tpot.toml"
     scenario.write_text(demo.replace(models, models + "\n[models.slos.interactive]\ntpot_p99_ms = 1\n"))
@@ -82,14 +82,14 @@ def test_a_model_s_own_tpot_slo_is_checked_and_its_miss_named(repo_root, plan_fi
                                      str(out), "--duration", "5min", "--replications", "2", "--seed", "3", "--json"])
     assert result.exit_code == ExitCode.SLO_FAILED, result.output
     rows = {(r["model"], r["traffic_class"]): r for r in json.loads(result.stdout)["rows"]}
-    overridden = rows[("llama2-70b", "interactive")]
+    overridden = rows[("llama-3.1-70b", "interactive")]
     assert overridden["slo_tpot_target_ms"] == 1.0 and not overridden["slo_met"]
     assert overridden["slo_ttft_verdict"] == "met" and overridden["slo_tpot_verdict"] in ("missed", "uncertain")
-    assert rows[("llama3-8b", "interactive")]["slo_tpot_target_ms"] is None
-    assert rows[("llama3-8b", "interactive")]["slo_tpot_verdict"] == "not_set"
-    assert [k for k, r in rows.items() if not r["slo_met"]] == [("llama2-70b", "interactive")]
+    assert rows[("llama-3.1-8b", "interactive")]["slo_tpot_target_ms"] is None
+    assert rows[("llama-3.1-8b", "interactive")]["slo_tpot_verdict"] == "not_set"
+    assert [k for k, r in rows.items() if not r["slo_met"]] == [("llama-3.1-70b", "interactive")]
     message = " ".join(result.stderr.split())
-    assert "aws:us-east-1 / llama2-70b / interactive tpot_p99 (" in message and "ms > 1 ms" in message
+    assert "aws:us-east-1 / llama-3.1-70b / interactive tpot_p99 (" in message and "ms > 1 ms" in message
     assert "ttft_p99" not in message
     table = pd.read_csv(out)
     assert {"slo_tpot_p99_ms", "slo_tpot_target_ms", "slo_tpot_met", "slo_tpot_verdict"} <= set(table.columns)

@@ -1,7 +1,7 @@
 """The bundled demo demand history: contract, shape, recorded outages, and reproducibility.
 
 The history is SYNTHETIC; these tests pin what the forecaster and the demo rely on: the
-columns of the ingest contract, 13 months x 24 series, consistent token figures, the
+columns of the ingest contract, 13 months x 32 series, consistent token figures, the
 documented daily and weekly cycles, the outages recorded in the meta JSON, and that the
 committed file is exactly what the committed script produces.
 """
@@ -66,13 +66,14 @@ def test_columns_and_types_are_the_ingest_contract(history):
     assert history["ts"].str.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:00:00Z").all()
 
 
-def test_covers_thirteen_months_of_24_series(history):
+def test_covers_thirteen_months_of_32_series(history):
     assert history["ts"].min() == "2025-10-01T00:00:00Z"
     assert history["ts"].max() == "2026-10-31T23:00:00Z"
     assert history["ts"].str[:7].nunique() == 13
     keys = set(map(tuple, history[["region", "model", "traffic_class"]].drop_duplicates().to_numpy()))
     expected = set(product(("us-east", "us-west", "eu-west", "ap-northeast"),
-                           ("llama-3.1-8b", "llama-3.1-70b"), ("interactive", "standard", "batch")))  # fmt: skip
+                           ("llama-3.1-8b", "llama-3.1-70b"),
+                           ("interactive", "standard", "batch", "long-context")))  # fmt: skip
     assert keys == expected
     assert not history.duplicated(["ts", "region", "model", "traffic_class"]).any()
 
@@ -147,7 +148,7 @@ def test_recorded_outages_are_in_the_file(history, meta):
                 assert got.sum() < 0.6 * usual.sum()
     hours_total = len(history.ts.unique())
     assert hours_total == (pd.Timestamp(gen.END) - pd.Timestamp(gen.START)) // pd.Timedelta(hours=1)
-    assert len(history) == 24 * hours_total - len(outages["missing_rows"]["series"]) * len(
+    assert len(history) == 32 * hours_total - len(outages["missing_rows"]["series"]) * len(
         outages["missing_rows"]["hours"]
     )
 
@@ -160,13 +161,27 @@ def test_committed_file_is_what_the_script_produces(history, meta):
     assert meta["sha256"] == file_sha256(HISTORY)
 
 
+def test_the_first_24_series_keep_their_random_streams_after_long_context_joined():
+    """long-context's series come after the first classes', so theirs draw what they always drew."""
+    keys = gen.series_keys()
+    first = [k for k in keys if k[2] != "long-context"]
+    assert keys[:24] == first and all(k[2] == "long-context" for k in keys[24:])
+
+
+def test_long_context_prompts_are_mooncake_long(history):
+    rows = history[history.requests > 0]
+    mean_prompt = rows.groupby("traffic_class").apply(lambda g: g.prompt_tokens_sum.sum() / g.requests.sum())
+    assert 10_000 < mean_prompt["long-context"] < 16_000  # the Mooncake sample's mean is 13,910
+    assert mean_prompt["long-context"] > 5 * mean_prompt.drop("long-context").max()
+
+
 def test_generation_is_seeded_and_pure():
     a = gen.generate(7, "2026-01-01T00:00:00Z", "2026-01-08T00:00:00Z")
     b = gen.generate(7, "2026-01-01T00:00:00Z", "2026-01-08T00:00:00Z")
     c = gen.generate(8, "2026-01-01T00:00:00Z", "2026-01-08T00:00:00Z")
     pd.testing.assert_frame_equal(a, b)
     assert not a["requests"].equals(c["requests"])
-    assert len(a) == 24 * 7 * 24
+    assert len(a) == 32 * 7 * 24
 
 
 def test_constants_match_the_real_traces(meta):

@@ -145,7 +145,7 @@ def test_rejections_are_counted_per_class():
 
 
 def test_tpot_p99_is_over_multi_token_answers_with_rejections_at_infinity():
-    config = pool(12.0, "fcfs", "jsq")  # interactive: a few rejections, under 1 %, so the p99 stays finite
+    config = pool(14.0, "fcfs", "jsq")  # interactive: a few rejections, under 1 %, so the p99 stays finite
     rep = run_sample(config, draw_sample(config, np.random.SeedSequence(2)))
     rows, _ = replication_metrics(rep)
     st = rep.state
@@ -190,7 +190,7 @@ def test_cmu_favours_interactive_over_fcfs_under_load():
     """Same arrivals (common random numbers): c-mu cuts the interactive wait, batch pays (conservation)."""
     waits = {}
     for policy in ("fcfs", "cmu"):
-        config = pool(14.0, policy, "jsq", max_wait_scale=100.0, duration=300.0)
+        config = pool(22.0, policy, "jsq", max_wait_scale=100.0, duration=300.0)
         rows, _ = replication_metrics(run_sample(config, draw_sample(config, np.random.SeedSequence(11))))
         waits[policy] = [r["queue_wait_mean_ms"] for r in rows]
     assert waits["cmu"][0] < 0.5 * waits["fcfs"][0]

@@ -56,7 +56,7 @@ def result(inputs):
 
 def test_one_row_per_region_model_class_with_slo_verdicts(result):
     pc = result.per_class
-    assert len(pc) == 9
+    assert len(pc) == 12  # 3 pools x 4 classes
     assert set(pc["slo_ttft_verdict"]) <= {"met", "missed", "uncertain", "no_traffic", "no_replicas"}
     us = pc[pc["region"] == "aws:us-east-1"].set_index("traffic_class")
     assert (us["replicas"] == 4).all()
@@ -87,7 +87,7 @@ def test_summary_rows_and_meta_are_json(result):
     meta = json.loads(text)["meta"]
     assert meta["policy"] == "drr-wspt" and meta["seed"] == 5 and meta["period"] == P
     pool = next(p for p in meta["pools"] if p["region"] == "aws:us-east-1")
-    assert pool["replicas"] == {"A100-80GB": 1, "H100": 3}
+    assert pool["replicas"] == {"A100-80GB x4": 1, "H100 x4": 3}
     assert pool["usd_per_hour"] > 0
 
 
@@ -102,7 +102,7 @@ def test_same_inputs_give_byte_identical_files(inputs, result, tmp_path):
     for x, y in zip(first, second, strict=True):
         assert x.read_bytes() == y.read_bytes()
     parquet = write_simulation_outputs(result, tmp_path / "c.parquet")
-    assert len(pd.read_parquet(parquet[0])) == 9
+    assert len(pd.read_parquet(parquet[0])) == 12
 
 
 def test_policy_override_and_seed_change(inputs):

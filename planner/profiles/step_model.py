@@ -149,12 +149,10 @@ def dense_at(dense_ms: tuple[float, ...] | np.ndarray, tokens: float) -> float:
     last = len(knots) - 1
     if tokens <= knots[0]:
         return float(dense_ms[0])
-    for i in range(1, last + 1):
-        if tokens <= knots[i]:
-            lo, hi = knots[i - 1], knots[i]
-            return float(dense_ms[i - 1] + (dense_ms[i] - dense_ms[i - 1]) * (tokens - lo) / (hi - lo))
-    slope = (dense_ms[last] - dense_ms[last - 1]) / (knots[last] - knots[last - 1])
-    return float(dense_ms[last] + slope * (tokens - knots[last]))
+    # the last segment, continued beyond the last knot; the same arithmetic as the compiled engine's
+    i = next((i for i in range(1, last + 1) if tokens <= knots[i]), last)
+    lo, hi = knots[i - 1], knots[i]
+    return float(dense_ms[i - 1] + (dense_ms[i] - dense_ms[i - 1]) * (tokens - lo) / (hi - lo))
 
 
 # The operating grid on which a profile's error is measured: every decode batch, context and

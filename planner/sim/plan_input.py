@@ -1,7 +1,8 @@
 """The plan and routed-demand tables ``planner simulate`` reads, checked cell by cell.
 
 A plan has one row per (period, region, sku, tp_degree, model, tier) with whole
-``replicas`` and ``gpus`` and a whole ``tp_degree`` >= 1 (GPUs per replica); routed demand (the flows ``planner place`` writes, or any table with a rate) has
+``replicas`` and ``gpus`` and a whole ``tp_degree`` >= 1 (GPUs per replica; a hand-written
+plan may leave it out, and it is then gpus / replicas, which must be whole); routed demand (the flows ``planner place`` writes, or any table with a rate) has
 requests per second per (period, region, model, traffic_class) and possibly an origin.
 Each refusal names the file (recorded by the shell, :mod:`planner.sources`), the 1-based
 data row (the header is row 0) and the column:
@@ -58,7 +59,9 @@ def validated_plan(plan: pd.DataFrame, columns: tuple[str, ...]) -> pd.DataFrame
                          fix=f"pass a plan from `planner place` or `planner plan` (columns {', '.join(columns)})")
     plan = plan.reset_index(drop=True)
     replicas = numbers(plan, "replicas", where, whole=True, unit="replicas")
-    numbers(plan, "gpus", where, whole=True, unit="GPUs")
+    gpus = numbers(plan, "gpus", where, whole=True, unit="GPUs")
+    if "tp_degree" not in plan.columns:
+        plan = plan.assign(tp_degree=_tp_from_counts(replicas, gpus, where))
     tp = numbers(plan, "tp_degree", where, whole=True, unit="GPUs per replica")
     if (tp < 1).any():
         row = int(np.flatnonzero(tp < 1)[0])
@@ -76,6 +79,19 @@ def validated_plan(plan: pd.DataFrame, columns: tuple[str, ...]) -> pd.DataFrame
                          "together", where=f"{where}, rows {rows} (the header is row 0)",
                          fix="keep one row per (period, region, sku, tp_degree, model, tier) with the total replicas")
     return plan.assign(replicas=replicas.astype(np.int64), tp_degree=tp.astype(np.int64))
+
+
+def _tp_from_counts(replicas: np.ndarray, gpus: np.ndarray, where: str) -> np.ndarray:
+    """GPUs per replica from the counts, for a plan without ``tp_degree``; 1 where there are no replicas."""
+    with np.errstate(divide="ignore", invalid="ignore"):
+        tp = np.where(replicas > 0, gpus / np.maximum(replicas, 1), 1.0)
+    bad = np.flatnonzero((tp < 1) | (tp != np.floor(tp)))
+    if bad.size:
+        row = int(bad[0])
+        raise InputError(f"{_show(gpus[row])} GPUs over {_show(replicas[row])} replicas is not a whole number of "
+                         "GPUs per replica", where=f"{where}, {data_row(row)}, column 'gpus'",
+                         fix="add a tp_degree column (GPUs per replica) or make gpus = replicas x GPUs per replica")
+    return tp
 
 
 def validated_rates(frame: pd.DataFrame, column: str, where: str) -> np.ndarray:

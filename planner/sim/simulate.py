@@ -66,7 +66,8 @@ from planner.sources import source_of
 
 __all__ = ["SimulationResult", "pool_seed", "select_window", "simulate_plan", "write_simulation_outputs"]
 
-PLAN_COLUMNS = ("period", "region", "sku", "tp_degree", "model", "tier", "replicas", "gpus", "usd")
+PLAN_COLUMNS = ("period", "region", "sku", "model", "tier", "replicas", "gpus", "usd")
+"""What a plan must give; ``tp_degree`` and the engine settings are optional (:mod:`.plan_input`)."""
 SETTING_COLUMNS = ("engine", "max_num_seqs", "max_num_batched_tokens")
 DEMAND_COLUMNS = ("region", "model", "traffic_class", "rps")
 RATE_COLUMNS = ("rps", "flow_rps")
