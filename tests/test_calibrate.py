@@ -164,7 +164,7 @@ def test_the_cache_key_holds_each_model_s_own_slos(scenario, profiles):
     settings = Settings(duration_s=300.0, warmup_fraction=0.1, replications=3, seed=1, rel_tol=0.02, confidence=0.95,
                         pool_replicas=1, policy="drr-wspt", prediction_sigma=0.5, aging_rate=0.1, trail_c=0.5,
                         kv_fraction=0.85, output_quantile_reserve=0.95)
-    pairs = [("llama3-8b", "H100"), ("llama2-70b", "H100")]
+    pairs = [("llama-3.1-8b", "H100"), ("llama-3.1-70b", "H100")]
 
     def keys(s: Scenario) -> list[str]:
         return [cache_key(t) for t in build_tasks(s, profiles, pairs, class_shares(s, None), settings, None)]

@@ -61,7 +61,7 @@ def test_forecast_is_identical_on_every_engine(same_on_every_engine):
         return result.forecast.to_csv(index=False), json.dumps(result.metadata, sort_keys=True)
 
     csv, _ = same_on_every_engine(run)
-    assert csv.count("\n") == 3 * 24 + 1
+    assert csv.count("\n") == 4 * 24 + 1  # four classes of one (region, model)
 
 
 @pytest.mark.slow

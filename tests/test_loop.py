@@ -31,14 +31,15 @@ from planner.runs import RunHistory
 runner = CliRunner()
 
 
-def _miss(model: str = "m", klass: str = "interactive", shortfall: float = 1.25, skus=("H100",)) -> Miss:
-    return Miss("peak", "p", "r", model, klass, "e2e", 1.0, 1.0, shortfall, 0.0, tuple(skus))
+def _miss(model: str = "m", klass: str = "interactive", shortfall: float = 1.25, units=(("H100", 1),)) -> Miss:
+    return Miss("peak", "p", "r", model, klass, "e2e", 1.0, 1.0, shortfall, 0.0, tuple(units))
 
 
 def _table() -> pd.DataFrame:
-    return pd.DataFrame({"model": ["m", "m", "m", "n"], "sku": ["H100", "H100", "L4", "H100"],
-                         "traffic_class": ["interactive", "batch", "interactive", "interactive"],
-                         "max_rps_per_replica": [10.0, 4.0, 2.0, 8.0], "source": ["calibrated"] * 4})
+    return pd.DataFrame({"model": ["m", "m", "m", "n", "m"], "sku": ["H100", "H100", "L4", "H100", "H100"],
+                         "tp_degree": [1, 1, 1, 1, 2],
+                         "traffic_class": ["interactive", "batch", "interactive", "interactive", "interactive"],
+                         "max_rps_per_replica": [10.0, 4.0, 2.0, 8.0, 30.0], "source": ["calibrated"] * 5})
 
 
 # --------------------------------------------------------------------------- derating rules
@@ -51,14 +52,14 @@ def test_factor_is_inverse_shortfall_within_bounds():
 
 def test_derate_touches_only_the_missed_model_sku_class_and_keeps_the_largest_correction():
     table, changes = derate(_table(), [_miss(shortfall=1.25), _miss(shortfall=2.0)])
-    assert table["max_rps_per_replica"].tolist() == [5.0, 4.0, 2.0, 8.0]
-    assert [(c["model"], c["sku"], c["traffic_class"], c["factor"]) for c in changes] == [("m", "H100", "interactive",
-                                                                                          0.5)]
+    assert table["max_rps_per_replica"].tolist() == [5.0, 4.0, 2.0, 8.0, 30.0]  # not the pool's absent TP2 unit
+    assert [(c["model"], c["sku"], c["tp_degree"], c["traffic_class"], c["factor"]) for c in changes] == [
+        ("m", "H100", 1, "interactive", 0.5)]
     assert table["source"].iloc[0].endswith("derated by the loop") and table["source"].iloc[1] == "calibrated"
 
 
 def test_derate_of_a_pool_without_table_rows_changes_nothing():
-    table, changes = derate(_table(), [_miss(skus=("B200",))])
+    table, changes = derate(_table(), [_miss(units=(("B200", 1), ("H100", 4)))])
     assert changes == [] and table.equals(_table())
 
 
@@ -70,8 +71,9 @@ def test_find_misses_takes_the_worse_metric_and_skips_met_rows():
         {"region": "r", "model": "m", "traffic_class": "batch", "slo_met": True, "slo_ttft_p99_ms": 1.0,
          "slo_ttft_target_ms": 2.0, "slo_e2e_p99_ms": 1.0, "slo_e2e_target_ms": 2.0, "rejected_fraction": 0.0},
     ])
-    (miss,) = find_misses(per_class, "peak", "Mon00", {("r", "m"): ("H100",)})
-    assert (miss.metric, miss.shortfall, miss.skus) == ("e2e", pytest.approx(1.5), ("H100",))
+    (miss,) = find_misses(per_class, "peak", "Mon00", {("r", "m"): (("H100", 2),)})
+    assert (miss.metric, miss.shortfall, miss.units) == ("e2e", pytest.approx(1.5), (("H100", 2),))
+    assert miss.to_dict()["units"] == ["H100 x2"]
 
 
 @pytest.mark.parametrize(("tpot_p99", "expected"), [
@@ -82,7 +84,7 @@ def test_find_misses_takes_the_worst_of_three_metrics(tpot_p99, expected):
     row = {"region": "r", "model": "m", "traffic_class": "interactive", "slo_met": False, "slo_ttft_p99_ms": 700.0,
            "slo_ttft_target_ms": 800.0, "slo_tpot_p99_ms": tpot_p99, "slo_tpot_target_ms": 50.0,
            "slo_e2e_p99_ms": 60000.0, "slo_e2e_target_ms": 40000.0, "rejected_fraction": 0.0}
-    (miss,) = find_misses(pd.DataFrame([row]), "peak", "Mon00", {("r", "m"): ("H100",)})
+    (miss,) = find_misses(pd.DataFrame([row]), "peak", "Mon00", {("r", "m"): (("H100", 1),)})
     assert (miss.metric, miss.shortfall) == (expected[0], pytest.approx(expected[1]))
     assert f"interactive {expected[0]} p99" in miss.describe()
 
@@ -92,11 +94,11 @@ def test_a_metric_without_target_is_never_the_miss():
     row = {"region": "r", "model": "m", "traffic_class": "interactive", "slo_met": False, "slo_ttft_p99_ms": 1000.0,
            "slo_ttft_target_ms": 800.0, "slo_tpot_p99_ms": 1e9, "slo_tpot_target_ms": math.nan,
            "slo_e2e_p99_ms": 100.0, "slo_e2e_target_ms": math.nan, "rejected_fraction": 0.0}
-    (miss,) = find_misses(pd.DataFrame([row]), "peak", "Mon00", {("r", "m"): ("H100",)})
+    (miss,) = find_misses(pd.DataFrame([row]), "peak", "Mon00", {("r", "m"): (("H100", 1),)})
     assert (miss.metric, miss.shortfall, miss.target_ms) == ("ttft", pytest.approx(1.25), 800.0)
     # missed with no set metric over its target: rejections, on the first metric the class sets
     only_tpot = {**row, "slo_ttft_target_ms": math.nan, "slo_tpot_target_ms": 2e9}
-    (miss,) = find_misses(pd.DataFrame([only_tpot]), "peak", "Mon00", {("r", "m"): ("H100",)})
+    (miss,) = find_misses(pd.DataFrame([only_tpot]), "peak", "Mon00", {("r", "m"): (("H100", 1),)})
     assert (miss.metric, miss.shortfall, miss.target_ms) == ("tpot", math.inf, 2e9)
 
 
@@ -118,7 +120,7 @@ def small(tmp_path_factory):
     forecast = forecast_history(small_history(), horizon_hours=24, quantiles=[0.5, 0.9, 0.95, 0.99],
                                 backtest=False, engine="local").forecast
     cache = tmp_path_factory.mktemp("calibration")
-    table = calibrate(scenario, load_profiles(), engine="local", cache_dir=cache).table
+    table = calibrate(scenario, load_profiles(), engine="local", cache_dir=cache, search_settings=False).table
     return scenario, forecast, table, cache
 
 

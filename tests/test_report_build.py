@@ -156,13 +156,13 @@ def test_slo_verdicts_ratios_and_marginal_passes():
 def _tpot_evidence() -> pd.DataFrame:
     """interactive sets all three SLOs, batch no TPOT, chat only TPOT; no simulator verdict given."""
     return pd.DataFrame([
-        {"region": "aws:us-east-1", "model": "llama3-8b", "traffic_class": "interactive", "ttft_p99_ms": 410.0,
+        {"region": "aws:us-east-1", "model": "llama-3.1-8b", "traffic_class": "interactive", "ttft_p99_ms": 410.0,
          "ttft_p99_ci_ms": 25.0, "ttft_slo_ms": 500.0, "tpot_p99_ms": 45.0, "tpot_p99_ci_ms": 8.0,
          "tpot_slo_ms": 50.0, "e2e_p99_ms": 7800.0, "e2e_slo_ms": 10000.0},
-        {"region": "aws:us-east-1", "model": "llama3-8b", "traffic_class": "batch", "ttft_p99_ms": 1200.0,
+        {"region": "aws:us-east-1", "model": "llama-3.1-8b", "traffic_class": "batch", "ttft_p99_ms": 1200.0,
          "ttft_slo_ms": 3000.0, "tpot_p99_ms": 400.0, "tpot_slo_ms": None, "e2e_p99_ms": 30000.0,
          "e2e_slo_ms": 60000.0},
-        {"region": "aws:us-east-1", "model": "llama3-8b", "traffic_class": "chat", "ttft_p99_ms": 300.0,
+        {"region": "aws:us-east-1", "model": "llama-3.1-8b", "traffic_class": "chat", "ttft_p99_ms": 300.0,
          "ttft_slo_ms": None, "tpot_p99_ms": 70.0, "tpot_slo_ms": 60.0, "e2e_p99_ms": 9000.0, "e2e_slo_ms": None},
     ])
 

@@ -59,8 +59,9 @@ def test_demo_loads_with_expected_shape():
     assert scenario.serving_keys == ("aws:us-east-1", "gcp:us-central1", "gcp:europe-west4", "gcp:asia-northeast1")
     # The demo history's four origins, so that `planner plan` on the demo plans for all of its demand.
     assert scenario.origin_names == ("us-east", "us-west", "eu-west", "ap-northeast")
-    assert scenario.class_names == ("interactive", "standard", "batch")
+    assert scenario.class_names == ("interactive", "standard", "batch", "long-context")
     assert scenario.model_names == ("llama-3.1-8b", "llama-3.1-70b")
+    assert {m.engine for m in scenario.models} == {"vllm"} and scenario.allowed_tps("llama-3.1-8b") == (1, 2, 4, 8)
     assert scenario.policy.name == "drr-wspt"
     assert scenario.horizon_hours == 14 * 24
     # EU traffic stays in the EU, whatever the class.
@@ -186,7 +187,7 @@ BAD_CASES = [
     ("wrong type", lambda d: d["classes"][1].update(weight="2"), "classes[standard].weight", "expected a number"),
     ("bool for number", lambda d: d["classes"][1].update(weight=True), "classes[standard].weight", "boolean"),
     ("float for int", lambda d: d["seeds"].update(base=1.5), "seeds.base", "whole number"),
-    ("share sum", lambda d: d["classes"][2].update(share=0.2), "classes[*].share", "sum to 1.05"),
+    ("share sum", lambda d: d["classes"][2].update(share=0.21), "classes[*].share", "sum to 1.05"),
     ("unknown policy", lambda d: d["policy"].update(name="lifo"), "policy.name", "unknown policy"),
     ("e2e <= ttft", lambda d: d["classes"][0].update(e2e_p99_ms=800), "classes[interactive].e2e_p99_ms", "greater"),
     ("no slo", lambda d: [d["classes"][0].pop(f) for f in ("ttft_p99_ms", "e2e_p99_ms")], "classes[interactive]",
@@ -195,31 +196,31 @@ BAD_CASES = [
     (
         "override of an unknown class",
         lambda d: d["models"][1].update(slos={"premium": {"ttft_p99_ms": 500}}),
-        "models[llama2-70b].slos.premium",
+        "models[llama-3.1-70b].slos.premium",
         "no traffic class 'premium'",
     ),
     (
         "override with a bad value",
         lambda d: d["models"][1].update(slos={"interactive": {"tpot_p99_ms": -5}}),
-        "models[llama2-70b].slos.interactive.tpot_p99_ms",
+        "models[llama-3.1-70b].slos.interactive.tpot_p99_ms",
         "> 0",
     ),
     (
         "override as text",
         lambda d: d["models"][1].update(slos={"interactive": {"ttft_p99_ms": "1500"}}),
-        "models[llama2-70b].slos.interactive.ttft_p99_ms",
+        "models[llama-3.1-70b].slos.interactive.ttft_p99_ms",
         "expected a number",
     ),
     (
         "override of nothing",
         lambda d: d["models"][1].update(slos={"interactive": {}}),
-        "models[llama2-70b].slos.interactive",
+        "models[llama-3.1-70b].slos.interactive",
         "overrides no SLO",
     ),
     (
         "override puts ttft past the class's e2e",
         lambda d: d["models"][1].update(slos={"interactive": {"ttft_p99_ms": 50000}}),
-        "models[llama2-70b].slos.interactive",
+        "models[llama-3.1-70b].slos.interactive",
         "e2e_p99_ms (40000) must be greater than ttft_p99_ms (50000)",
     ),
     (
@@ -311,41 +312,41 @@ def test_each_slo_is_optional_and_unset_ones_are_none(demo_raw):
     data["classes"][0]["tpot_p99_ms"] = 60
     del data["classes"][1]["e2e_p99_ms"]
     scenario = parse_scenario(data)
-    assert scenario.slo("llama3-8b", "interactive") == ClassSlo(tpot_p99_ms=60.0)
-    assert list(scenario.slo("llama3-8b", "interactive").targets()) == [("tpot", 60.0)]
-    assert scenario.slo("llama3-8b", "standard") == ClassSlo(ttft_p99_ms=3000.0)
-    assert scenario.slo("llama3-8b", "batch").metrics() == ("ttft", "e2e")
+    assert scenario.slo("llama-3.1-8b", "interactive") == ClassSlo(tpot_p99_ms=60.0)
+    assert list(scenario.slo("llama-3.1-8b", "interactive").targets()) == [("tpot", 60.0)]
+    assert scenario.slo("llama-3.1-8b", "standard") == ClassSlo(ttft_p99_ms=3000.0)
+    assert scenario.slo("llama-3.1-8b", "batch").metrics() == ("ttft", "e2e")
 
 
 def test_e2e_need_not_exceed_ttft_when_only_one_is_set(demo_raw):
     data = copy.deepcopy(demo_raw)
     del data["classes"][0]["ttft_p99_ms"]
     data["classes"][0]["e2e_p99_ms"] = 100  # below the class's old TTFT target: nothing to compare with
-    assert parse_scenario(data).slo("llama3-8b", "interactive").e2e_p99_ms == 100.0
+    assert parse_scenario(data).slo("llama-3.1-8b", "interactive").e2e_p99_ms == 100.0
 
 
 def test_a_model_overrides_some_slos_of_one_class_only(demo_raw):
     data = copy.deepcopy(demo_raw)
     data["models"][1]["slos"] = {"interactive": {"ttft_p99_ms": 1500, "tpot_p99_ms": 80}}
     scenario = parse_scenario(data)
-    assert scenario.slo("llama2-70b", "interactive") == ClassSlo(1500.0, 80.0, 40000.0)
-    assert scenario.slo("llama3-8b", "interactive") == ClassSlo(800.0, None, 40000.0)  # the class's own
-    assert scenario.slo("llama2-70b", "standard") == ClassSlo(3000.0, None, 60000.0)
+    assert scenario.slo("llama-3.1-70b", "interactive") == ClassSlo(1500.0, 80.0, 40000.0)
+    assert scenario.slo("llama-3.1-8b", "interactive") == ClassSlo(800.0, None, 40000.0)  # the class's own
+    assert scenario.slo("llama-3.1-70b", "standard") == ClassSlo(3000.0, None, 60000.0)
     assert Scenario.model_validate(scenario.model_dump()) == scenario
     details = {r["name"]: r["details"] for r in scenario.summary_rows() if r["section"] == "model"}
-    assert "slos[interactive]: ttft_p99_ms=1500, tpot_p99_ms=80, e2e_p99_ms=40000" in details["llama2-70b"]
-    assert "slos" not in details["llama3-8b"]
+    assert "slos[interactive]: ttft_p99_ms=1500, tpot_p99_ms=80, e2e_p99_ms=40000" in details["llama-3.1-70b"]
+    assert "slos" not in details["llama-3.1-8b"]
 
 
 def test_an_override_may_fix_the_order_it_would_break(demo_raw):
     data = copy.deepcopy(demo_raw)
     data["models"][1]["slos"] = {"interactive": {"ttft_p99_ms": 50000, "e2e_p99_ms": 90000}}
-    assert parse_scenario(data).slo("llama2-70b", "interactive") == ClassSlo(50000.0, None, 90000.0)
+    assert parse_scenario(data).slo("llama-3.1-70b", "interactive") == ClassSlo(50000.0, None, 90000.0)
 
 
 def test_an_override_of_an_unknown_class_lists_the_classes(demo_raw):
     errors = errors_for(demo_raw, lambda d: d["models"][0].update(slos={"chat": {"ttft_p99_ms": 500}}))
-    assert fields(errors) == ["models[llama3-8b].slos.chat"]
+    assert fields(errors) == ["models[llama-3.1-8b].slos.chat"]
     assert "interactive, standard, batch" in errors[0]["fix"]
 
 
@@ -430,8 +431,8 @@ def _offers(rows: list[tuple[str, str, str]], **extra) -> pd.DataFrame:
     return frame
 
 
-def _profiles(rows: list[tuple[str, str]]) -> pd.DataFrame:
-    return pd.DataFrame(rows, columns=["model", "sku"])
+def _profiles(rows: list[tuple[str, str]], tp: int = 1, engine: str = "vllm") -> pd.DataFrame:
+    return pd.DataFrame([(m, s, tp, engine) for m, s in rows], columns=["model", "sku", "tp_degree", "engine"])
 
 
 def test_check_against_data_passes_when_everything_is_there():
@@ -487,6 +488,22 @@ def test_check_against_data_flags_missing_regions_and_disabled_tiers(demo_raw):
     )
     assert "gcp:us-central1 has no available offers" in problems[1]
     assert problems[2] == "serving region gcp:europe-west4 has no offers in the catalog"
+
+
+def test_check_against_data_needs_a_profile_under_the_model_s_engine_and_tp(demo_raw):
+    data = copy.deepcopy(demo_raw)
+    data["models"][0].update(engine="sglang", tp=[2])
+    scenario = parse_scenario(data)
+    offers = _offers([("aws:us-east-1", "H100", "on_demand"), ("gcp:us-central1", "H100", "on_demand"),
+                      ("gcp:europe-west4", "H100", "on_demand"), ("gcp:asia-northeast1", "H100", "on_demand")],
+                     geo=["us", "us", "eu", "apac"])
+    profiles = pd.concat([_profiles([("llama-3.1-8b", "H100"), ("llama-3.1-70b", "H100")], tp=4),
+                          _profiles([("llama-3.1-8b", "H100")], tp=2, engine="vllm")])
+    problems = check_against_data(scenario, offers, profiles)
+    assert len(problems) == 1 and "llama-3.1-8b has no profile under engine sglang" in problems[0]
+    assert "H100 TP2 (vllm)" in problems[0]
+    ok = pd.concat([profiles, _profiles([("llama-3.1-8b", "H100")], tp=2, engine="sglang")])
+    assert check_against_data(scenario, offers, ok) == []
 
 
 def test_check_against_data_rejects_tables_without_the_columns():
