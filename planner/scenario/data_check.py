@@ -134,12 +134,12 @@ def check_against_data(
             if mine.empty:
                 problems.append(f"model {model} has no profile (no row in the profile table)")
             elif not profiled[model]:
-                offered = sorted({f"{s} TP{t} ({e})" for s, t, e in mine[["sku", "tp_degree", "engine"]]
-                                  .itertuples(index=False)})
+                profiled_as = sorted({f"{s} TP{t} ({e})" for s, t, e in mine[["sku", "tp_degree", "engine"]]
+                                      .itertuples(index=False)})
                 problems.append(
                     f"model {model} has no profile under engine {spec.engine} on its allowed SKUs "
                     f"({', '.join(scenario.allowed_skus(model))}) and tensor-parallel degrees "
-                    f"({', '.join(map(str, scenario.allowed_tps(model)))}); profiled: {', '.join(offered)}"
+                    f"({', '.join(map(str, scenario.allowed_tps(model)))}); profiled: {', '.join(profiled_as)}"
                 )
     if offered is not None:
         offered_anywhere = set().union(*offered.values()) if offered else set()
