@@ -44,7 +44,7 @@ def test_summary_states_spend_gpus_slo_and_three_changes(model):
     assert facts["spend_per_30_days_usd"] == pytest.approx(plan["usd"].sum() * 720 / 48, abs=0.01)
     assert facts["gpus_peak"] == 11 and facts["gpus_peak_by_sku"] == {"H100": 9.0, "L4": 2.0}
     assert facts["slo_met"] == 3 and facts["slo_failing"] == ["gcp:europe-west4 / llama-3.1-8b / interactive"]
-    assert len(summary.bullets) == 3 and summary.bullets[0].startswith("Dropped: llama-3.1-8b on A100-80GB")
+    assert len(summary.bullets) == 3 and summary.bullets[0].startswith("Dropped: llama-3.1-8b on 1 x A100-80GB")
 
 
 def test_without_last_months_plan_the_changes_come_from_demand():
