@@ -20,10 +20,12 @@ import pytest
 
 from planner.calibrate import CALIBRATION_VERSION, CalibrationResult, calibrate, default_cache_dir, write_calibration
 from planner.calibrate import inputs as calibrate_inputs
+from planner.calibrate import cache as calibrate_cache
 from planner.calibrate import run as calibrate_run
 from planner.calibrate.cache import cache_key, entry_path, key_material
 from planner.calibrate.inputs import Settings, build_tasks, class_shares, select_units, setting_grid
 from planner.calibrate.table import TABLE_COLUMNS
+from planner.calibrate.unit import CEILING_MARGIN
 from planner.catalog import load_catalog
 from planner.errors import InputError
 from planner.placement.capacity import validate_capacity
@@ -311,6 +313,12 @@ def test_the_cache_key_changes_with_the_tp_degree_the_engine_and_the_setting_gri
     assert keys_of(demo, row.assign(max_num_seqs=128)) != [base]
     # what does not decide the answer keeps the key
     assert keys_of(demo, row.assign(source_detail="another note")) == [base]
+    # the margin that prunes settings by their ceiling decides which ones are searched: it is keyed too
+    (task,) = build_tasks(demo, row, class_shares(demo, None), searched, None)
+    assert key_material(task)["search"]["ceiling_margin"] == CEILING_MARGIN
+    before = cache_key(task)
+    monkeypatch.setattr(calibrate_cache, "CEILING_MARGIN", 2 * CEILING_MARGIN)
+    assert cache_key(task) != before
 
 
 def test_a_tpot_slo_is_checked_and_binds_when_it_is_the_tightest(two_units, small, profiles, tmp_path):
