@@ -21,7 +21,7 @@ from planner.engine import cluster as dask_engine
 from planner.errors import InputError
 from planner.forecast.run import forecast_history
 from planner.profiles import load_profiles
-from planner.scenario import load_scenario
+from planner.scenario import load_scenario, parse_scenario
 from planner.sim.result import write_simulation_outputs
 from planner.sim.simulate import select_window, simulate_plan
 
@@ -96,11 +96,15 @@ def test_calibration_is_identical_on_every_engine(same_on_every_engine, tmp_path
     from planner.calibrate import calibrate, write_calibration
 
     scenario = load_scenario(REPO_ROOT / "scenarios" / "demo.toml")
+    raw = scenario.model_dump()
+    raw["models"][0]["tp"] = [1, 2]  # llama-3.1-8b: two units, each searched over its engine settings
+    scenario = parse_scenario(raw)
 
     def run(**engine):
-        result = calibrate(scenario, load_profiles(), models=["llama-3.1-8b"], skus=["H100", "A100-80GB"],
-                           duration_s=900.0, replications=4, use_cache=False, cache_dir=tmp_path, **engine)
-        assert result.n_simulated == 2
+        result = calibrate(scenario, load_profiles(), models=["llama-3.1-8b"], skus=["H100"],
+                           class_mix={"interactive": 0.5, "standard": 0.5}, duration_s=300.0, replications=3,
+                           use_cache=False, cache_dir=tmp_path, **engine)
+        assert result.n_simulated == 2 and result.meta["engine_settings"]["pruned"]
         out = tmp_path / f"{engine.get('engine', 'x')}.csv"
         return [path.read_bytes() for path in write_calibration(result, out)]
 

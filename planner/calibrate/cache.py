@@ -5,10 +5,11 @@ key = SHA-256 of the canonical JSON (sorted keys, no spaces, floats by ``repr``)
 capacity, every engine setting it tries, every class's share, the SLOs in effect
 for the unit's model (``Scenario.slo``: only the metrics set, so adding, removing or changing
 one gives a new key), scheduling parameters and token-length laws (parameters, or a hash of
-the histogram bins), the policy with its parameters and admission control, the simulation and search settings (duration,
-warm-up, replications, pool size, router, seed, rel_tol, confidence, pruning, the search
-constants) and :data:`CALIBRATION_VERSION` with ``planner.__version__``. An unchanged unit is
-never simulated again; any change to any of those gives a new key.
+the histogram bins), the policy with its parameters and admission control, the simulation and
+search settings (duration, warm-up, replications, pool size, router, seed, rel_tol, confidence,
+pruning, the search constants and the pruning margin ``unit.CEILING_MARGIN``) and
+:data:`CALIBRATION_VERSION` with ``planner.__version__``. An unchanged unit is never simulated
+again; any change to any of those gives a new key.
 
 Entries are written atomically (temporary file, then rename). An entry that cannot be read,
 is not JSON, or does not carry the expected key, version and fields is ignored, so the unit
@@ -29,6 +30,7 @@ import numpy as np
 from planner import __version__
 from planner.calibrate.inputs import UnitTask
 from planner.calibrate.search import FLOOR_FRACTION, GROWTH, MAX_GROWTHS
+from planner.calibrate.unit import CEILING_MARGIN
 from planner.sim.workload import EmpiricalLength, LognormalLength
 from planner.storage import write_json_atomic
 
@@ -79,7 +81,8 @@ def key_material(task: UnitTask) -> dict[str, Any]:
                      "output": law_fingerprint(c.spec.workload.output)}
                     for c in task.classes],
         "settings": asdict(task.settings),
-        "search": {"floor_fraction": FLOOR_FRACTION, "growth": GROWTH, "max_growths": MAX_GROWTHS},
+        "search": {"floor_fraction": FLOOR_FRACTION, "growth": GROWTH, "max_growths": MAX_GROWTHS,
+                   "ceiling_margin": CEILING_MARGIN},
     }
 
 
