@@ -73,12 +73,22 @@ def calibrate(
         Path | None, typer.Option(help="Calibration cache (default: $PLANNER_CACHE_DIR/calibration or "
                                        "~/.cache/planner/calibration).")
     ] = None,
+    search_settings: Annotated[bool, typer.Option(
+        "--search-settings/--default-settings",
+        help="Search the engine's batch cap and token budget per unit, or keep each profile's defaults.")] = True,
+    prune: Annotated[bool, typer.Option(
+        "--prune/--no-prune", help="Skip engine settings that cannot beat the best one found (step-time ceiling, "
+                                   "then one probe); --no-prune searches every setting in full.")] = True,
     engine: EngineOption = "auto",
     workers: WorkersOption = None,
     scheduler: SchedulerOption = None,
     as_json: JsonFlag = False,
 ) -> None:
-    """Measure each (model, SKU)'s capacity by simulation: the highest req/s per replica meeting every p99 SLO."""
+    """Measure each (model, SKU, TP)'s capacity by simulation: the engine setting and the highest req/s per
+    replica meeting every p99 SLO.
+
+    Example: planner calibrate --scenario scenarios/demo.toml --out capacity.csv --models llama-3.1-8b --skus H100
+    """
     from planner.outputs import table_json_path
     from planner.storage import check_table_suffix, read_table
 
@@ -94,25 +104,26 @@ def calibrate(
     loaded = load_scenario(scenario)
     profiles = scenario_profiles(loaded, scenario)
     prepare_simulator()
-    with progress_bar("Calibrating (model, SKU) pairs", console=stderr) as advance:
+    with progress_bar("Calibrating (model, SKU, TP) units", console=stderr) as advance:
         result = run_calibration(
             loaded, profiles, policy=policy, histogram=read_table(histogram) if histogram else None,
             models=_names(models), skus=_names(skus), pool_replicas=pool_replicas,
             duration_s=parse_duration_s(duration), replications=replications, seed=seed, rel_tol=tolerance,
             engine=engine, workers=workers, cache_dir=cache_dir, use_cache=cache, progress=advance,
+            search_settings=search_settings, prune=prune,
         )
     written = write_calibration(result, out)
     if session.run is not None:
-        session.run.add_figures(pairs=int(result.table[["model", "sku"]].drop_duplicates().shape[0]),
+        session.run.add_figures(units=int(result.table[["model", "sku", "tp_degree"]].drop_duplicates().shape[0]),
                                 simulated=result.n_simulated, cached=result.n_cached, failures=len(result.failures))
-    columns = ["model", "sku", "traffic_class", "max_rps_per_replica", "mix_rps_per_replica", "binding_class",
-               "binding_metric", "cached"]
+    columns = ["model", "sku", "tp_degree", "traffic_class", "max_rps_per_replica", "mix_rps_per_gpu", "max_num_seqs",
+               "max_num_batched_tokens", "binding_class", "binding_metric", "cached"]
     rows = result.table[[c for c in columns if c in result.table.columns]].to_dict("records")
     print_outputs(rows, title=f"Capacity per replica, {result.meta.get('policy', policy)} "
                               f"({result.n_simulated} simulated, {result.n_cached} from cache)",
                   as_json=as_json, written=written, failures=result.failures)
     if result.failures and not as_json:
-        print_table(result.failures, title="Pairs that meet no SLO at any load (no row written)")
+        print_table(result.failures, title="Units that meet no SLO at any load (no row written)")
 
 
 # --------------------------------------------------------------------------- plan

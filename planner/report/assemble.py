@@ -18,6 +18,7 @@ from planner.catalog import Catalog
 from planner.loop.compare import comparison_table
 from planner.loop.pipeline import PipelineResult
 from planner.placement.check import quota_limit_gpus
+from planner.report.economics import deployment_table, served_cost_per_m_tokens
 from planner.report.evidence import metric_columns
 from planner.report.inputs import ReportInputs
 from planner.runs import LastMonth
@@ -138,9 +139,23 @@ def pipeline_risks(result: PipelineResult) -> list[str]:
     return risks
 
 
+def _economics(result: PipelineResult) -> tuple[pd.DataFrame, dict[str, float]]:
+    """The deployments table and the served cost per million output tokens (:mod:`planner.report.economics`)."""
+    placement = result.loop.placement
+    hours = dict(zip(placement.periods["period"].astype(str), placement.periods["hours"], strict=True)) \
+        if len(placement.periods) else {}
+    units = (getattr(result.loop.calibration, "meta", None) or {}).get("units", [])
+    table = deployment_table(placement.plan, hours, placement.meta.get("deployments", []), units)
+    window = result.window
+    served = served_cost_per_m_tokens(placement.plan, result.forecast.forecast, result.history,
+                                      str(window.start) if window else None, str(window.end) if window else None)
+    return table, served
+
+
 def report_inputs(month: str, as_of: str, scenario: Scenario, result: PipelineResult, catalog: Catalog,
                   previous: LastMonth | None) -> ReportInputs:
     """Everything the report shows for ``month``, from this run and last month's record."""
+    deployments, served = _economics(result)
     return ReportInputs(
         month=month, as_of=as_of, scenario_name=scenario.name,
         forecast=result.forecast.forecast, forecast_meta=result.forecast.metadata,
@@ -153,4 +168,6 @@ def report_inputs(month: str, as_of: str, scenario: Scenario, result: PipelineRe
         policy_comparison=comparison_table(result.comparison) if result.comparison else None,
         risks_extra=pipeline_risks(result),
         period=result.window,
+        deployments=deployments,
+        served_usd_per_m_output_tokens=served,
     )

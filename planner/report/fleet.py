@@ -136,9 +136,10 @@ def plan_section(inputs: ReportInputs) -> Section:
     units = rounded(plan_by_unit(inputs.plan))
     peak = fleet_peak_gpus(inputs.plan)
     total = float(units["usd"].sum())
-    section.paragraphs.append(f"{len(units)} (region, SKU, tier, model) placements, {peak:g} GPUs at the fleet's "
+    section.paragraphs.append(f"{len(units)} (region, SKU, TP, tier, model) placements, {peak:g} GPUs at the fleet's "
                               f"peak, {money(total)} over the plan's horizon.")
     section.paragraphs.append(_solver_line(inputs.plan_meta))
+    _deployments(section, inputs.deployments)
     section.facts = {"placements": len(units), "gpus_peak": peak, "usd": round(total, 2)}
     chart_table = "plan_gpus_by_region_sku"
     by_rs = fleet_peak_gpus(inputs.plan, ["region", "sku"]).rename("gpus_peak").reset_index()
@@ -169,6 +170,30 @@ def plan_section(inputs: ReportInputs) -> Section:
     section.charts.append(Chart("plan_gpus", "Peak GPUs per region and SKU", "grouped_bars", chart_table,
                                 {"label": ["region", "sku"], "values": series}, "peak GPUs per region and SKU"))
     return section
+
+
+def _deployments(section: Section, table: pd.DataFrame | None) -> None:
+    """How each (model, SKU, TP) is deployed (engine settings and launch command), and its unit economics."""
+    if table is None or table.empty:
+        return
+    lines = []
+    for row in table.itertuples(index=False):
+        what = (f"{row.model} on {row.tp_degree} x {row.sku}: {row.engine} with max_num_seqs {row.max_num_seqs} "
+                f"and max_num_batched_tokens {row.max_num_batched_tokens}")
+        rate = number(row.output_tokens_per_s_per_gpu)
+        if rate is not None:
+            what += (f"; at its calibrated rate {rate:,.0f} output tokens/s per GPU, "
+                     f"{money(number(row.usd_per_m_output_tokens_at_capacity))} per million output tokens")
+        lines.append(what + ".")
+    section.paragraphs.append("Deployments (the engine settings calibration chose for the SLOs): " + " ".join(lines))
+    section.tables.append(Table("deployments", "Deployments: engine settings, launch command and cost per token",
+                                rounded(table),
+                                "rps_per_gpu and output_tokens_per_s_per_gpu at the calibrated rate (the SLO-bound "
+                                "capacity); usd_per_m_output_tokens_at_capacity at the plan's average price per "
+                                "GPU-hour of the deployment; launch: the serving engine's command with these settings.",
+                                display=("model", "sku", "tp_degree", "engine", "max_num_seqs",
+                                         "max_num_batched_tokens", "gpus_peak", "output_tokens_per_s_per_gpu",
+                                         "usd_per_m_output_tokens_at_capacity")))
 
 
 def _reference_rows(meta: dict[str, Any], total: float) -> list[dict[str, Any]]:
@@ -205,6 +230,14 @@ def cost_section(inputs: ReportInputs) -> Section:
     section.paragraphs.append(f"{money(total)} over the plan's horizon: " + ", ".join(
         f"{tier} {money(float(v))} ({pct(100 * float(v) / total) if total else NOT_REPORTED})"
         for tier, v in tiers.items()) + ".")
+    if inputs.served_usd_per_m_output_tokens:
+        section.paragraphs.append(
+            "Per million output tokens served (the plan's cost over the output tokens the forecast expects in the "
+            "plan's hours, headroom, redundancy and troughs included): " + ", ".join(
+                f"{model} {money(value)}" for model, value in sorted(inputs.served_usd_per_m_output_tokens.items()))
+            + ".")
+        section.facts["usd_per_m_output_tokens_served"] = {m: round(v, 4) for m, v in
+                                                           sorted(inputs.served_usd_per_m_output_tokens.items())}
     refs = pd.DataFrame(_reference_rows(inputs.plan_meta, total))
     refs = rounded(refs)
     bounds = refs[refs["kind"] == "lower bound"]
@@ -235,6 +268,7 @@ def cost_section(inputs: ReportInputs) -> Section:
         Chart("cost_vs_bounds", "Plan cost against bounds and baselines", "bars", "cost_vs_bounds",
               {"label": ["reference"], "value": "usd", "color_by": "kind"}, "USD of the plan, bounds and baselines"),
     ]
-    section.facts = {"usd": round(total, 2), "usd_by_tier": {str(k): round(float(v), 2) for k, v in tiers.items()},
-                     "references": {r["reference"]: r["usd"] for r in refs.to_dict("records")}}
+    section.facts.update({"usd": round(total, 2),
+                          "usd_by_tier": {str(k): round(float(v), 2) for k, v in tiers.items()},
+                          "references": {r["reference"]: r["usd"] for r in refs.to_dict("records")}})
     return section

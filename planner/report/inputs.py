@@ -41,6 +41,10 @@ class ReportInputs:
     simulator. ``loop_rounds``: the plan loop's rounds. ``policy_comparison``: policy,
     gpus, usd, slo_met. ``risks_extra``: free-text risks from the pipeline. ``period``: the
     hours the plan covers (the whole month for ``planner report``); None when not known.
+    ``deployments``: per (model, sku, tp_degree) the plan runs, its engine settings, launch command,
+    calibrated throughput per GPU and cost per million output tokens at capacity
+    (:mod:`planner.report.economics`); ``served_usd_per_m_output_tokens``: per model, the plan's
+    cost per million output tokens of forecast demand.
     """
 
     month: str
@@ -58,6 +62,8 @@ class ReportInputs:
     policy_comparison: pd.DataFrame | None = None
     risks_extra: list[str] = field(default_factory=list)
     period: PlanningWindow | None = None
+    deployments: pd.DataFrame | None = None
+    served_usd_per_m_output_tokens: dict[str, float] = field(default_factory=dict)
 
 
 def check_header(inputs: ReportInputs) -> pd.Timestamp:

@@ -1,0 +1,116 @@
+"""Calibration's engine-setting search: pruned against unpruned, and the global grid cold and warm.
+
+Sections (``--sections``, default all):
+
+* ``agreement``: a small grid, every (model, SKU, TP) unit of llama-3.1-8b on H100 and of
+  llama-3.1-70b on H200 in ``scenarios/demo.toml``, calibrated twice on the same seed: with
+  every engine setting searched in full (``--no-prune``) and with pruning (the step-time
+  model's ceiling, then one probe above the best rate; ``planner/calibrate/unit.py``). It
+  prints, per unit, the setting each run chose, its rate, their ratio, and the simulations
+  and seconds of each run; the pruned run must land within the search tolerance.
+* ``global``: the whole candidate grid of ``scenarios/global.toml`` (every model x SKU x TP
+  the scenario allows, each over the engine-setting grid), cold (empty cache) and then warm
+  (every unit answered from the cache), with the ratio of the two.
+
+Every figure comes from this machine and this run, with the 1-minute load average before and
+after (the machine may be shared). Nothing is written but the temporary cache. Usage::
+
+    python benchmarks/calibration_search.py [--sections agreement,global] [--workers 2]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from planner.calibrate import calibrate  # noqa: E402
+from planner.profiles import load_profiles  # noqa: E402
+from planner.scenario import load_scenario  # noqa: E402
+from planner.sim.compiled import prepare  # noqa: E402
+
+AGREEMENT_UNITS = (("llama-3.1-8b", "H100"), ("llama-3.1-70b", "H200"))
+
+
+def _load() -> str:
+    return "load %.2f %.2f %.2f" % os.getloadavg()
+
+
+def _timed(**kwargs):
+    start = time.perf_counter()
+    result = calibrate(**kwargs)
+    return result, time.perf_counter() - start
+
+
+def agreement(workers: int) -> None:
+    scenario = load_scenario(ROOT / "scenarios" / "demo.toml")
+    profiles = load_profiles()
+    print(f"agreement: demo scenario, {', '.join(f'{m} on {s}' for m, s in AGREEMENT_UNITS)}; {_load()}")
+    runs = {}
+    for prune in (False, True):
+        units, seconds, sims = [], 0.0, 0
+        for model, sku in AGREEMENT_UNITS:
+            with tempfile.TemporaryDirectory() as cache:
+                result, took = _timed(scenario=scenario, profiles=profiles, models=[model], skus=[sku], prune=prune,
+                                      use_cache=False, cache_dir=Path(cache), engine="processes", workers=workers)
+            units += result.meta["units"]
+            seconds += took
+            sims += sum(u["simulations"] for u in result.meta["units"])
+        runs[prune] = ({(u["model"], u["sku"], u["tp_degree"]): u for u in units}, seconds, sims)
+    full, pruned = runs[False][0], runs[True][0]
+    print(f"{'unit':34} {'unpruned setting':>17} {'rate':>8} {'pruned setting':>15} {'rate':>8} {'ratio':>6}")
+    worst = 0.0
+    for key in sorted(full):
+        a, b = full[key], pruned[key]
+        ra, rb = a["mix_rps_per_replica"], b["mix_rps_per_replica"]
+        ratio = rb / ra if ra > 0 else float("nan") if rb > 0 else 1.0
+        if ra > 0:
+            worst = max(worst, abs(1.0 - ratio))
+        print(f"{key[0] + ' on ' + str(key[2]) + ' x ' + key[1]:34} {a['max_num_seqs']:>5}/{a['max_num_batched_tokens']:<11}"
+              f" {ra:>8.3f} {b['max_num_seqs']:>5}/{b['max_num_batched_tokens']:<9} {rb:>8.3f} {ratio:>6.3f}")
+    print(f"unpruned: {runs[False][2]} replications in {runs[False][1]:.1f} s; pruned: {runs[True][2]} replications "
+          f"in {runs[True][1]:.1f} s; pruned / unpruned time {runs[True][1] / runs[False][1]:.2f}, "
+          f"largest rate difference {100 * worst:.2f} % (tolerance 2 % per search); {_load()}")
+
+
+def global_grid(workers: int) -> None:
+    scenario = load_scenario(ROOT / "scenarios" / "global.toml")
+    profiles = load_profiles()
+    with tempfile.TemporaryDirectory() as cache:
+        print(f"global: {_load()}")
+        cold, cold_s = _timed(scenario=scenario, profiles=profiles, cache_dir=Path(cache), engine="processes",
+                              workers=workers)
+        warm, warm_s = _timed(scenario=scenario, profiles=profiles, cache_dir=Path(cache), engine="processes",
+                              workers=workers)
+    units = len(cold.meta["units"])
+    settings = sum(len(u["settings_tried"]) for u in cold.meta["units"])
+    searched = sum(1 for u in cold.meta["units"] for s in u["settings_tried"] if s["status"] != "pruned")
+    sims = sum(u["simulations"] for u in cold.meta["units"])
+    print(f"global cold: {units} units x engine settings = {settings} candidates, {searched} searched, "
+          f"{settings - searched} pruned, {sims} replications, {cold_s:.1f} s wall ({workers} workers)")
+    identical = cold.table.drop(columns="cached").equals(warm.table.drop(columns="cached"))
+    print(f"global warm: {warm.n_cached} of {units} units from the cache, {warm_s:.2f} s wall; "
+          f"cold / warm {cold_s / warm_s:.0f}x; tables identical: {identical}; {_load()}")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--sections", default="agreement,global")
+    parser.add_argument("--workers", type=int, default=2)
+    args = parser.parse_args()
+    prepare()
+    sections = {s.strip() for s in args.sections.split(",")}
+    if "agreement" in sections:
+        agreement(args.workers)
+    if "global" in sections:
+        global_grid(args.workers)
+
+
+if __name__ == "__main__":
+    main()

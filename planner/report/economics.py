@@ -1,0 +1,104 @@
+r"""What a plan's deployments cost per token: at calibrated capacity, and on the demand actually served.
+
+**At capacity.** A deployment u = (model, SKU, TP) calibrated at λ*_u requests per second per
+replica (the mix of classes the calibration ran, shares p_k, mean output O_k tokens) produces
+
+    tokens_u = λ*_u · Σ_k p_k O_k / TP            output tokens per second per GPU
+
+and, at the plan's average price P_u per GPU-hour for it (over regions and tiers, weighted by
+GPU-hours), costs
+
+    c_u = P_u · 10⁶ / (3600 · tokens_u)          USD per million output tokens.
+
+That is the floor the deployment reaches when every replica runs at its SLO-bound rate.
+
+**Served.** The plan's cost for a model over its hours, divided by the output tokens the
+forecast says that model serves in those hours (requests per hour per series times the
+history's mean output tokens per request of the series' class), is what each million
+output tokens actually costs, with the headroom for the forecast quantile, the utilisation
+cap, redundancy and the troughs paid for.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+KEY = ("model", "sku", "tp_degree")
+DEPLOYMENT_COLUMNS = (
+    *KEY, "engine", "max_num_seqs", "max_num_batched_tokens", "replicas_peak", "gpus_peak", "usd",
+    "usd_per_gpu_hour", "rps_per_gpu", "output_tokens_per_s_per_gpu", "usd_per_m_output_tokens_at_capacity",
+    "launch",
+)
+
+
+def _mix_output_tokens(unit: Mapping[str, Any]) -> float:
+    """Σ_k p_k O_k: mean output tokens per request of the mix a unit was calibrated on."""
+    classes = unit.get("classes") or {}
+    return float(sum(c.get("share", 0.0) * c.get("output_mean_tokens", 0.0) for c in classes.values()))
+
+
+def deployment_table(plan: pd.DataFrame, hours: Mapping[str, float], deployments: Sequence[Mapping[str, Any]],
+                     units: Sequence[Mapping[str, Any]]) -> pd.DataFrame:
+    """One row per (model, SKU, TP) the plan runs: settings, size, price, calibrated throughput and cost per token.
+
+    ``hours``: hours of each plan period; ``deployments``: the plan JSON's list (settings and launch
+    command); ``units``: the calibration's per-unit records (its JSON ``meta.units``), empty when the
+    capacities were not calibrated (then the throughput columns are empty).
+    """
+    if plan is None or plan.empty:
+        return pd.DataFrame(columns=list(DEPLOYMENT_COLUMNS))
+    frame = plan.assign(gpu_hours=plan["gpus"] * plan["period"].astype(str).map(hours).fillna(1.0))
+    per_period = frame.groupby([*KEY, "period"])[["replicas", "gpus"]].sum()
+    peak = per_period.groupby(level=list(range(len(KEY)))).max()
+    cost = frame.groupby(list(KEY))[["usd", "gpu_hours"]].sum()
+    table = peak.rename(columns={"replicas": "replicas_peak", "gpus": "gpus_peak"}).join(cost).reset_index()
+    table["usd_per_gpu_hour"] = table["usd"] / table["gpu_hours"]
+    launch = pd.DataFrame(list(deployments)) if deployments else pd.DataFrame(columns=[*KEY, "engine"])
+    table = table.merge(launch, on=list(KEY), how="left")
+    calibrated = {(str(u["model"]), str(u["sku"]), int(u["tp_degree"])): u for u in units if u.get("status") != "infeasible"}
+    rps, tokens = [], []
+    for row in table.itertuples(index=False):
+        unit = calibrated.get((str(row.model), str(row.sku), int(row.tp_degree)))
+        rate = float(unit["mix_rps_per_replica"]) / int(row.tp_degree) if unit else np.nan
+        rps.append(rate)
+        tokens.append(rate * _mix_output_tokens(unit) if unit else np.nan)
+    table["rps_per_gpu"] = rps
+    table["output_tokens_per_s_per_gpu"] = tokens
+    with np.errstate(divide="ignore", invalid="ignore"):
+        table["usd_per_m_output_tokens_at_capacity"] = table["usd_per_gpu_hour"] * 1e6 / (
+            3600.0 * table["output_tokens_per_s_per_gpu"])
+    for column in DEPLOYMENT_COLUMNS:
+        if column not in table.columns:
+            table[column] = np.nan
+    return table.loc[:, list(DEPLOYMENT_COLUMNS)].sort_values(list(KEY), kind="stable").reset_index(drop=True)
+
+
+def output_tokens_per_request(history: pd.DataFrame | None) -> dict[tuple[str, str], float]:
+    """(model, class) -> mean output tokens per request over the history."""
+    if history is None or history.empty or "output_tokens_sum" not in history.columns:
+        return {}
+    sums = history.groupby(["model", "traffic_class"])[["output_tokens_sum", "requests"]].sum()
+    sums = sums[sums["requests"] > 0]
+    return {(str(m), str(k)): float(row.output_tokens_sum / row.requests) for (m, k), row in sums.iterrows()}
+
+
+def served_cost_per_m_tokens(plan: pd.DataFrame, forecast: pd.DataFrame | None, history: pd.DataFrame | None,
+                             first_ts: str | None, end_ts: str | None) -> dict[str, float]:
+    """model -> plan USD per million output tokens the forecast serves in [first_ts, end_ts) (module docstring)."""
+    per_request = output_tokens_per_request(history)
+    if forecast is None or forecast.empty or not per_request or plan is None or plan.empty:
+        return {}
+    rows = forecast
+    if first_ts and end_ts:
+        stamps = pd.to_datetime(rows["ts"], utc=True)
+        rows = rows[(stamps >= pd.Timestamp(first_ts)) & (stamps < pd.Timestamp(end_ts))]
+    tokens = rows.assign(tokens=[m * per_request.get((str(model), str(k)), np.nan) for m, model, k in
+                                 zip(rows["mean"], rows["model"], rows["traffic_class"], strict=True)])
+    by_model = tokens.groupby("model")["tokens"].sum(min_count=1)
+    usd = plan.groupby("model")["usd"].sum()
+    return {str(m): float(usd[m] * 1e6 / by_model[m]) for m in usd.index
+            if m in by_model.index and np.isfinite(by_model[m]) and by_model[m] > 0}
