@@ -2,8 +2,8 @@
 
 Sections (``--sections``, default all):
 
-* ``agreement``: a small grid, every (model, SKU, TP) unit of llama-3.1-8b on H100 and of
-  llama-3.1-70b on H200 in ``scenarios/demo.toml``, calibrated twice on the same seed: with
+* ``agreement``: a small grid of ``scenarios/global.toml``, llama-3.1-8b on H100 at TP 1 and
+  2 and llama-3.1-70b on H200 at TP 2 and 4, calibrated twice on the same seed: with
   every engine setting searched in full (``--no-prune``) and with pruning (the step-time
   model's ceiling, then one probe above the best rate; ``planner/calibrate/unit.py``). It
   prints, per unit, the setting each run chose, its rate, their ratio, and the simulations
@@ -35,7 +35,7 @@ from planner.profiles import load_profiles  # noqa: E402
 from planner.scenario import load_scenario  # noqa: E402
 from planner.sim.compiled import prepare  # noqa: E402
 
-AGREEMENT_UNITS = (("llama-3.1-8b", "H100"), ("llama-3.1-70b", "H200"))
+AGREEMENT_UNITS = (("llama-3.1-8b", "H100", (1, 2)), ("llama-3.1-70b", "H200", (2, 4)))
 
 
 def _load() -> str:
@@ -49,15 +49,17 @@ def _timed(**kwargs):
 
 
 def agreement(workers: int) -> None:
-    scenario = load_scenario(ROOT / "scenarios" / "demo.toml")
+    scenario = load_scenario(ROOT / "scenarios" / "global.toml")
     profiles = load_profiles()
-    print(f"agreement: demo scenario, {', '.join(f'{m} on {s}' for m, s in AGREEMENT_UNITS)}; {_load()}")
+    print(f"agreement: global scenario, {', '.join(f'{m} on {s} TP {t}' for m, s, t in AGREEMENT_UNITS)}; {_load()}")
     runs = {}
     for prune in (False, True):
         units, seconds, sims = [], 0.0, 0
-        for model, sku in AGREEMENT_UNITS:
+        for model, sku, tps in AGREEMENT_UNITS:
+            chosen = profiles[~((profiles["model"] == model) & (profiles["sku"] == sku)
+                                & ~profiles["tp_degree"].isin(tps))]
             with tempfile.TemporaryDirectory() as cache:
-                result, took = _timed(scenario=scenario, profiles=profiles, models=[model], skus=[sku], prune=prune,
+                result, took = _timed(scenario=scenario, profiles=chosen, models=[model], skus=[sku], prune=prune,
                                       use_cache=False, cache_dir=Path(cache), engine="processes", workers=workers)
             units += result.meta["units"]
             seconds += took
