@@ -47,7 +47,7 @@ def _single_region_case(region_offers, *, origin_residency=("us",), interactive_
     scenario = parse_scenario(scenario_dict(
         regions, {"us-east": ("us", list(origin_residency))}, {"llama-3.1-8b": list(skus)},
         {"interactive": {"latency_budget_ms": interactive_budget}}, capacity=rules or {}, horizon="2h"))
-    caps = capacity([("llama-3.1-8b", s, "interactive", 4.0) for s in ("H100", "L4")])
+    caps = capacity([("llama-3.1-8b", s, 1, "interactive", 4.0) for s in ("H100", "L4")])
     return Case(scenario, forecast({("us-east", "llama-3.1-8b", "interactive"): [demand, demand]}), catalog(regions),
                 profiles([("llama-3.1-8b", "H100", 1), ("llama-3.1-8b", "L4", 1)]), caps)
 

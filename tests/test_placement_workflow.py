@@ -18,7 +18,8 @@ from planner.profiles import load_profiles
 from planner.scenario import load_scenario, parse_scenario
 from planner.storage import read_table
 
-PLAN_COLUMNS = ["period", "region", "sku", "model", "tier", "replicas", "gpus", "usd"]
+PLAN_COLUMNS = ["period", "region", "sku", "tp_degree", "model", "tier", "replicas", "gpus", "usd", "engine",
+                "max_num_seqs", "max_num_batched_tokens"]
 
 
 def _demo_forecast(hours: int) -> pd.DataFrame:
@@ -88,7 +89,7 @@ def test_debug_dir_gets_lp_and_mps(tmp_path):
     result = place_plan(case.scenario, case.forecast, case.catalog, case.profiles, capacity=case.capacity,
                         baselines=False, periods="hourly", debug_dir=tmp_path / "debug")
     lp = (tmp_path / "debug" / "placement.lp").read_text()
-    assert "demand_us_east_llama_3_1_8b_interactive_t0" in lp and "R_aws_us_east_1_L4_llama_3_1_8b" in lp
+    assert "demand_us_east_llama_3.1_8b_interactive_t0" in lp and "R_aws_us_east_1_L4_tp1_llama_3.1_8b" in lp
     assert (tmp_path / "debug" / "placement.mps").stat().st_size > 0
     assert len(result.meta["debug_files"]) == 2
 
@@ -117,7 +118,7 @@ def _shared_quota_case() -> Case:
         {"interactive": {"latency_budget_ms": 50.0}}, capacity={"utilisation_cap": 0.5, "redundancy": 1},
         horizon="2h"))
     demand = {("us-east", "small", "interactive"): [4.0, 3.0], ("us-east", "large", "interactive"): [4.0, 4.0]}
-    caps = capacity([(m, s, "interactive", 2.0 if s == "L4" else 16.0) for m in ("small", "large")
+    caps = capacity([(m, s, 1, "interactive", 2.0 if s == "L4" else 16.0) for m in ("small", "large")
                      for s in ("L4", "H100")])
     return Case(scenario, forecast(demand), catalog(regions),
                 profiles([(m, s, 1) for m in ("small", "large") for s in ("L4", "H100")]), caps)
