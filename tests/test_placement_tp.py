@@ -110,6 +110,26 @@ def test_leaving_out_a_dominated_tp_unit_keeps_the_optimum(rules, demand):
     assert without[1] == pytest.approx(with_it[1], rel=1e-9, abs=1e-9)
 
 
+def test_switching_cost_keeps_a_larger_tp_unit_that_switches_fewer_replicas():
+    """Switching is charged per on-demand replica: one TP 2 replica switches once where the two
+    TP 1 replicas that carry as much switch twice, so a plan with the larger replica can be
+    cheaper and the dominance rule must not leave it out."""
+    exactly_double = {1: TP1, 2: {"interactive": 8.0, "batch": 16.0}}
+    rules = {"tiers": ["on_demand"], "redundancy": 0, "switching_cost_usd": 0.5}
+    case = tp_case(exactly_double, {"batch": [8.0, 0.0, 8.0, 0.0]}, rules=rules)
+    inst, every = case.instance()[0], _every_unit(case)
+    # TP 1: 2 + 0 + 2 + 0 replicas, 6 switched: 4 GPU-h x 3 USD + 6 x 0.5 = 15 USD;
+    # TP 2: 1 + 0 + 1 + 0 replicas, 3 switched: 12 + 1.5 = 13.5 USD (plus under a cent of latency tie-break)
+    assert _optimum(every)[1] == pytest.approx(13.5, abs=0.01)
+    assert _tps(inst) == [1, 2]
+    assert _optimum(inst)[1] == pytest.approx(13.5, abs=0.01)
+    # without switching cost (or without the on-demand tier) the rule applies again
+    free = tp_case(exactly_double, {"batch": [8.0, 0.0, 8.0, 0.0]}, rules={**rules, "switching_cost_usd": 0.0})
+    assert _tps(free.instance()[0]) == [1]
+    reserved = tp_case(exactly_double, {"batch": [8.0, 0.0, 8.0, 0.0]}, rules={**rules, "tiers": ["reserved"]})
+    assert _tps(reserved.instance()[0]) == [1]
+
+
 def test_a_tp_unit_that_carries_more_per_gpu_stays_and_is_used():
     case = tp_case(STRONGER, {"interactive": [5.0, 5.0]})
     inst, _ = case.instance()
