@@ -16,6 +16,7 @@ from planner.catalog import OFFER_COLUMNS, SKU_COLUMNS, Catalog
 from planner.placement.capacity import validate_capacity
 from planner.placement.instance import build_instance
 from planner.placement.periods import demand_from_forecast, parse_periods
+from planner.profiles.step_model import StepModel
 from planner.scenario import parse_scenario
 
 START = pd.Timestamp("2026-11-02T00:00:00Z")  # a Monday
@@ -33,7 +34,8 @@ class Region:
 
 def scenario_dict(regions: list[Region], origins: dict[str, tuple[str, list[str]]], models: dict[str, list[str]],
                   classes: dict[str, dict[str, Any]], *, capacity: dict[str, Any] | None = None,
-                  horizon: str = "7d") -> dict[str, Any]:
+                  horizon: str = "7d", tps: dict[str, list[int]] | None = None) -> dict[str, Any]:
+    """A scenario as a dict; ``tps`` narrows a model's tensor-parallel degrees (default: all)."""
     shares = 1.0 / len(classes)
     return {
         "name": "test",
@@ -46,7 +48,8 @@ def scenario_dict(regions: list[Region], origins: dict[str, tuple[str, list[str]
                         for name, (zone, residency) in origins.items()],
             "latency_ms": {o: {r.key: r.rtt_ms[o] for r in regions} for o in origins},
         },
-        "models": [{"name": m, "skus": skus} for m, skus in models.items()],
+        "models": [{"name": m, "skus": skus, **({"tp": list(tps[m])} if tps and m in tps else {})}
+                   for m, skus in models.items()],
         "classes": [
             {"name": name, "weight": 1.0, "share": shares, "ttft_p99_ms": 1000.0, "e2e_p99_ms": 20000.0,
              "max_queue_wait_ms": 1500.0, "latency_budget_ms": 100.0, **spec}
@@ -72,16 +75,26 @@ def catalog(regions: list[Region]) -> Catalog:
     return Catalog(pd.DataFrame(sku_rows, columns=list(SKU_COLUMNS)), pd.DataFrame(offers, columns=list(OFFER_COLUMNS)))
 
 
-def profiles(rows: list[tuple[str, str, int]]) -> pd.DataFrame:
-    """(model, sku, GPUs per replica) rows with neutral step-time figures."""
-    return pd.DataFrame([{"model": m, "sku": s, "tp_degree": g, "weights_gb": 16.0, "kv_bytes_per_token": 131072,
-                          "kv_capacity_tokens": 400000, "a_ms": 15.0, "b_ms_per_kv_token": 0.0004,
-                          "c_ms_per_prefill_token": 0.03, "max_batch": 200, "source": "roofline",
-                          "fit_mape_pct": np.nan, "notes": "test"} for m, s, g in rows])
+NEUTRAL_STEP = StepModel.linear(15.0, 0.0004, 0.03)
+"""A flat step model (15 ms + 0.0004 ms per KV token read + 0.03 ms per prefill token)."""
 
 
-def capacity(rows: list[tuple[str, str, str, float]]) -> pd.DataFrame:
-    return validate_capacity(pd.DataFrame(rows, columns=["model", "sku", "traffic_class", "max_rps_per_replica"]))
+def profiles(rows: list[tuple[str, str, int]], engine: str = "vllm", *, max_num_seqs: int = 200,
+             max_num_batched_tokens: int = 4096) -> pd.DataFrame:
+    """(model, sku, GPUs per replica) rows with neutral step-time figures, under one engine."""
+    return pd.DataFrame([{"model": m, "sku": s, "tp_degree": g, "engine": engine, "weights_gb": 16.0,
+                          "kv_bytes_per_token": 131072, "kv_block_tokens": 16, "gpu_memory_utilization": 0.9,
+                          "kv_capacity_tokens": 400000 * g, "max_num_seqs": max_num_seqs,
+                          "max_num_batched_tokens": max_num_batched_tokens, "source": "roofline",
+                          "source_detail": "test", "err_points": 0, "err_median_pct": np.nan,
+                          "err_p95_pct": np.nan, "err_max_pct": np.nan, **NEUTRAL_STEP.to_row()}
+                         for m, s, g in rows])
+
+
+def capacity(rows: list[tuple[str, str, int, str, float]]) -> pd.DataFrame:
+    """(model, sku, tp_degree, class, max req/s per replica) rows, validated."""
+    return validate_capacity(pd.DataFrame(rows, columns=["model", "sku", "tp_degree", "traffic_class",
+                                                         "max_rps_per_replica"]))
 
 
 def horizon_of(series: dict[tuple[str, str, str], list[float]]) -> str:
@@ -119,11 +132,13 @@ class Case:
 
 def two_region_case(demand: dict[tuple[str, str, str], list[float]] | None = None, *,
                     capacity_rules: dict[str, Any] | None = None, quota: int = 64,
-                    residency: list[str] | None = None) -> Case:
+                    residency: list[str] | None = None, h100_tp2: tuple[float, float] | None = None) -> Case:
     """us-east users, a near US region (aws:us-east-1) and a far EU one (gcp:europe-west4).
 
     Two SKUs: 'L4' (1 GPU per replica, 1 req/s interactive, 2 req/s batch) and 'H100'
     (1 GPU, 4 req/s interactive, 8 req/s batch); batch may use spot and cross the ocean.
+    Rates are after the utilisation cap of 0.5. ``h100_tp2`` adds replicas of two H100s
+    with these (interactive, batch) table rates (before the cap).
     """
     regions = [
         Region("aws:us-east-1", "us", {"us-east": 10.0},
@@ -143,7 +158,12 @@ def two_region_case(demand: dict[tuple[str, str, str], list[float]] | None = Non
         capacity={"utilisation_cap": 0.5, "redundancy": 1, **(capacity_rules or {})},
         horizon=horizon_of(demand),
     ))
-    caps = capacity([("llama-3.1-8b", "L4", "interactive", 2.0), ("llama-3.1-8b", "L4", "batch", 4.0),
-                     ("llama-3.1-8b", "H100", "interactive", 8.0), ("llama-3.1-8b", "H100", "batch", 16.0)])
-    return Case(scenario, forecast(demand), catalog(regions), profiles([("llama-3.1-8b", "L4", 1), ("llama-3.1-8b", "H100", 1)]),
-                caps)
+    caps = capacity([("llama-3.1-8b", "L4", 1, "interactive", 2.0), ("llama-3.1-8b", "L4", 1, "batch", 4.0),
+                     ("llama-3.1-8b", "H100", 1, "interactive", 8.0), ("llama-3.1-8b", "H100", 1, "batch", 16.0)])
+    units = [("llama-3.1-8b", "L4", 1), ("llama-3.1-8b", "H100", 1)]
+    if h100_tp2 is not None:
+        units.append(("llama-3.1-8b", "H100", 2))
+        caps = capacity([*caps[["model", "sku", "tp_degree", "traffic_class", "max_rps_per_replica"]].itertuples(
+            index=False, name=None), ("llama-3.1-8b", "H100", 2, "interactive", h100_tp2[0]),
+            ("llama-3.1-8b", "H100", 2, "batch", h100_tp2[1])])
+    return Case(scenario, forecast(demand), catalog(regions), profiles(units), caps)

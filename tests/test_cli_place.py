@@ -12,7 +12,8 @@ from planner import cli
 from planner.errors import ExitCode
 
 runner = CliRunner()
-PLAN_COLUMNS = ["period", "region", "sku", "model", "tier", "replicas", "gpus", "usd"]
+PLAN_COLUMNS = ["period", "region", "sku", "tp_degree", "model", "tier", "replicas", "gpus", "usd", "engine",
+                "max_num_seqs", "max_num_batched_tokens"]
 
 
 @pytest.fixture
@@ -57,6 +58,10 @@ def test_place_writes_plan_json_and_flows_then_simulate_reads_them(six_hours, fo
     meta = json.loads(plan.with_suffix(".json").read_text())
     assert set(meta["inputs_sha256"]) >= {"scenario", "forecast"}
     assert (tmp_path / "plan.flows.csv").exists()
+    assert (frame["gpus"] == frame["replicas"] * frame["tp_degree"]).all()
+    deployed = {(d["model"], d["sku"], d["tp_degree"]) for d in meta["deployments"]}
+    assert deployed == set(frame[["model", "sku", "tp_degree"]].itertuples(index=False, name=None))
+    assert all(f"--tensor-parallel-size {d['tp_degree']} " in d["launch"] for d in meta["deployments"])
 
     sim = runner.invoke(cli.app, ["simulate", "--scenario", scenario, "--plan", str(plan),
                                   "--out", str(tmp_path / "sim.csv"), "--duration", "5min",
@@ -104,11 +109,11 @@ def test_place_without_a_capacity_table_says_the_plan_is_not_slo_checked(six_hou
 def test_place_with_a_capacity_table_has_no_analytic_warning(six_hours, forecast_file, tmp_path):
     from planner.placement.capacity import analytic_capacity
     from planner.profiles import load_profiles
-    from planner.scenario import load_scenario
+    from planner.scenario import load_scenario, usable_profiles
 
     scenario = load_scenario(six_hours)
-    table, _ = analytic_capacity(load_profiles(), scenario.class_names, kv_fraction=scenario.policy.admission.kv_fraction,
-                                 policy=scenario.policy.name)
+    table, _ = analytic_capacity(usable_profiles(scenario, load_profiles()), scenario.class_names,
+                                 kv_fraction=scenario.policy.admission.kv_fraction, policy=scenario.policy.name)
     capacity = tmp_path / "capacity.csv"
     table.to_csv(capacity, index=False)
     plan = tmp_path / "plan.csv"

@@ -1,7 +1,8 @@
 """One test class, run against every backend: same problems, objectives agree within the gap.
 
 The reference is the direct HiGHS path. Each backend also has to report infeasibility as
-a status value (never an exception or an assert), and its plan has to pass check_plan.
+a status value (never an exception or an assert), and its plan has to pass check_plan. One
+case has two TP degrees of one (region, SKU) sharing its quota.
 """
 
 from __future__ import annotations
@@ -24,6 +25,11 @@ CASES = {
     "switching": {"capacity_rules": {"switching_cost_usd": 1.5}},
     "no-spot": {"capacity_rules": {"tiers": ["reserved", "on_demand"]}},
     "tight-quota": {"quota": 3},
+    # replicas of two H100s that carry more per GPU than one: a second unit of the same (region,
+    # SKU), sharing its quota of 3 GPUs with the one-GPU replicas
+    "two-tp": {"demand": {("us-east", "llama-3.1-8b", "interactive"): [10.0, 14.0, 6.0],
+                          ("us-east", "llama-3.1-8b", "batch"): [8.0, 0.0, 12.0]},
+               "h100_tp2": (24.0, 40.0), "capacity_rules": {"switching_cost_usd": 1.5}, "quota": 3},
 }
 
 
@@ -46,6 +52,8 @@ class TestEveryBackend:
         assert summary.status in (SolveStatus.OPTIMAL, SolveStatus.FEASIBLE_WITHIN_GAP), summary.message
         assert summary.objective == pytest.approx(reference[case_name], rel=2 * GAP, abs=1e-6)
         plan, flows, loads = plan_frames(inst, summary.fleet)
+        if case_name == "two-tp":
+            assert 2 in set(plan["tp_degree"])
         report = check_plan(plan, flows, loads, scenario=case.scenario, catalog=case.catalog,
                             profiles=case.profiles, capacity=case.capacity, demand=demand)
         assert report.ok, report.violations

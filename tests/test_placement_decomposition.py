@@ -62,12 +62,10 @@ def two_zone_instance(eu_residency: list[str], hours: int = 6):
         for model, factor in (("llama-3.1-8b", 1.0), ("llama-3.1-70b", 0.4)):
             demand[(origin, model, "interactive")] = [scale * factor * v for v in wave]
             demand[(origin, model, "batch")] = [scale * factor * 0.6 * v for v in reversed(wave)]
-    caps = capacity([(m, s, k, rate * (3.0 if s == "H100" else 1.0) * (0.25 if m == "llama-3.1-70b" else 1.0))
-                     for m in ("llama-3.1-8b", "llama-3.1-70b") for s in ("L4", "H100")
-                     for k, rate in (("interactive", 2.0), ("batch", 4.0))
-                     if not (m == "llama-3.1-70b" and s == "L4")])
-    frame = demand_from_forecast(forecast(demand), scenario, 0.95, parse_periods("hourly"))
     profile_rows = [("llama-3.1-8b", "L4", 1), ("llama-3.1-8b", "H100", 1), ("llama-3.1-70b", "H100", 2)]
+    caps = capacity([(m, s, tp, k, rate * (3.0 if s == "H100" else 1.0) * (0.25 if m == "llama-3.1-70b" else 1.0))
+                     for m, s, tp in profile_rows for k, rate in (("interactive", 2.0), ("batch", 4.0))])
+    frame = demand_from_forecast(forecast(demand), scenario, 0.95, parse_periods("hourly"))
     return build_instance(scenario, frame, catalog(regions), profiles(profile_rows), caps)
 
 

@@ -20,15 +20,18 @@ from planner.placement.capacity import (
 )
 from planner.placement.periods import demand_from_forecast, parse_periods, quantile_column
 from planner.profiles import load_profiles
+from planner.profiles.step_model import StepModel
 from planner.scenario import parse_scenario
 from planner.sources import named
 
-PROFILE = {"a_ms": 20.0, "b_ms_per_kv_token": 0.001, "c_ms_per_prefill_token": 0.1, "kv_capacity_tokens": 100_000,
-           "max_batch": 64}
+PROFILE = {**StepModel.linear(20.0, 0.001, 0.1).to_row(), "kv_capacity_tokens": 100_000, "max_num_seqs": 64,
+           "max_num_batched_tokens": 2048}
+"""The three-coefficient step a + b·(KV read) + c·(prefill tokens): flat dense work, so a prompt's
+chunks add only c per token and the ceiling has the closed form below."""
 
 
 def test_step_time_capacity_by_hand():
-    # P = 1000, O = 200: KV allows floor(0.85 * 100000 / 1200) = 70 > max_batch, so B* = 64.
+    # P = 1000, O = 200: KV allows floor(0.85 * 100000 / 1200) = 70 > max_num_seqs, so B* = 64.
     # t_step = 20 + 0.001 * 64 * 1100 = 90.4 ms; X = 64 / (200 * 90.4 + 64 * 0.1 * 1000) per ms.
     expected = 1000.0 * 64 / (200 * 90.4 + 64 * 0.1 * 1000)
     assert requests_per_second(PROFILE, TokenLengths(1000.0, 200.0), 0.85) == pytest.approx(expected)
@@ -36,7 +39,7 @@ def test_step_time_capacity_by_hand():
 
 def test_kv_limits_the_batch_and_a_request_that_does_not_fit_gets_no_capacity():
     small = {**PROFILE, "kv_capacity_tokens": 12_000}
-    # floor(0.85 * 12000 / 1200) = 8 requests fit, below max_batch 64.
+    # floor(0.85 * 12000 / 1200) = 8 requests fit, below max_num_seqs 64.
     t_step = 20 + 0.001 * 8 * 1100
     assert requests_per_second(small, TokenLengths(1000.0, 200.0), 0.85) == pytest.approx(
         1000.0 * 8 / (200 * t_step + 8 * 0.1 * 1000))
@@ -44,14 +47,36 @@ def test_kv_limits_the_batch_and_a_request_that_does_not_fit_gets_no_capacity():
 
 
 def test_analytic_table_covers_the_bundled_profiles_and_grows_with_bigger_gpus():
-    table, lengths = analytic_capacity(load_profiles(), ("interactive", "standard", "batch"), kv_fraction=0.85)
+    bundled = load_profiles()
+    vllm = bundled[bundled["engine"] == "vllm"]
+    table, lengths = analytic_capacity(vllm, ("interactive", "standard", "batch"), kv_fraction=0.85)
     assert set(lengths) == {"interactive", "standard", "batch"}
     assert (table["max_rps_per_replica"] > 0).all()
-    assert table.duplicated(["model", "sku", "traffic_class"]).sum() == 0
-    rate = table.set_index(["model", "sku", "traffic_class"])["max_rps_per_replica"]
-    assert rate[("llama-3.1-8b", "H100", "interactive")] > rate[("llama-3.1-8b", "L4", "interactive")]
-    assert rate[("llama-3.1-8b", "H100", "standard")] > rate[("llama-3.1-8b", "H100", "batch")]  # 30 vs 390 output tokens
+    assert table.duplicated(["model", "sku", "tp_degree", "traffic_class"]).sum() == 0
+    # one row per profile row (model, SKU, TP) and class that fits
+    assert set(table[["model", "sku", "tp_degree"]].itertuples(index=False, name=None)) == set(
+        vllm[["model", "sku", "tp_degree"]].itertuples(index=False, name=None))
+    rate = table.set_index(["model", "sku", "tp_degree", "traffic_class"])["max_rps_per_replica"]
+    assert rate[("llama-3.1-8b", "H100", 1, "interactive")] > rate[("llama-3.1-8b", "L4", 1, "interactive")]
+    assert rate[("llama-3.1-8b", "H100", 2, "interactive")] > rate[("llama-3.1-8b", "H100", 1, "interactive")]
+    assert rate[("llama-3.1-8b", "H100", 1, "standard")] > rate[("llama-3.1-8b", "H100", 1, "batch")]  # 30 vs 390 output tokens
     assert ANALYTIC_LABEL.startswith("analytic estimate")
+
+
+def test_analytic_table_carries_each_profile_s_engine_defaults():
+    bundled = load_profiles()
+    vllm = bundled[(bundled["engine"] == "vllm") & (bundled["model"] == "llama-3.1-70b")]
+    table, _ = analytic_capacity(vllm, ("interactive",), kv_fraction=0.85, policy="fcfs")
+    merged = table.merge(vllm, on=["model", "sku", "tp_degree"], suffixes=("", "_profile"))
+    assert len(merged) == len(table) > 0
+    assert (merged["engine"] == "vllm").all() and (merged["policy"] == "fcfs").all()
+    assert (merged["max_num_seqs"] == merged["max_num_seqs_profile"]).all()
+    assert (merged["max_num_batched_tokens"] == merged["max_num_batched_tokens_profile"]).all()
+    # the rate is the step model's ceiling at those defaults
+    row = merged.iloc[0]
+    assert row["max_rps_per_replica"] == pytest.approx(
+        requests_per_second(vllm[(vllm["sku"] == row["sku"]) & (vllm["tp_degree"] == row["tp_degree"])].iloc[0],
+                            TokenLengths(1220.0, 160.0), 0.85), abs=1e-6)
 
 
 def test_token_lengths_from_a_history():
@@ -61,24 +86,53 @@ def test_token_lengths_from_a_history():
     assert lengths == {"a": TokenLengths(100.0, 15.0)}
 
 
+def _table(**columns) -> pd.DataFrame:
+    return pd.DataFrame({"model": ["m"], "sku": ["H100"], "tp_degree": [1], "traffic_class": ["k"],
+                         "max_rps_per_replica": [1.0], **columns})
+
+
 @pytest.mark.parametrize(("frame", "needle"), [
-    (pd.DataFrame({"model": ["m"], "sku": ["H100"], "traffic_class": ["k"]}), "lacks the column"),
-    (pd.DataFrame({"model": ["m"], "sku": ["H100"], "traffic_class": ["k"], "max_rps_per_replica": [0]}),
-     "positive number"),
-    (pd.DataFrame({"model": ["m", "m"], "sku": ["H100"] * 2, "traffic_class": ["k"] * 2,
-                   "max_rps_per_replica": [1.0, 2.0]}), "two rows"),
-    (pd.DataFrame({"model": ["m"], "sku": ["H100"], "traffic_class": ["k"], "max_rps_per_replica": [True]}),
-     "true/false"),
+    (_table().drop(columns="max_rps_per_replica"), "lacks the column"),
+    (_table(max_rps_per_replica=[0]), "positive number"),
+    (pd.concat([_table(), _table(max_rps_per_replica=[2.0])]), "two rows"),
+    (_table(max_rps_per_replica=[True]), "true/false"),
+    (_table(max_num_seqs=[12.5]), "max_num_seqs must be a whole number"),
 ])
 def test_capacity_table_errors_name_the_problem(frame, needle):
     with pytest.raises(InputError, match=needle):
         validate_capacity(frame, where="cap.csv")
 
 
+def test_capacity_table_without_tp_degree_is_refused():
+    with pytest.raises(InputError, match="lacks the column.*tp_degree") as caught:
+        validate_capacity(_table().drop(columns="tp_degree"), where="cap.csv")
+    assert "tp_degree" in caught.value.fix
+
+
+@pytest.mark.parametrize("tp", [1.5, 0, -2, "two", None, float("inf")])
+def test_capacity_table_refuses_a_tp_degree_that_is_not_a_whole_number_of_gpus(tp):
+    frame = pd.concat([_table(), _table(tp_degree=[tp], sku=["L4"])], ignore_index=True)
+    with pytest.raises(InputError, match="tp_degree must be a whole number >= 1") as caught:
+        validate_capacity(frame, where="cap.csv")
+    assert caught.value.where == "cap.csv, row 2, column 'tp_degree'"
+
+
+def test_capacity_table_refuses_true_false_tp_degrees():
+    frame = pd.concat([_table(tp_degree=[True]), _table(tp_degree=[False], sku=["L4"])], ignore_index=True)
+    with pytest.raises(InputError, match="tp_degree must be a whole number"):
+        validate_capacity(frame, where="cap.csv")
+
+
+def test_one_model_and_sku_may_have_a_row_per_tp_degree():
+    table = validate_capacity(pd.concat([_table(), _table(tp_degree=[2.0], max_rps_per_replica=[3.0])]))
+    assert table["tp_degree"].tolist() == [1, 2] and table["tp_degree"].dtype == np.int64
+
+
 def test_capacity_table_gets_default_source():
-    table = validate_capacity(pd.DataFrame({"model": ["m"], "sku": ["H100"], "traffic_class": ["k"],
-                                            "max_rps_per_replica": ["2.5"]}))
+    table = validate_capacity(_table(max_rps_per_replica=["2.5"]))
     assert table.loc[0, "source"] == "capacity table" and table.loc[0, "max_rps_per_replica"] == 2.5
+    # no engine settings given: '' and 0 stand for the profile's defaults
+    assert (table.loc[0, "engine"], table.loc[0, "max_num_seqs"], table.loc[0, "max_num_batched_tokens"]) == ("", 0, 0)
 
 
 # --------------------------------------------------------------------------- periods

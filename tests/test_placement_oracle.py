@@ -1,19 +1,27 @@
 """The placement MILP against exhaustive search on tiny random instances, and monotonicity.
 
 The oracle shares no code with the formulation. For a tiny instance (one origin, one model,
-at most two units, at most two periods, a quota of two GPUs per unit) it enumerates every
-serving set Y, every reserved vector R and, period by period (dynamic programming over the
-previous on-demand vector, for the switching cost), every on-demand and spot vector. For
-each fleet it checks quotas and redundancy itself and solves the routing of the demand as
-a small LP with scipy (Mélange capacity per unit, spot only for spot-tolerant classes at
-φ of its rate, flows only to regions in Y allowed by residency and latency), whose value
-is the latency tie-break penalty. The optimum over all fleets must equal the MILP's.
+at most three units, at most two periods, a quota of two GPUs per (region, SKU)) it
+enumerates every serving set Y, every reserved vector R and, period by period (dynamic
+programming over the previous on-demand vector, for the switching cost), every on-demand
+and spot vector. A unit is (region, SKU, TP): in the one-region cases the first SKU may
+also run replicas of two GPUs (TP 2) beside its one-GPU replicas, two units that share the
+(region, SKU)'s quota, so the oracle counts GPUs (TP × replicas) against it. For each
+fleet it checks quotas and redundancy itself and solves the routing of the demand as a
+small LP with scipy (Mélange capacity per unit, spot only for spot-tolerant classes at φ
+of its rate, flows only to regions in Y allowed by residency and latency), whose value is
+the latency tie-break penalty. The optimum over all fleets must equal the MILP's.
+
+Placement leaves out a TP unit that a smaller TP of the same (region, SKU, model)
+dominates; on instances that always have a TP 2 unit, the exhaustive optimum with every
+TP unit kept must equal the MILP's optimum without the dominated ones.
 """
 
 from __future__ import annotations
 
 import itertools
 import math
+from unittest import mock
 
 import numpy as np
 import pytest
@@ -31,9 +39,17 @@ TIER_NAMES = ("reserved", "on_demand", "spot")
 
 
 @st.composite
-def tiny_cases(draw):
-    two_regions = draw(st.booleans())
+def tiny_builders(draw, with_tp2: bool = False):
+    """A tiny problem, as a function of ``keep_dominated`` (build it with every TP unit) to its instance.
+
+    ``with_tp2``: always one region whose first SKU also runs TP 2 replicas.
+    """
+    two_regions = False if with_tp2 else draw(st.booleans())
     skus = ["L4", "H100"][: 1 if two_regions else draw(st.integers(1, 2))]
+    # one region: the first SKU may also run TP 2 replicas, carrying 1.5x, 2x or 3x a TP 1
+    # replica of each class (at most 2x in every class: dominated by two TP 1 replicas)
+    tp2 = {k: draw(st.sampled_from([1.5, 2.0, 3.0])) for k in ("interactive", "batch")} \
+        if with_tp2 or (not two_regions and draw(st.booleans())) else {}
     tiers = draw(st.sets(st.sampled_from(TIER_NAMES), min_size=1, max_size=3))
     prices = {}
     for sku in skus:
@@ -57,11 +73,27 @@ def tiny_cases(draw):
         {"interactive": {"latency_budget_ms": draw(st.sampled_from([50.0, 100.0]))},
          "batch": {"latency_budget_ms": 100.0, "spot_tolerant": True}},
         capacity=rules, horizon=f"{periods}h"))
-    caps = capacity([("m", s, k, draw(st.sampled_from([1.0, 2.0, 3.0])) * (2 if s == "H100" else 1))
-                     for s in skus for k in ("interactive", "batch")])
+    rows = [("m", s, 1, k, draw(st.sampled_from([1.0, 2.0, 3.0])) * (2 if s == "H100" else 1))
+            for s in skus for k in ("interactive", "batch")]
+    rows += [("m", s, 2, k, tp2[k] * rate) for _, s, _, k, rate in rows if tp2 and s == skus[0]]
+    units = [("m", s, 1) for s in skus] + ([("m", skus[0], 2)] if tp2 else [])
     demand_frame = demand_from_forecast(forecast(demand), scenario, 0.95, parse_periods("hourly"))
-    inst = build_instance(scenario, demand_frame, catalog(regions), profiles([("m", s, 1) for s in skus]), caps)
-    return inst
+
+    def build(keep_dominated: bool = False):
+        def instance():
+            return build_instance(scenario, demand_frame, catalog(regions), profiles(units), capacity(rows))
+
+        if not keep_dominated:
+            return instance()
+        with mock.patch("planner.placement.instance._dominating_tp", return_value=None):
+            return instance()
+
+    return build
+
+
+def tiny_cases():
+    """Tiny instances as placement builds them (dominated TP units left out)."""
+    return tiny_builders().map(lambda build: build())
 
 
 def _route_penalty(inst, t: int, serving: tuple[int, ...], steady: np.ndarray, spot: np.ndarray) -> float:
@@ -112,6 +144,14 @@ def oracle(inst) -> float:
     ranges = {name: [range(int(most[u]) + 1) if ok[u] else range(1) for u in range(U)]
               for name, ok in (("R", offered["reserved"]), ("D", offered["on_demand"]), ("S", spot_ok))}
     regions = sorted(set(inst.unit_region.tolist()))
+    routed: dict[tuple, float] = {}
+
+    def penalty_of(t: int, serving: tuple[int, ...], steady: np.ndarray, spot: np.ndarray) -> float:
+        key = (t, serving, steady.tobytes(), spot.tobytes())
+        if key not in routed:
+            routed[key] = _route_penalty(inst, t, serving, steady, spot)
+        return routed[key]
+
     best = math.inf
     for size in range(len(regions) + 1):
         for serving in itertools.combinations(regions, size):
@@ -126,12 +166,14 @@ def oracle(inst) -> float:
                         steady = r_vec + d_vec
                         for spot in itertools.product(*ranges["S"]):
                             s_vec = np.array(spot)
-                            if ((steady + s_vec) * inst.unit_gpus > inst.quota_gpus[inst.unit_region, inst.unit_sku]).any():
+                            gpus = np.zeros_like(inst.quota_gpus)
+                            np.add.at(gpus, (inst.unit_region, inst.unit_sku), (steady + s_vec) * inst.unit_gpus)
+                            if (gpus > inst.quota_gpus).any():
                                 continue
                             if inst.redundancy > 0 and any(
                                     steady[inst.unit_region == r].sum() < inst.redundancy for r in serving):
                                 continue
-                            penalty = _route_penalty(inst, t, serving, steady, s_vec)
+                            penalty = penalty_of(t, serving, steady, s_vec)
                             if not math.isfinite(penalty):
                                 continue
                             rental = hours[t] * float((price[:, 1] * d_vec + price[:, 2] * s_vec).sum())
@@ -173,3 +215,20 @@ def test_more_demand_never_lowers_the_optimal_cost(inst, factor):
         return  # more demand may not fit the quota at all; it never becomes cheaper
     assert more.status.value == "optimal"
     assert more.objective >= base.objective - 1e-6 * max(1.0, base.objective)
+
+
+@pytest.mark.slow
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow], derandomize=True)
+@given(tiny_builders(with_tp2=True))
+def test_leaving_out_dominated_tp_units_keeps_the_optimum(build):
+    inst, every = build(), build(keep_dominated=True)
+    assert every.n_units >= inst.n_units
+    if every.n_units == inst.n_units:
+        return  # no TP unit was dominated
+    expected = oracle(every)
+    summary = solve_instance(inst, backend="highs", time_limit_s=30, gap=0.0, strategy="direct")
+    if math.isinf(expected):
+        assert summary.status.value == "infeasible"
+        return
+    assert summary.status.value == "optimal", summary.message
+    assert summary.objective == pytest.approx(expected, rel=1e-6, abs=1e-6)

@@ -47,7 +47,7 @@ def _single_region_case(region_offers, *, origin_residency=("us",), interactive_
     scenario = parse_scenario(scenario_dict(
         regions, {"us-east": ("us", list(origin_residency))}, {"llama-3.1-8b": list(skus)},
         {"interactive": {"latency_budget_ms": interactive_budget}}, capacity=rules or {}, horizon="2h"))
-    caps = capacity([("llama-3.1-8b", s, "interactive", 4.0) for s in ("H100", "L4")])
+    caps = capacity([("llama-3.1-8b", s, 1, "interactive", 4.0) for s in ("H100", "L4")])
     return Case(scenario, forecast({("us-east", "llama-3.1-8b", "interactive"): [demand, demand]}), catalog(regions),
                 profiles([("llama-3.1-8b", "H100", 1), ("llama-3.1-8b", "L4", 1)]), caps)
 
@@ -150,3 +150,76 @@ def test_quota_breach_is_caught(placed):
     plan.loc[0, "replicas"] = 500
     plan.loc[0, "gpus"] = 500
     assert any("exceed the quota" in v for v in _check(case, demand, plan, result.flows, result.loads).violations)
+
+
+# --------------------------------------------------------------------------- check_plan and tensor parallelism
+BUSY = {("us-east", "llama-3.1-8b", "interactive"): [10.0, 14.0, 6.0],
+        ("us-east", "llama-3.1-8b", "batch"): [8.0, 0.0, 12.0]}
+
+
+@pytest.fixture(scope="module")
+def placed_tp():
+    """A plan that runs replicas of two H100s (they carry more per GPU than one H100) beside one-GPU ones."""
+    case = two_region_case(BUSY, h100_tp2=(24.0, 40.0), quota=3)
+    inst, demand = case.instance()
+    result = _place(case)
+    assert 2 in set(result.plan["tp_degree"]) and 1 in set(result.plan["tp_degree"])
+    return case, demand, result
+
+
+def _tp2_row(plan: pd.DataFrame) -> int:
+    return int(plan.index[plan["tp_degree"] == 2][0])
+
+
+def test_untouched_tp_plan_passes(placed_tp):
+    case, demand, result = placed_tp
+    assert _check(case, demand, result.plan, result.flows, result.loads).ok
+    rows = result.plan
+    assert (rows["gpus"] == rows["replicas"] * rows["tp_degree"]).all()
+
+
+def test_gpus_that_are_not_replicas_times_tp_are_caught(placed_tp):
+    case, demand, result = placed_tp
+    plan = result.plan.copy()
+    row = _tp2_row(plan)
+    plan.loc[row, "gpus"] = plan.loc[row, "replicas"]  # priced as if each replica had one GPU
+    violations = _check(case, demand, plan, result.flows, result.loads).violations
+    assert any(f"gpus {plan.loc[row, 'replicas']} != {plan.loc[row, 'replicas']} replicas × 2 GPUs" in v
+               for v in violations), violations
+
+
+def test_a_tp_degree_the_scenario_does_not_allow_is_caught(placed_tp):
+    case, demand, result = placed_tp
+    model = case.scenario.model("llama-3.1-8b").model_copy(update={"tp": (1,)})
+    scenario = case.scenario.model_copy(update={"models": (model,)})
+    assert scenario.allowed_tps("llama-3.1-8b") == (1,)
+    report = check_plan(result.plan, result.flows, result.loads, scenario=scenario, catalog=case.catalog,
+                        profiles=case.profiles, capacity=case.capacity, demand=demand)
+    assert any("TP 2 is not allowed for llama-3.1-8b" in v for v in report.violations), report.violations
+
+
+def test_a_model_sku_and_tp_without_a_profile_is_caught(placed_tp):
+    case, demand, result = placed_tp
+    profiles_tp1 = case.profiles[case.profiles["tp_degree"] == 1]
+    report = check_plan(result.plan, result.flows, result.loads, scenario=case.scenario, catalog=case.catalog,
+                        profiles=profiles_tp1, capacity=case.capacity, demand=demand)
+    assert any("no profile of llama-3.1-8b on 2 x H100" in v for v in report.violations), report.violations
+
+
+def test_the_quota_counts_tp_times_replicas_gpus(placed_tp):
+    case, demand, result = placed_tp
+    plan = result.plan.copy()
+    row = _tp2_row(plan)
+    # two replicas of two H100s: 4 GPUs (the row is consistent) over the quota of 3, though 2 replicas are not
+    plan.loc[row, ["replicas", "gpus"]] = [2, 4]
+    plan.loc[row, "usd"] = plan.loc[row, "usd"] * 2
+    violations = _check(case, demand, plan, result.flows, result.loads).violations
+    assert any("H100 GPUs in aws:us-east-1" in v and "exceed the quota of 3" in v for v in violations), violations
+
+
+def test_tp_load_on_the_wrong_degree_is_caught(placed_tp):
+    """Loads are checked per (region, SKU, TP): the TP 2 load moved onto the TP 1 replicas overflows them."""
+    case, demand, result = placed_tp
+    loads = result.loads.copy()
+    loads.loc[loads["tp_degree"] == 2, "tp_degree"] = 1
+    assert any("load needs" in v for v in _check(case, demand, result.plan, result.flows, loads).violations)

@@ -18,7 +18,8 @@ from planner.profiles import load_profiles
 from planner.scenario import load_scenario, parse_scenario
 from planner.storage import read_table
 
-PLAN_COLUMNS = ["period", "region", "sku", "model", "tier", "replicas", "gpus", "usd"]
+PLAN_COLUMNS = ["period", "region", "sku", "tp_degree", "model", "tier", "replicas", "gpus", "usd", "engine",
+                "max_num_seqs", "max_num_batched_tokens"]
 
 
 def _demo_forecast(hours: int) -> pd.DataFrame:
@@ -88,7 +89,7 @@ def test_debug_dir_gets_lp_and_mps(tmp_path):
     result = place_plan(case.scenario, case.forecast, case.catalog, case.profiles, capacity=case.capacity,
                         baselines=False, periods="hourly", debug_dir=tmp_path / "debug")
     lp = (tmp_path / "debug" / "placement.lp").read_text()
-    assert "demand_us_east_llama_3_1_8b_interactive_t0" in lp and "R_aws_us_east_1_L4_llama_3_1_8b" in lp
+    assert "demand_us_east_llama_3.1_8b_interactive_t0" in lp and "R_aws_us_east_1_L4_tp1_llama_3.1_8b" in lp
     assert (tmp_path / "debug" / "placement.mps").stat().st_size > 0
     assert len(result.meta["debug_files"]) == 2
 
@@ -117,7 +118,7 @@ def _shared_quota_case() -> Case:
         {"interactive": {"latency_budget_ms": 50.0}}, capacity={"utilisation_cap": 0.5, "redundancy": 1},
         horizon="2h"))
     demand = {("us-east", "small", "interactive"): [4.0, 3.0], ("us-east", "large", "interactive"): [4.0, 4.0]}
-    caps = capacity([(m, s, "interactive", 2.0 if s == "L4" else 16.0) for m in ("small", "large")
+    caps = capacity([(m, s, 1, "interactive", 2.0 if s == "L4" else 16.0) for m in ("small", "large")
                      for s in ("L4", "H100")])
     return Case(scenario, forecast(demand), catalog(regions),
                 profiles([(m, s, 1) for m in ("small", "large") for s in ("L4", "H100")]), caps)
@@ -163,3 +164,70 @@ def test_budget_row_is_kept_when_it_binds():
     again = place_plan(capped.scenario, capped.forecast, capped.catalog, capped.profiles, capacity=capped.capacity,
                        gap=0.0, baselines=False, periods="hourly")
     assert again.meta["cost_usd"]["total"] <= free.meta["cost_usd"]["total"] * 1.001
+
+
+# --------------------------------------------------------------------------- engine settings and deployments
+BUSY = {("us-east", "llama-3.1-8b", "interactive"): [10.0, 14.0, 6.0],
+        ("us-east", "llama-3.1-8b", "batch"): [8.0, 0.0, 12.0]}
+KEY = ["model", "sku", "tp_degree"]
+
+
+def _with_settings(table: pd.DataFrame, sku: str, tp: int, seqs: int, tokens: int) -> pd.DataFrame:
+    table = table.copy()
+    rows = (table["sku"] == sku) & (table["tp_degree"] == tp)
+    table.loc[rows, ["engine", "max_num_seqs", "max_num_batched_tokens"]] = ["vllm", seqs, tokens]
+    return table
+
+
+def test_plan_rows_carry_the_capacity_table_s_engine_settings_and_the_profile_defaults_elsewhere():
+    case = two_region_case(BUSY, h100_tp2=(24.0, 40.0), quota=3)
+    table = _with_settings(case.capacity, "H100", 2, 64, 1024)  # L4 rows name no setting
+    result = place_plan(case.scenario, case.forecast, case.catalog, case.profiles, capacity=table, gap=0.0,
+                        baselines=False, periods="hourly")
+    plan = result.plan
+    assert list(plan.columns) == PLAN_COLUMNS
+    tp2, l4 = plan[(plan["sku"] == "H100") & (plan["tp_degree"] == 2)], plan[plan["sku"] == "L4"]
+    assert len(tp2) and len(l4)
+    assert set(tp2[["engine", "max_num_seqs", "max_num_batched_tokens"]].itertuples(index=False, name=None)) == {
+        ("vllm", 64, 1024)}
+    defaults = case.profiles.set_index(KEY).loc[("llama-3.1-8b", "L4", 1)]
+    assert set(l4[["engine", "max_num_seqs", "max_num_batched_tokens"]].itertuples(index=False, name=None)) == {
+        (defaults["engine"], defaults["max_num_seqs"], defaults["max_num_batched_tokens"])}
+    launches = {(d["sku"], d["tp_degree"]): d["launch"] for d in result.meta["deployments"]}
+    assert "--tensor-parallel-size 2 --max-num-seqs 64 --max-num-batched-tokens 1024" in launches[("H100", 2)]
+    assert f"--max-num-seqs {defaults['max_num_seqs']} " in launches[("L4", 1)]
+
+
+def test_a_capacity_table_with_two_settings_for_one_deployment_is_refused():
+    case = two_region_case()
+    table = _with_settings(case.capacity, "L4", 1, 64, 1024)
+    table.loc[(table["sku"] == "L4") & (table["traffic_class"] == "batch"), "max_num_seqs"] = 128
+    with pytest.raises(InputError, match="more than one engine setting"):
+        place_plan(case.scenario, case.forecast, case.catalog, case.profiles, capacity=table, gap=0.0,
+                   baselines=False, periods="hourly")
+
+
+def test_analytic_plan_rows_carry_each_profile_s_engine_defaults(demo_result):
+    profiles = load_profiles()
+    settings = ["engine", "max_num_seqs", "max_num_batched_tokens"]
+    merged = demo_result.plan.merge(profiles[profiles["engine"] == "vllm"], on=KEY, suffixes=("", "_profile"))
+    assert len(merged) == len(demo_result.plan) > 0
+    for column in settings:
+        assert (merged[column] == merged[f"{column}_profile"]).all(), column
+
+
+def test_deployments_list_each_model_sku_and_tp_the_plan_runs_with_its_vllm_command(demo_result, tmp_path):
+    plan, deployments = demo_result.plan, demo_result.meta["deployments"]
+    used = sorted(set(plan[KEY].itertuples(index=False, name=None)))
+    assert [(d["model"], d["sku"], d["tp_degree"]) for d in deployments] == used
+    assert len({tp for _, _, tp in used}) > 1  # the demo runs several TP degrees
+    for d in deployments:
+        rows = plan[(plan["model"] == d["model"]) & (plan["sku"] == d["sku"]) & (plan["tp_degree"] == d["tp_degree"])]
+        assert set(rows["max_num_seqs"]) == {d["max_num_seqs"]} and d["engine"] == "vllm"
+        launch = d["launch"]
+        assert launch.startswith("vllm serve ")
+        for flag, value in (("--tensor-parallel-size", d["tp_degree"]), ("--max-num-seqs", d["max_num_seqs"]),
+                            ("--max-num-batched-tokens", d["max_num_batched_tokens"])):
+            assert f"{flag} {value}" in launch, (flag, launch)
+    write_plan_outputs(demo_result, tmp_path / "plan.csv")
+    assert json.loads((tmp_path / "plan.json").read_text())["deployments"] == deployments

@@ -4,7 +4,10 @@ A *unit* u = (r, s, tp, m) is a way to run model m on replicas of ``tp`` GPUs of
 in serving region r. It exists when the scenario allows s and tp for m, a profile sizes
 that replica, the catalog offers s in r on at least one enabled tier, some class can run
 on it (a capacity coefficient), and the quota admits at least one replica. Each
-tensor-parallel degree of a (model, SKU) is its own unit: the program chooses among them.
+tensor-parallel degree of a (model, SKU) is its own unit: the program chooses among them,
+except that a degree a smaller one dominates is left out (``_dominating_tp``; not where
+the scenario charges switching on an on-demand offer, which makes the larger replica cheaper
+to switch).
 Every candidate that fails one of these is kept in ``excluded`` with the reason, for the
 infeasibility diagnosis.
 
@@ -121,7 +124,10 @@ def _dominating_tp(gpus: int, caps: list[float], candidates: list[tuple[int, lis
     Replicas of ``g`` GPUs, ``gpus / g`` of them in place of one replica of ``gpus``, use the
     same GPUs at the same price; when together they carry at least as much of every class,
     any plan with the larger replica is matched, at no more cost, by one without it. Degrees
-    are powers of two, so ``gpus / g`` is whole.
+    are powers of two, so ``gpus / g`` is whole. The switching cost is the exception: it is
+    charged per on-demand replica started or stopped, and the smaller replicas switch
+    ``gpus / g`` times as often, so ``build_instance`` does not apply the rule where the
+    scenario charges switching and the unit can be bought on demand.
     """
     for g, other, _ in candidates:
         if g < gpus and gpus % g == 0 and all((gpus // g) * o >= c for o, c in zip(other, caps, strict=True)):
@@ -169,6 +175,7 @@ def build_instance(
         .itertuples(index=False)
     }
     util = scenario.capacity.utilisation_cap
+    switching_cost = scenario.capacity.switching_cost_usd
     rows: dict[str, list] = {k: [] for k in ("r", "s", "m", "g", "price", "cap", "max")}
     excluded: list[tuple[str, str, str, str]] = []
     for mi, m in enumerate(models):
@@ -195,8 +202,9 @@ def build_instance(
                                                                f"the {gpus} GPUs one replica of {m} needs"))
                         continue
                     candidates.append((gpus, caps, most))
+                switching = switching_cost > 0 and bool(np.isfinite(unit_prices[TIERS.index("on_demand")]))
                 for gpus, caps, most in candidates:
-                    smaller = _dominating_tp(gpus, caps, candidates)
+                    smaller = None if switching else _dominating_tp(gpus, caps, candidates)
                     if smaller is not None:
                         excluded.append((r, f"{s} x{gpus}", m, f"dominated by {smaller} x {s}: {gpus // smaller} of "
                                                                f"those replicas carry as much of every class on the "
