@@ -17,6 +17,7 @@ LICENCE_WORDS = {
     "gpu_pricing_skypilot": "has no LICENSE file",
     "gpu_specs_epoch": "CC BY 4.0",
     "servegen_aggregate": "Apache License",
+    "vidur_profiling": "MIT License",
 }
 
 
