@@ -25,8 +25,8 @@ from dataclasses import dataclass, field
 from planner.placement.status import SolveOutcome
 
 DEFAULT_NODE_LIMIT = 1000
-"""Branch-and-bound nodes per MILP. On the demo (hour-of-week periods) the search reaches
-its 2 % gap target at the root; the limit matters for hourly and many-region scenarios."""
+"""Branch-and-bound nodes per MILP: what bounds a search that has not reached its gap target, and
+so what makes a hard instance take minutes rather than hours."""
 DEFAULT_TIME_LIMIT_S = 900.0
 """The safety net for one placement: well above what the node limits need on the bundled
 scenarios, even on a loaded machine, so that it only ever stops a runaway."""
