@@ -95,6 +95,10 @@ def profiles_group(
                                  f"`planner profiles {context.invoked_subcommand}` instead")
 
 
+TERMINAL_PROFILE_COLUMNS = ("model", "sku", "tp_degree", "engine", "kv_capacity_tokens", "max_num_seqs",
+                            "max_num_batched_tokens", "source", "err_median_pct", "err_p95_pct")
+
+
 @guarded
 def profiles(model: str | None, as_json: bool) -> None:
     """The listing of the bare `planner profiles` (recorded as the command `profiles`)."""
@@ -105,8 +109,9 @@ def profiles(model: str | None, as_json: bool) -> None:
         table = table[table["model"] == model]
         if table.empty:
             raise InputError(f"no profile for model {model!r}", fix="run `planner profiles` to list models")
-    # The free-text notes stay in --json and profiles.csv; they would crush the terminal table.
-    columns = [name for name in table.columns if name != "notes"]
+    # The step model's 40 coefficients and the source details stay in --json and profiles.csv; they would
+    # crush the terminal table. `planner step-time` shows one step of a profile in full.
+    columns = list(TERMINAL_PROFILE_COLUMNS) if not as_json else list(table.columns)
     print_table(table.to_dict("records"), title="Model profiles", columns=columns, as_json=as_json)
 
 
