@@ -2,7 +2,7 @@ r"""Bisection for the highest request rate per replica at which every SLO holds.
 
 Given a predicate ok(λ) (:mod:`.probe`) and the analytic ceiling C of the mix, the search is
 
-1. **Floor.** F = ``FLOOR_FRACTION`` · C. If not ok(F), stop: the pair is infeasible (no
+1. **Floor.** F = ``FLOOR_FRACTION`` · C. If not ok(F), stop: the setting is infeasible (no
    rate down to 1 % of its throughput ceiling meets the SLOs), and the failing bound says
    which class and metric miss, by how much.
 2. **Bracket.** lo = F, hi = C. While ok(hi) and fewer than ``MAX_GROWTHS`` growths: lo = hi,

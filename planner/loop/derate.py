@@ -4,8 +4,9 @@ The placement program sizes each pool so that Σ_k f_k / cap_{s,m,k} ≤ replica
 form), with cap from the calibration. A pool that still misses a class's p99 SLO in the
 simulation carries more of that class per replica than the class tolerates there (the
 calibration saw one replica at the scenario's class mix; the real pool has another mix,
-another size and routed demand). The correction lowers cap_{s,m,k} for every SKU s of
-the failing (region, model) pool and the failing class k, by the measured shortfall:
+another size and routed demand). The correction lowers cap_{u,m,k} for every deployment
+u = (SKU, TP degree) of the failing (region, model) pool and the failing class k, by the
+measured shortfall:
 
     shortfall = p99_measured / p99_target         (the worst over the metrics the class sets for
                                                    the model, of TTFT, TPOT and e2e; > 1 on a miss)
@@ -18,9 +19,9 @@ than needed near the knee; MAX_FACTOR = 0.95 guarantees progress (every miss cos
 least 5 % of the coefficient) and MIN_FACTOR = 0.5 stops one noisy miss from halving a
 fleet's capacity twice over. A miss with an infinite p99 (more than 1 % of the class's
 requests rejected by admission control) has no finite shortfall and takes MIN_FACTOR.
-The capacity table is per (model, SKU, class), not per region, so a correction found in
-one region applies to the model's pools everywhere: conservative, never optimistic.
-When several windows or regions miss the same (model, SKU, class), the largest
+The capacity table is per (model, SKU, TP, class), not per region, so a correction found
+in one region applies to the model's pools everywhere: conservative, never optimistic.
+When several windows or regions miss the same (model, SKU, TP, class), the largest
 correction wins. Every change is returned, so a round records what changed and why.
 """
 

@@ -15,9 +15,11 @@ forecast.csv               the forecast (region, model, traffic_class, ts, mean,
 forecast.meta.json         its metadata: models used, fallbacks, data quality, backtest
 capacity.calibrated.csv    the calibration's capacity table (when it was calibrated)
 capacity.csv               the capacity table of the final round (after any derating)
-plan.csv                   the final plan: period, region, sku, model, tier, replicas, gpus, usd
+plan.csv                   the final plan: period, region, sku, tp_degree, model, tier, replicas,
+                           gpus, usd, engine, max_num_seqs, max_num_batched_tokens
 plan.flows.csv             routed demand per period (origin -> serving region), req/s
-plan.json                  the plan's solver figures, lower bounds, baselines and input hashes
+plan.json                  the plan's solver figures, lower bounds, baselines, input hashes and
+                           deployments (engine settings and launch commands)
 slo.csv                    the simulator's per-class results for each window of the last round
 rounds.json                the loop: settings, every round (misses, changes, cost), the outcome
 policies.csv               with --compare-policies: policy, gpus, usd, slo_met, rounds, binding, still_failing

@@ -5,8 +5,8 @@ Round r:
 1. place the forecast with the current capacity table (``planner.placement``);
 2. replay the plan's peak period and its weekly trough (``windows``) in the simulator,
    every serving (region, model) pool with its routed demand and the scenario's policy;
-3. if every class with traffic meets both p99 SLOs in both windows, stop: converged;
-4. otherwise lower the missed (model, SKU, class) coefficients by the measured shortfall
+3. if every class with traffic meets every p99 SLO it sets in both windows, stop: converged;
+4. otherwise lower the missed (model, SKU, TP, class) coefficients by the measured shortfall
    (``derate``) and go to round r + 1.
 
 The loop stops after ``max_rounds`` rounds (not converged: the CLI exits 5 and names

@@ -1,7 +1,7 @@
 r"""The placement MILP, written out, and the code that builds it as sparse arrays.
 
 Indices: periods t (weight h_t hours, H = Σ_t h_t); origins o; serving regions r; SKUs s;
-models m; traffic classes k; units u = (r, s, m) (see ``instance.py``); tiers
+models m; traffic classes k; units u = (r, s, g, m), g the TP degree (see ``instance.py``); tiers
 reserved (R), on-demand (D), spot (S).
 
 Data: d_omkt demand (req/s, the forecast quantile); E_ok the regions residency and
@@ -34,11 +34,11 @@ Minimise::
 subject to::
 
     (demand)     Σ_{r∈E_ok} f_ormkt + e_omkt = d_omkt               ∀ o,m,k,t with d > 0
-    (route)      Σ_o f_ormkt = Σ_{s:(r,s,m)∈U} (a_ukt + b_ukt)      ∀ r,m,k,t
+    (route)      Σ_o f_ormkt = Σ_{u=(r,·,·,m)} (a_ukt + b_ukt)      ∀ r,m,k,t
     (cap)        Σ_k a_ukt / cap_uk ≤ R_u + D_ut                    ∀ u,t    (Mélange form)
     (spotcap)    Σ_{k∈K^S} b_ukt / (φ cap_uk) ≤ S_ut                ∀ u,t
-    (quota)      Σ_m g_u (R_u + D_ut + S_ut) ≤ Q_rst                ∀ r,s,t
-    (redundancy) Σ_s (R_u + D_ut) ≥ N' y_rm                         ∀ r,m,t
+    (quota)      Σ_{u=(r,s,·,·)} g_u (R_u + D_ut + S_ut) ≤ Q_rst    ∀ r,s,t
+    (redundancy) Σ_{u=(r,·,·,m)} (R_u + D_ut) ≥ N' y_rm            ∀ r,m,t
     (vub)        f_ormkt ≤ d_omkt y_rm                              ∀ flows
     (cover)      Σ_{r∈E_ok} y_rm ≥ 1                                ∀ o,m,k with demand
     (switch)     w_ut ≥ D_ut − D_u,prev(t),  w_ut ≥ D_u,prev(t) − D_ut

@@ -6,7 +6,7 @@ in the instance's index space: replicas per (unit, tier, period), flows per
 of a (region, model) that carries no traffic at all are dropped: they only add cost, and
 the redundancy rule applies only to regions that serve a model.
 
-The plan table has one row per (period, region, SKU, model, tier) with replicas > 0;
+The plan table has one row per (period, region, SKU, TP degree, model, tier) with replicas > 0;
 reserved replicas are repeated in every period, each row priced for that period's hours,
 so summing ``usd`` gives the rental cost of the horizon (switching cost is in the JSON).
 """

@@ -26,18 +26,20 @@ CDF), so two runs that share a stream share their lengths draw for draw:
 Default laws per class (no histogram given) are the project's class mapping of the real
 traces, as in ``data/README.md`` (demo history):
 
-=========== ================================ ===================================
-class       prompt tokens (mean / p50 / p99) output tokens (mean / p50 / p99)
-=========== ================================ ===================================
-interactive Azure conv 2023: 1155 / 1020 / 4142 Azure conv 2023: 211 / 129 / 601
-standard    Azure code 2023: 2048 / 1469 / 7436 Azure code 2023: 28 / 13 / 251.5
-batch       Azure code 2023: 2048 / 1469 / 7436 Mooncake sample: 357 / 368 / 904
-=========== ================================ ===================================
+============ ========================================= ===================================
+class        prompt tokens (mean / p50 / p99)          output tokens (mean / p50 / p99)
+============ ========================================= ===================================
+interactive  Azure conv 2023: 1155 / 1020 / 4142       Azure conv 2023: 211 / 129 / 601
+standard     Azure code 2023: 2048 / 1469 / 7436       Azure code 2023: 28 / 13 / 251.5
+batch        Azure code 2023: 2048 / 1469 / 7436       Mooncake sample: 357 / 368 / 904
+long-context Mooncake sample: 13910 / 8873 / 87330     Mooncake sample: 357 / 368 / 904
+============ ========================================= ===================================
 
 Batch is "summarisation": the long prompts of the code trace and the long outputs of the
-Mooncake conversation sample (the longest outputs among the bundled real traces); the
-Mooncake prompts (p99 87k) do not fit these models' context windows. Outputs are cut at
-1,024 tokens and prompts at the model's context minus 1,024 (the demo history's rule).
+Mooncake conversation sample (the longest outputs among the bundled real traces);
+long-context takes the Mooncake prompts too (p99 87k tokens: documents, RAG, long agent
+histories). Outputs are cut at 1,024 tokens and prompts at the model's context minus 1,024
+(the demo history's rule): 130,048 tokens on the Llamas, 39,936 on the Qwen models.
 """
 
 from __future__ import annotations
