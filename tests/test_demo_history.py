@@ -168,10 +168,12 @@ def test_the_first_24_series_keep_their_random_streams_after_long_context_joined
     assert keys[:24] == first and all(k[2] == "long-context" for k in keys[24:])
 
 
-def test_long_context_prompts_are_mooncake_long(history):
+def test_long_context_prompts_are_mooncake_long_up_to_a_32k_context(history):
     rows = history[history.requests > 0]
     mean_prompt = rows.groupby("traffic_class").apply(lambda g: g.prompt_tokens_sum.sum() / g.requests.sum())
-    assert 10_000 < mean_prompt["long-context"] < 16_000  # the Mooncake sample's mean is 13,910
+    # the Mooncake sample's median is 8,873 and mean 13,910; cut at 31,744 the mean comes to about 9,900
+    assert 9_000 < mean_prompt["long-context"] < 11_000
+    assert history.loc[history.traffic_class == "long-context", "prompt_tokens_p99"].max() <= 31_744
     assert mean_prompt["long-context"] > 5 * mean_prompt.drop("long-context").max()
 
 

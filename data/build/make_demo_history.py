@@ -107,6 +107,9 @@ TOKEN_LAWS = {
 Z99 = 2.3263478740408408
 CONTEXT_TOKENS = {"llama-3.1-8b": 131072, "llama-3.1-70b": 131072}  # max_position_embeddings
 OUTPUT_CAP_TOKENS = 1024  # reserved for output; prompts are capped at context - 1024
+# the long-context service runs with a 32k context (--max-model-len 32768): its prompts stop at 31,744 tokens,
+# as the demo scenario's max_prompt_tokens says
+PROMPT_CAP_TOKENS = {"long-context": 32768 - OUTPUT_CAP_TOKENS}
 
 
 def diurnal_log(local_hour: np.ndarray, traffic_class: str) -> np.ndarray:
@@ -158,7 +161,8 @@ def log_noise(n: int, sigma: float, rng: np.random.Generator) -> np.ndarray:
 def token_law(key: tuple[str, str, str], kind: str, wobble: np.ndarray) -> LengthLaw:
     """Lognormal through the class's (p50, p99), cut at what fits the model's context."""
     p50, p99, _ = TOKEN_LAWS[key[2]][kind]
-    cap = OUTPUT_CAP_TOKENS if kind == "output" else CONTEXT_TOKENS[key[1]] - OUTPUT_CAP_TOKENS
+    cap = OUTPUT_CAP_TOKENS if kind == "output" else min(CONTEXT_TOKENS[key[1]] - OUTPUT_CAP_TOKENS,
+                                                         PROMPT_CAP_TOKENS.get(key[2], CONTEXT_TOKENS[key[1]]))
     return LengthLaw(mu=np.log(p50) + wobble, sigma=float(np.log(p99 / p50) / Z99), lo=1.0, hi=float(cap))
 
 
@@ -230,6 +234,7 @@ def parameters() -> dict:
                      "abs_log_size_min_max": list(EPISODE_LOG_SIZE)},
         "token_laws_p50_p99_wobble_sd_log": {c: {k: list(v) for k, v in d.items()} for c, d in TOKEN_LAWS.items()},
         "context_tokens": CONTEXT_TOKENS, "output_cap_tokens": OUTPUT_CAP_TOKENS,
+        "prompt_cap_tokens": PROMPT_CAP_TOKENS,
     }  # fmt: skip
 
 

@@ -212,7 +212,8 @@ def build_tasks(scenario: Scenario, units: pd.DataFrame, shares: dict[str, float
     """One :class:`UnitTask` per profile row of ``units``, with the mean lengths each class's ceiling uses."""
     get_policy(settings.policy)
     tasks = []
-    laws_by_model = {m: workloads_for(m, scenario.class_names, histogram) for m in dict.fromkeys(units["model"])}
+    caps = scenario.prompt_caps()
+    laws_by_model = {m: workloads_for(m, scenario.class_names, histogram, caps) for m in dict.fromkeys(units["model"])}
     for row in units.to_dict("records"):
         model = str(row["model"])
         laws = laws_by_model[model]

@@ -17,8 +17,7 @@ The placement program multiplies every coefficient, from either source, by
 ``capacity.utilisation_cap``.
 
 Token lengths default to :data:`DEFAULT_TOKEN_LENGTHS`, the request-weighted mean prompt and
-output tokens per class of the bundled demo history as it was before its context caps were
-raised to 131,072 tokens and the long-context class was added (``data/history/demo_history.parquet``,
+output tokens per class of the bundled demo history (``data/history/demo_history.parquet``,
 llama-3.1-8b rows: total prompt or output tokens / total requests, rounded to 10 tokens);
 :func:`token_lengths_from_history` computes them from any demand history instead.
 """
@@ -55,14 +54,13 @@ class TokenLengths:
 
 
 DEFAULT_TOKEN_LENGTHS: dict[str, TokenLengths] = {
-    "interactive": TokenLengths(prompt_tokens=1220.0, output_tokens=160.0),
-    "standard": TokenLengths(prompt_tokens=1790.0, output_tokens=30.0),
-    "batch": TokenLengths(prompt_tokens=1790.0, output_tokens=390.0),
+    "interactive": TokenLengths(prompt_tokens=1230.0, output_tokens=160.0),
+    "standard": TokenLengths(prompt_tokens=1870.0, output_tokens=30.0),
+    "batch": TokenLengths(prompt_tokens=1870.0, output_tokens=390.0),
+    "long-context": TokenLengths(prompt_tokens=9930.0, output_tokens=390.0),
 }
-"""Demo-history means (llama-3.1-8b) when its prompts were capped at 7,168 tokens: interactive
-1,220.5 / 160.2, standard 1,786.0 / 29.4, batch 1,786.0 / 394.5 prompt / output tokens per
-request. The current history gives 1,225.1 / 160.2, 1,873.4 / 29.4 and 1,873.3 / 394.5, and
-13,859.4 / 394.7 for long-context, which has no entry here (it takes the fallback)."""
+"""Demo-history means (llama-3.1-8b): interactive 1,225.1 / 160.2, standard 1,873.4 / 29.4,
+batch 1,873.3 / 394.5 and long-context 9,928.6 / 394.7 prompt / output tokens per request."""
 
 FALLBACK_TOKEN_LENGTHS = TokenLengths(prompt_tokens=1500.0, output_tokens=250.0)
 """For a class name with no default: between the demo classes; reported in the plan JSON."""

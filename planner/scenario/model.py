@@ -128,6 +128,10 @@ class TrafficClass(Frozen):
     latency_budget_ms: Annotated[float, Field(strict=True, gt=0)] = Field(
         description="largest origin-to-serving RTT in ms this class accepts"
     )
+    max_prompt_tokens: Annotated[int, Field(strict=True, ge=1)] | None = Field(
+        default=None, description="longest prompt the service takes for this class, in tokens (e.g. a deployment's "
+                                  "max_model_len less its output budget); omit for the model's context"
+    )
 
     @model_validator(mode="after")
     def _check_slos(self) -> TrafficClass:
@@ -390,6 +394,10 @@ class Scenario(Frozen):
         """The SKUs a model may run on (every known SKU when the scenario does not restrict it)."""
         skus = self.model(model).skus
         return tuple(skus) if skus is not None else SKU_NAMES
+
+    def prompt_caps(self) -> dict[str, int | None]:
+        """Each class's ``max_prompt_tokens`` (None: the model's context)."""
+        return {k.name: k.max_prompt_tokens for k in self.classes}
 
     def allowed_tps(self, model: str) -> tuple[int, ...]:
         """The tensor-parallel degrees a model's replicas may use (every degree when not restricted)."""

@@ -243,7 +243,7 @@ def simulate_plan(
             continue
         region, model = key
         pool_rates = rates.get(key, {})
-        laws = workloads_for(model, scenario.class_names, histogram)
+        laws = workloads_for(model, scenario.class_names, histogram, scenario.prompt_caps())
         classes = tuple(ClassSpec.of(k, scenario.slo(model, k.name), pool_rates.get(k.name, 0.0), laws[k.name])
                         for k in scenario.classes)
         config = PoolConfig(

@@ -181,8 +181,12 @@ class ClassWorkload:
     source: str
 
 
-def default_workload(traffic_class: str, model: str) -> ClassWorkload:
-    """The trace-derived default laws; a class without one takes ``standard``'s, visibly."""
+def default_workload(traffic_class: str, model: str, max_prompt_tokens: int | None = None) -> ClassWorkload:
+    """The trace-derived default laws; a class without one takes ``standard``'s, visibly.
+
+    Prompts are cut at what the model's context leaves for the output, or at the class's
+    ``max_prompt_tokens`` (the longest prompt its service takes) when that is shorter.
+    """
     name = traffic_class if traffic_class in TRACE_FIGURES else FALLBACK_CLASS
     context = CONTEXT_TOKENS.get(model, DEFAULT_CONTEXT_TOKENS)
     (pp50, pp99, _), (op50, op99, _) = TRACE_FIGURES[name]["prompt"], TRACE_FIGURES[name]["output"]
@@ -191,8 +195,12 @@ def default_workload(traffic_class: str, model: str) -> ClassWorkload:
         source = f"no default for class {traffic_class!r}: using {FALLBACK_CLASS!r} ({source})"
     if model not in CONTEXT_TOKENS:
         source += f"; context of {model!r} unknown, prompts cut at {DEFAULT_CONTEXT_TOKENS - OUTPUT_CAP_TOKENS}"
+    prompt_cap = context - OUTPUT_CAP_TOKENS
+    if max_prompt_tokens is not None and max_prompt_tokens < prompt_cap:
+        prompt_cap = max_prompt_tokens
+        source += f"; prompts cut at the class's max_prompt_tokens {max_prompt_tokens}"
     return ClassWorkload(
-        LognormalLength.through(pp50, pp99, context - OUTPUT_CAP_TOKENS),
+        LognormalLength.through(pp50, pp99, prompt_cap),
         LognormalLength.through(op50, op99, OUTPUT_CAP_TOKENS),
         source,
     )
@@ -212,10 +220,13 @@ def _histogram_law(rows: pd.DataFrame, where: str) -> EmpiricalLength:
 
 
 def workloads_for(
-    model: str, class_names: tuple[str, ...], histogram: pd.DataFrame | None = None
+    model: str, class_names: tuple[str, ...], histogram: pd.DataFrame | None = None,
+    max_prompt_tokens: Mapping[str, int | None] | None = None,
 ) -> dict[str, ClassWorkload]:
-    """Per-class laws for ``model``: from the histogram where it has the class, else the defaults."""
-    result = {k: default_workload(k, model) for k in class_names}
+    """Per-class laws for ``model``: from the histogram where it has the class, else the defaults
+    (cut at each class's ``max_prompt_tokens``, when given)."""
+    caps = max_prompt_tokens or {}
+    result = {k: default_workload(k, model, caps.get(k)) for k in class_names}
     if histogram is None:
         return result
     missing = [c for c in HISTOGRAM_COLUMNS if c not in histogram.columns]
