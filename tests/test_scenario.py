@@ -116,7 +116,7 @@ def test_defaults_apply_when_optional_tables_are_left_out(demo_raw):
     assert scenario.policy.admission.kv_fraction == 0.85
     assert scenario.policy.admission.output_quantile_reserve == 0.95
     assert scenario.traffic_class("batch").spot_tolerant is False
-    assert scenario.allowed_skus("llama-3.1-8b") == ("L4", "L40S", "A100-80GB", "H100")
+    assert scenario.allowed_skus("llama-3.1-8b") == ("L40S", "A100-80GB", "H100")
 
 
 def test_model_without_skus_allows_every_sku(demo_raw):
@@ -193,6 +193,10 @@ BAD_CASES = [
     ("no slo", lambda d: [d["classes"][0].pop(f) for f in ("ttft_p99_ms", "e2e_p99_ms")], "classes[interactive]",
      "sets no latency SLO"),
     ("tpot not positive", lambda d: d["classes"][1].update(tpot_p99_ms=0), "classes[standard].tpot_p99_ms", "> 0"),
+    ("prompt cap not positive", lambda d: d["classes"][3].update(max_prompt_tokens=0),
+     "classes[long-context].max_prompt_tokens", ">= 1"),
+    ("model engine unknown", lambda d: d["models"][0].update(engine="tgi"), "models[llama-3.1-8b].engine", "unknown engine"),
+    ("model TP not a power of two", lambda d: d["models"][0].update(tp=[3]), "models[llama-3.1-8b].tp[0]", "unknown tp 3"),
     (
         "override of an unknown class",
         lambda d: d["models"][1].update(slos={"premium": {"ttft_p99_ms": 500}}),
@@ -440,7 +444,7 @@ def test_check_against_data_passes_when_everything_is_there():
     offers = _offers(
         [
             ("aws:us-east-1", "H100", "on_demand"),
-            ("gcp:us-central1", "L4", "spot"),
+            ("gcp:us-central1", "L40S", "spot"),
             ("gcp:europe-west4", "A100-80GB", "reserved"),
             ("gcp:asia-northeast1", "H100", "on_demand"),
         ],
@@ -464,7 +468,7 @@ def test_check_against_data_reports_each_gap():
         geo=["us", "us", "us", "apac", "us"],  # europe-west4 misfiled in the catalog
         available=[True, True, True, True, False],
     )
-    profiles = _profiles([("llama-3.1-8b", "L4")])  # L4 is offered nowhere here; llama-3.1-70b has no profile
+    profiles = _profiles([("llama-3.1-8b", "L40S")])  # L40S is offered nowhere here; llama-3.1-70b has no profile
     problems = check_against_data(scenario, offers, profiles)
     text = "\n".join(problems)
     assert "gcp:europe-west4 is declared in zone 'eu'" in text

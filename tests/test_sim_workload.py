@@ -144,3 +144,15 @@ def test_trace_times_from_the_azure_sample(repo_root):
     assert replay.size == int((t[None, :] + span * np.arange(3)[:, None] < 7200.0).sum())
     with pytest.raises(InputError, match="no column"):
         trace_times_s(path, column="ts")
+
+
+def test_a_class_s_max_prompt_tokens_cuts_its_default_prompts_below_the_context():
+    free = workloads_for("llama-3.1-8b", ("long-context", "interactive"))
+    capped = workloads_for("llama-3.1-8b", ("long-context", "interactive"), max_prompt_tokens={"long-context": 31744})
+    assert free["long-context"].prompt.hi == 131072 - 1024 and capped["long-context"].prompt.hi == 31744
+    assert "max_prompt_tokens 31744" in capped["long-context"].source
+    assert capped["long-context"].prompt.mean() < free["long-context"].prompt.mean()
+    assert capped["interactive"] == free["interactive"]  # other classes keep the model's context
+    # a cap above what the context leaves changes nothing
+    loose = workloads_for("qwen3-32b", ("long-context",), max_prompt_tokens={"long-context": 10**6})
+    assert loose["long-context"].prompt.hi == 40960 - 1024

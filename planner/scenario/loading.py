@@ -300,7 +300,9 @@ def _friendly(error: Mapping[str, Any], loc: tuple[str | int, ...], path: str) -
             f"use a value {_BOUNDS[kind]} {bound}{_about(info)}",
         )
     if kind == "literal_error":
-        options = _QUOTED.findall(str(ctx.get("expected", "")))
+        expected = str(ctx.get("expected", ""))
+        # text choices come quoted ('vllm', 'sglang' or 'trtllm'), numbers bare (1, 2, 4 or 8)
+        options = _QUOTED.findall(expected) or [o for o in re.split(r", | or ", expected) if o]
         noun = _VOCABULARIES.get(frozenset(options), field)
         close = _close(str(value), options)
         hint = f"did you mean '{close[0]}'? " if close else ""

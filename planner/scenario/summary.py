@@ -81,6 +81,7 @@ def summary_rows(scenario: Scenario) -> list[dict[str, Any]]:
                 f"drr_quantum_tokens={klass.drr_quantum_tokens}",
                 f"spot_tolerant={str(klass.spot_tolerant).lower()}",
                 f"latency_budget_ms={_num(klass.latency_budget_ms)}",
+                *([f"max_prompt_tokens={klass.max_prompt_tokens}"] if klass.max_prompt_tokens else []),
             )
         )
     policy = scenario.policy
