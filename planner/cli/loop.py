@@ -39,6 +39,10 @@ MaxRoundsOption = Annotated[int, typer.Option(help="Rounds of place -> simulate 
 SimDurationOption = Annotated[str, typer.Option(help="Simulated time per window and replication.")]
 SimReplicationsOption = Annotated[int, typer.Option(help="Simulation replications per window (>= 1).")]
 CacheDirOption = Annotated[Path | None, typer.Option(help="Calibration cache folder.")]
+SearchSettingsOption = Annotated[bool, typer.Option(
+    "--search-settings/--default-settings",
+    help="Search each unit's engine settings (batch cap, token budget) in calibration, or keep each profile's "
+         "defaults.")]
 
 
 def _names(text: str | None) -> list[str] | None:
@@ -73,9 +77,7 @@ def calibrate(
         Path | None, typer.Option(help="Calibration cache (default: $PLANNER_CACHE_DIR/calibration or "
                                        "~/.cache/planner/calibration).")
     ] = None,
-    search_settings: Annotated[bool, typer.Option(
-        "--search-settings/--default-settings",
-        help="Search the engine's batch cap and token budget per unit, or keep each profile's defaults.")] = True,
+    search_settings: SearchSettingsOption = True,
     prune: Annotated[bool, typer.Option(
         "--prune/--no-prune", help="Skip engine settings that cannot beat the best one found (step-time ceiling, "
                                    "then one probe); --no-prune searches every setting in full.")] = True,
@@ -129,7 +131,7 @@ def calibrate(
 # --------------------------------------------------------------------------- plan
 def loop_settings(*, max_rounds: int, periods: str, solver: str, node_limit: int, time_limit: float, gap: float,
                   quantile: float | None, sim_duration: str, replications: int, seed: int | None, engine: str,
-                  workers: int | None, cache_dir: Path | None) -> Any:
+                  workers: int | None, cache_dir: Path | None, search_settings: bool = True) -> Any:
     from planner.loop import LoopSettings
     from planner.sim.work import check_duration, check_replications
 
@@ -141,7 +143,7 @@ def loop_settings(*, max_rounds: int, periods: str, solver: str, node_limit: int
                         sim_duration_s=check_duration(parse_duration_s(sim_duration, "--sim-duration"),
                                                       "--sim-duration"),
                         sim_replications=replications, seed=seed, engine=engine, workers=workers,
-                        cache_dir=cache_dir)
+                        cache_dir=cache_dir, search_settings=search_settings)
 
 
 def loop_figures(result: Any) -> dict[str, Any]:
@@ -214,6 +216,7 @@ def plan(
     replications: SimReplicationsOption = 3,
     seed: SeedOption = None,
     cache_dir: CacheDirOption = None,
+    search_settings: SearchSettingsOption = True,
     engine: EngineOption = "auto",
     workers: WorkersOption = None,
     scheduler: SchedulerOption = None,
@@ -236,7 +239,7 @@ def plan(
     settings = loop_settings(max_rounds=max_rounds, periods=periods, solver=solver, node_limit=node_limit,
                              time_limit=time_limit, gap=gap,
                              quantile=quantile, sim_duration=sim_duration, replications=replications, seed=seed,
-                             engine=engine, workers=workers, cache_dir=cache_dir)
+                             engine=engine, workers=workers, cache_dir=cache_dir, search_settings=search_settings)
     policies = parse_policies(compare_policies) if compare_policies else None
     loaded = load_scenario(scenario)
     profiles = scenario_profiles(loaded, scenario)

@@ -29,6 +29,7 @@ from planner.cli.loop import (
     CacheDirOption,
     HistoryOption,
     MaxRoundsOption,
+    SearchSettingsOption,
     SimDurationOption,
     SimReplicationsOption,
     fail_if_not_converged,
@@ -78,6 +79,7 @@ def report(
     replications: SimReplicationsOption = 3,
     seed: SeedOption = None,
     cache_dir: CacheDirOption = None,
+    search_settings: SearchSettingsOption = True,
     engine: EngineOption = "auto",
     workers: WorkersOption = None,
     scheduler: SchedulerOption = None,
@@ -106,7 +108,7 @@ def report(
     settings = loop_settings(max_rounds=max_rounds, periods=periods, solver=solver, node_limit=node_limit,
                              time_limit=time_limit, gap=gap,
                              quantile=None, sim_duration=sim_duration, replications=replications, seed=seed,
-                             engine=engine, workers=workers, cache_dir=cache_dir)
+                             engine=engine, workers=workers, cache_dir=cache_dir, search_settings=search_settings)
     policies = None if compare_policies.strip().lower() in ("", "none") else parse_policies(compare_policies)
     loaded = load_scenario(scenario)
     profiles = scenario_profiles(loaded, scenario)

@@ -60,6 +60,7 @@ class LoopSettings:
     workers: int | None = None
     scheduler: str | None = None
     cache_dir: Path | None = None
+    search_settings: bool = True
 
     def to_dict(self) -> dict[str, Any]:
         return {name: (str(value) if isinstance(value, Path) else value)
@@ -162,6 +163,7 @@ def run_loop(scenario: Scenario, forecast: pd.DataFrame, catalog: Catalog, profi
 
         say(f"calibrating capacity for {policy_name}")
         calibration = calibrate(scenario, profiles, policy=policy_name, histogram=histogram, seed=settings.seed,
+                                search_settings=settings.search_settings,
                                 engine=settings.engine, workers=settings.workers, cache_dir=settings.cache_dir)
         capacity = calibration.table
     table = capacity.copy()
