@@ -38,11 +38,12 @@ sys.path.insert(0, {root!r})
 t0 = time.perf_counter()
 import numpy as np
 from planner.sim.policies import get_policy
+from planner.profiles.step_model import StepModel
 from planner.sim.replica.pool import ClassSpec, PoolConfig, ReplicaSpec, run_replication
 from planner.sim.workload import default_workload
 from planner.slo import ClassSlo
 t1 = time.perf_counter()
-replica = ReplicaSpec("H100", 2, 10.0, 1e-4, 0.05, 50_000, 8)
+replica = ReplicaSpec("H100", 2, StepModel.linear(10.0, 1e-4, 0.05), 50_000, 8)
 klass = ClassSpec("interactive", 2.0, 1.0, 0.0, 1024.0, 1e4, ClassSlo(ttft_p99_ms=1e4, e2e_p99_ms=1e5),
                   default_workload("interactive", "llama-3.1-8b"))
 run_replication(PoolConfig((replica,), (klass,), get_policy("fcfs"), duration_s=20.0, warmup_s=2.0),

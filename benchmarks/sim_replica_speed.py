@@ -54,9 +54,7 @@ HOUR = 3600.0
 
 def make_pool(rate: float, replicas: int = 16, duration: float = HOUR, no_reject: bool = False) -> PoolConfig:
     scenario = load_scenario(ROOT / "scenarios" / "demo.toml")
-    p = profile_for(load_profiles(), "llama-3.1-70b", "H100")
-    spec = ReplicaSpec("H100", replicas, float(p.a_ms), float(p.b_ms_per_kv_token), float(p.c_ms_per_prefill_token),
-                       int(p.kv_capacity_tokens), int(p.max_batch))
+    spec = ReplicaSpec.of(profile_for(load_profiles(), "llama-3.1-70b", "H100", 4, "vllm"), replicas)
     laws = workloads_for("llama-3.1-70b", scenario.class_names)
     classes = tuple(ClassSpec(k.name, rate * k.share, k.weight, k.priority_jump, float(k.drr_quantum_tokens),
                               1e12 if no_reject else k.max_queue_wait_ms, scenario.slo("llama-3.1-70b", k.name),
