@@ -36,10 +36,11 @@ def replica(sku: str, count: int, model: str = "llama-3.1-70b", kv: int | None =
 def pool(rate: float, policy: str = "fcfs", router: str = "jsq", *, replicas=None, duration: float = 120.0,
          kv: int | None = None, kv_fraction: float = 0.85, reserve: float = 0.95, sigma: float = 0.5,
          trail_c: float = 0.5, max_wait_scale: float = 1.0, model: str = "llama-3.1-70b",
-         slo: ClassSlo = SLO) -> PoolConfig:
+         slo: ClassSlo = SLO, chunk_cap: int = 0) -> PoolConfig:
     classes = tuple(ClassSpec(n, rate * share, w, pj, q, mw * max_wait_scale, slo,
                               default_workload(n, model)) for n, share, w, pj, q, mw in CLASSES)
     reps = replicas or (replica("H100", 2, model, kv), replica("A100-80GB", 1, model, kv))
+    reps = tuple(replace(r, prefill_chunk_cap=chunk_cap) for r in reps) if chunk_cap else reps
     return PoolConfig(tuple(reps), classes, get_policy(policy), duration_s=duration, warmup_s=duration / 10,
                       router=router, kv_fraction=kv_fraction, output_quantile_reserve=reserve,
                       prediction_sigma=sigma, trail_c=trail_c)

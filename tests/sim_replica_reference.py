@@ -20,6 +20,7 @@ import numpy as np
 from planner.profiles.step_model import ATTENTION_COLUMNS, StepModel
 from planner.sim.policies.base import CMU, DRR_FCFS, DRR_WSPT, FCFS, PRIORITY_AGING, SRPT, WSPT
 from planner.sim.policies.drr import drr_select_class_reference
+from planner.sim.replica.state import P_CHUNK
 
 PENDING, WAITING, RUNNING, DONE, REJECTED = 0, 1, 2, 3, 4
 
@@ -56,6 +57,7 @@ class Rep:
     max_batch: int
     budget: int
     n_cls: int
+    chunk_cap: int = 0  # most prompt tokens one request prefills in a step; 0: no cap
     running: list = field(default_factory=list)  # [id, kind, tokens]
     heaps: list = field(default_factory=list)
     kv: int = 0
@@ -108,7 +110,8 @@ class Reference:
         self.drr, self.srpt = bool(drr), bool(srpt)
         self.aging, self.trail, self.w0, self.w1 = st.pol_f.tolist()
         k = len(self.weight)
-        self.reps = [Rep(_step_model(st.rep_step[r]), *st.rep_i[r, 4:8].tolist(), k) for r in range(st.rep_i.shape[0])]
+        self.reps = [Rep(_step_model(st.rep_step[r]), *st.rep_i[r, 4:8].tolist(), k, int(st.rep_i[r, P_CHUNK]))
+                     for r in range(st.rep_i.shape[0])]
         self.by_class = [[j for j in range(n) if self.cls[j] == c] for c in range(k)]
         self.ptr = [0] * k
         self.area = 0.0
@@ -164,6 +167,8 @@ class Reference:
                 i += 1
                 continue
             need = min(self.target[j] - self.prefilled[j], budget) if prefilling else 1
+            if prefilling and 0 < rep.chunk_cap < need:
+                need = rep.chunk_cap
             if need <= 0:
                 i += 1
                 continue
@@ -229,6 +234,8 @@ class Reference:
                 break
             need_res = self.prompt[cand] + max(self.reserve[k], self.gen[cand] + 1)
             chunk = min(self.target[cand], budget)
+            if 0 < rep.chunk_cap < chunk:
+                chunk = rep.chunk_cap
             fits_batch = len(rep.running) < rep.max_batch
             fits_res = rep.reserved + need_res <= rep.limit
             if fits_batch and fits_res and rep.kv + chunk <= rep.cap:

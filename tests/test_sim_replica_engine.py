@@ -7,6 +7,8 @@ SRPT preemptions all happen (each test checks that they did).
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -63,6 +65,32 @@ def test_compiled_equals_reference_for_every_router(router):
     _compare(pool(25.0, "drr-wspt", router))
 
 
+@pytest.mark.parametrize("policy", ["fcfs", "srpt", "drr-wspt"])
+def test_compiled_equals_reference_with_a_prefill_chunk_cap(policy):
+    _compare(pool(25.0, policy, "jsq", chunk_cap=512))
+
+
+def test_a_prefill_chunk_cap_lets_short_prompts_in_beside_a_long_one():
+    """A 30k-token prompt prefilling on its own holds the whole budget; capped at 1,024 tokens a step it
+    leaves room, and a short prompt arriving just after it gets its first token steps sooner."""
+    from planner.profiles import load_profiles, profile_for
+    from planner.sim.replica.pool import ReplicaSpec, engine_state
+
+    spec = ReplicaSpec.of(profile_for(load_profiles(), "llama-3.1-8b", "H100", 1, "vllm"), 1)
+    first = {}
+    for cap in (0, 1024):
+        config = pool(1.0, "fcfs", "jsq", replicas=(replace(spec, prefill_chunk_cap=cap),), model="llama-3.1-8b")
+        sample = draw_sample(config, np.random.SeedSequence(1))
+        long_prompt = replace(sample, arrival_s=np.array([0.0, 0.01]), cls=np.array([1, 0]),
+                              prompt_tokens=np.array([30_000, 500]), output_tokens=np.array([10, 10]),
+                              predicted_output_tokens=np.array([10.0, 10.0]), route_u=np.zeros((2, 1)))
+        state, hkey, hid = engine_state(config, long_prompt)
+        run_pool(state, hkey, hid)
+        first[cap] = state.req_f[:, F_FIRST]
+    assert first[1024][1] < 0.5 * first[0][1]  # the short prompt's first token, far sooner
+    assert first[1024][0] > first[0][0]  # the long one pays: its prefill is spread over more steps
+
+
 @settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(
     policy=st_.sampled_from(sorted(POLICIES)),
@@ -72,9 +100,11 @@ def test_compiled_equals_reference_for_every_router(router):
     reserve=st_.floats(0.2, 0.99),
     trail=st_.floats(0.0, 1.0),
     seed=st_.integers(0, 10_000),
+    chunk_cap=st_.sampled_from([0, 256, 1024]),
 )
-def test_compiled_equals_reference_property(policy, router, rate, kv, reserve, trail, seed):
-    config = pool(rate, policy, router, kv=kv, kv_fraction=1.0, reserve=reserve, trail_c=trail, duration=40.0)
+def test_compiled_equals_reference_property(policy, router, rate, kv, reserve, trail, seed, chunk_cap):
+    config = pool(rate, policy, router, kv=kv, kv_fraction=1.0, reserve=reserve, trail_c=trail, duration=40.0,
+                  chunk_cap=chunk_cap)
     state = _compare(config, seed)
     assert (state.rep_i[:, P_MAXKV] <= state.rep_i[:, P_CAP]).all()
 

@@ -40,7 +40,7 @@ layout changes (2: a class's SLOs are keyed as ``slo``, metric -> target, for th
 3: units of (model, SKU, TP, engine), each searched over engine settings, on the measured step model)."""
 RESULT_FIELDS = {"model": str, "sku": str, "tp_degree": int, "engine": str, "key": str, "status": str,
                  "rate_rps_per_replica": float, "ceiling_rps_per_replica": float, "max_num_seqs": int,
-                 "max_num_batched_tokens": int, "simulations": int, "reason": str, "binding_class": str,
+                 "max_num_batched_tokens": int, "long_prefill_token_threshold": int, "simulations": int, "reason": str, "binding_class": str,
                  "binding_metric": str, "probes": list, "settings": list}
 
 
@@ -73,7 +73,7 @@ def key_material(task: UnitTask) -> dict[str, Any]:
         "engine": task.engine,
         "profile": {"step": r.step.packed().tolist(), "kv_capacity_tokens": r.kv_capacity_tokens,
                     "replicas": r.count},
-        "engine_settings": [[c.max_batch, c.token_budget] for c in task.candidates],
+        "engine_settings": [[c.max_batch, c.token_budget, c.prefill_chunk_cap] for c in task.candidates],
         "classes": [{"name": c.name, "share": c.share, "weight": c.spec.weight, "priority_jump": c.spec.priority_jump,
                      "drr_quantum_tokens": c.spec.drr_quantum_tokens, "max_queue_wait_ms": c.spec.max_queue_wait_ms,
                      "slo": dict(c.spec.slo.targets()),

@@ -4,7 +4,8 @@ A unit is one (model, SKU, tensor-parallel degree) under the model's engine: a r
 profile table the scenario may deploy (``planner.scenario.usable_profiles``). A
 :class:`UnitTask` is everything that decides one unit's answer, as small frozen values that
 pickle (so it can run in another process): the replica under each engine setting to try
-(batch cap ``max_num_seqs`` and token budget ``max_num_batched_tokens``, :func:`setting_grid`),
+(batch cap ``max_num_seqs``, token budget ``max_num_batched_tokens`` and, for vLLM, the long-prefill
+threshold ``long_prefill_token_threshold``; :func:`setting_grid`),
 the classes with their share of the mix, the SLOs in effect for the unit's model and their
 token-length laws, the policy with its parameters and admission control, and the
 :class:`Settings` of the search. Nothing in it refers to the scenario object, the profile
@@ -35,6 +36,10 @@ ROUTER = "jsq"
 """How a pool of several replicas spreads requests (``pool_replicas`` > 1); one replica needs no router."""
 MAX_NUM_SEQS = (64, 128, 256, 512)
 MAX_NUM_BATCHED_TOKENS = (2048, 8192)
+LONG_PREFILL_TOKEN_THRESHOLDS = (0, 2048)
+"""vLLM's ``--long-prefill-token-threshold`` (0: off, its default): a prompt longer than the threshold
+prefills at most that many tokens a step, so it no longer holds the whole budget while short
+requests wait to be admitted. Searched for vLLM only."""
 """The engine settings calibration searches: batch caps and per-step token budgets around vLLM's
 defaults (256 and 8192): a smaller cap or budget shortens steps (TPOT, TTFT of short requests),
 a larger one packs more work into each step (throughput, long prompts in fewer chunks)."""
@@ -110,7 +115,8 @@ class UnitTask:
         """X_k: the analytic ceiling of the class's mean request on one replica (``planner.profiles.throughput``)."""
         return ceiling(replica.step, kv_capacity_tokens=replica.kv_capacity_tokens, max_num_seqs=replica.max_batch,
                        max_num_batched_tokens=replica.token_budget, prompt=klass.prompt_mean,
-                       output=klass.output_mean, kv_fraction=self.settings.kv_fraction).rps
+                       output=klass.output_mean, kv_fraction=self.settings.kv_fraction,
+                       prefill_chunk_cap=replica.prefill_chunk_cap).rps
 
     def mix_ceiling_rps(self, replica: ReplicaSpec) -> float:
         """Analytic ceiling of the mix per replica, 1 / Σ_k p_k / X_k; 0 if an active class cannot run."""
@@ -196,14 +202,17 @@ def select_units(scenario: Scenario, profiles: pd.DataFrame, models: list[str] |
     return usable.reset_index(drop=True), skipped
 
 
-def setting_grid(profile: Mapping[str, object], search: bool) -> list[tuple[int, int]]:
-    """(max_num_seqs, max_num_batched_tokens) to try: the profile's defaults first, then the grid when searching.
+def setting_grid(profile: Mapping[str, object], search: bool) -> list[tuple[int, int, int]]:
+    """(max_num_seqs, max_num_batched_tokens, long_prefill_token_threshold) to try: the profile's defaults
+    first, then the grid when searching.
 
-    A token budget below the batch cap is left out: a step could not give every running
-    request its decode token.
+    A token budget below the batch cap is left out (a step could not give every running request
+    its decode token), and so is a prefill threshold on an engine other than vLLM, which has none.
     """
-    default = (int(profile["max_num_seqs"]), int(profile["max_num_batched_tokens"]))  # type: ignore[call-overload]
-    grid = [(seqs, tokens) for seqs in MAX_NUM_SEQS for tokens in MAX_NUM_BATCHED_TOKENS if tokens >= seqs]
+    default = (int(profile["max_num_seqs"]), int(profile["max_num_batched_tokens"]), 0)  # type: ignore[call-overload]
+    thresholds = LONG_PREFILL_TOKEN_THRESHOLDS if profile["engine"] == "vllm" else (0,)
+    grid = [(seqs, tokens, cap) for seqs in MAX_NUM_SEQS for tokens in MAX_NUM_BATCHED_TOKENS for cap in thresholds
+            if tokens >= seqs and cap < tokens]
     return [default] + [g for g in grid if g != default] if search else [default]
 
 
@@ -220,8 +229,9 @@ def build_tasks(scenario: Scenario, units: pd.DataFrame, shares: dict[str, float
         classes = tuple(ClassInput(ClassSpec.of(k, scenario.slo(model, k.name), 0.0, laws[k.name]), shares[k.name],
                                    laws[k.name].prompt.mean(), laws[k.name].output.mean())
                         for k in scenario.classes)
-        candidates = tuple(ReplicaSpec.of(row, settings.pool_replicas, max_batch=seqs, token_budget=tokens)
-                           for seqs, tokens in setting_grid(row, settings.search_settings))
+        candidates = tuple(ReplicaSpec.of(row, settings.pool_replicas, max_batch=seqs, token_budget=tokens,
+                                          prefill_chunk_cap=cap)
+                           for seqs, tokens, cap in setting_grid(row, settings.search_settings))
         tasks.append(UnitTask(model, str(row["sku"]), int(row["tp_degree"]), str(row["engine"]), candidates,
                               str(row["source"]), classes, settings))
     return tasks

@@ -7,10 +7,13 @@ entry for its key exists; fan the rest out through :func:`planner.engine.run_tas
 task per unit, results in task order, so the engine never changes an output); store the
 new answers in the cache; build the table and its metadata.
 
-Defaults (measured on the demo scenario, ``data/README.md`` calibration section): a
-simulated hour per replication (``DEFAULT_DURATION_S``, the planning period), with the
+Defaults: at least ten simulated minutes per replication (``DEFAULT_DURATION_S``), with the
 first 10 % as warm-up like ``planner simulate``, and ``DEFAULT_REPLICATIONS`` = 8
-replications per probed rate.
+replications per probed rate. What gives a p99 its power is the number of requests, and the
+run is lengthened until the rarest class has ``min_class_requests`` of them
+(:func:`planner.calibrate.probe.run_length_s`); a longer floor (an hour, the planning period)
+only adds requests at high rates, where a fast replica then simulates hundreds of thousands of
+requests per replication for the same verdict.
 """
 
 from __future__ import annotations
@@ -31,6 +34,7 @@ from planner.calibrate.cache import (
     write_entry,
 )
 from planner.calibrate.inputs import (
+    LONG_PREFILL_TOKEN_THRESHOLDS,
     MAX_NUM_BATCHED_TOKENS,
     MAX_NUM_SEQS,
     Settings,
@@ -52,7 +56,7 @@ from planner.sim.simulate import WARMUP_FRACTION
 from planner.sim.work import PoolWork, check_work
 from planner.slo import SLO_METRICS
 
-DEFAULT_DURATION_S = 3600.0
+DEFAULT_DURATION_S = 600.0
 DEFAULT_REPLICATIONS = 8
 
 
@@ -191,6 +195,7 @@ def _meta(scenario: Scenario, s: Settings, shares: Mapping[str, float], explicit
                    "stop": "hi - lo <= rel_tol * hi; answer = lo (highest rate verified to meet every SLO)"},
         "engine_settings": {"searched": s.search_settings, "pruned": s.prune, "max_num_seqs": list(MAX_NUM_SEQS),
                             "max_num_batched_tokens": list(MAX_NUM_BATCHED_TOKENS),
+                            "long_prefill_token_threshold": list(LONG_PREFILL_TOKEN_THRESHOLDS),
                             "ceiling_margin": CEILING_MARGIN,
                             "rule": "the setting with the highest calibrated rate; see planner/calibrate/unit.py"},
         "router": s.router, "kv_fraction": s.kv_fraction,

@@ -22,7 +22,8 @@ coefficient by ``capacity.utilisation_cap``.
 
 Columns (units in names; ``data/README.md``, calibration section): model, sku, tp_degree
 (GPUs per replica), traffic_class, max_rps_per_replica (= cap_k, req/s), engine,
-max_num_seqs and max_num_batched_tokens (the engine setting calibration chose), policy,
+max_num_seqs, max_num_batched_tokens and long_prefill_token_threshold (the engine setting
+calibration chose), policy,
 source, mix_rps_per_replica (λ*), mix_rps_per_gpu (λ* / tp_degree),
 class_share (p_k), class_ceiling_rps_per_replica (X_k), ceiling_rps_per_replica (C),
 utilisation_at_capacity (u*), binding_class, binding_metric (ttft, tpot or e2e), simulations
@@ -54,7 +55,7 @@ from planner.storage import (
 
 TABLE_COLUMNS = (
     "model", "sku", "tp_degree", "traffic_class", "max_rps_per_replica", "engine", "max_num_seqs",
-    "max_num_batched_tokens", "policy", "source", "mix_rps_per_replica", "mix_rps_per_gpu", "class_share",
+    "max_num_batched_tokens", "long_prefill_token_threshold", "policy", "source", "mix_rps_per_replica", "mix_rps_per_gpu", "class_share",
     "class_ceiling_rps_per_replica", "ceiling_rps_per_replica", "utilisation_at_capacity", "binding_class",
     "binding_metric", "simulations", "cached",
 )
@@ -80,7 +81,8 @@ def source_label(task: UnitTask) -> str:
 def chosen_replica(task: UnitTask, result: dict[str, Any]) -> ReplicaSpec:
     """The candidate whose engine setting the result chose."""
     for replica in task.candidates:
-        if (replica.max_batch, replica.token_budget) == (result["max_num_seqs"], result["max_num_batched_tokens"]):
+        if (replica.max_batch, replica.token_budget, replica.prefill_chunk_cap) == (
+                result["max_num_seqs"], result["max_num_batched_tokens"], result["long_prefill_token_threshold"]):
             return replica
     raise ValueError(f"{task.label}: the result's setting is not among the candidates")
 
@@ -101,7 +103,8 @@ def unit_rows(task: UnitTask, result: dict[str, Any], cached: bool) -> list[dict
         rows.append({
             "model": task.model, "sku": task.sku, "tp_degree": task.tp, "traffic_class": c.name,
             "max_rps_per_replica": cap, "engine": task.engine, "max_num_seqs": replica.max_batch,
-            "max_num_batched_tokens": replica.token_budget, "policy": task.settings.policy,
+            "max_num_batched_tokens": replica.token_budget,
+            "long_prefill_token_threshold": replica.prefill_chunk_cap, "policy": task.settings.policy,
             "source": source_label(task), "mix_rps_per_replica": round(rate, DECIMALS),
             "mix_rps_per_gpu": round(rate / task.tp, DECIMALS), "class_share": c.share,
             "class_ceiling_rps_per_replica": round(class_ceiling, DECIMALS),
@@ -116,6 +119,7 @@ def build_table(rows: list[dict[str, Any]]) -> pd.DataFrame:
     frame = pd.DataFrame(rows, columns=list(TABLE_COLUMNS))
     frame = frame.sort_values(["model", "sku", "tp_degree", "traffic_class"], kind="stable").reset_index(drop=True)
     return frame.astype({"tp_degree": "int64", "max_num_seqs": "int64", "max_num_batched_tokens": "int64",
+                         "long_prefill_token_threshold": "int64",
                          "simulations": "int64", "cached": "bool"})
 
 
@@ -125,6 +129,7 @@ def unit_meta(task: UnitTask, result: dict[str, Any], cached: bool) -> dict[str,
         "model": task.model, "sku": task.sku, "tp_degree": task.tp, "engine": task.engine, "cache_key": task.key,
         "cached": cached, "status": result["status"], "reason": result["reason"],
         "max_num_seqs": result["max_num_seqs"], "max_num_batched_tokens": result["max_num_batched_tokens"],
+        "long_prefill_token_threshold": result["long_prefill_token_threshold"],
         "mix_rps_per_replica": result["rate_rps_per_replica"],
         "ceiling_rps_per_replica": result["ceiling_rps_per_replica"], "simulations": result["simulations"],
         "binding_class": result["binding_class"], "binding_metric": result["binding_metric"],

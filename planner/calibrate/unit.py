@@ -95,7 +95,8 @@ def _binding(hi: Probe | None, lo: Probe) -> Bound:
 
 
 def _setting(replica: ReplicaSpec) -> dict[str, int]:
-    return {"max_num_seqs": replica.max_batch, "max_num_batched_tokens": replica.token_budget}
+    return {"max_num_seqs": replica.max_batch, "max_num_batched_tokens": replica.token_budget,
+            "long_prefill_token_threshold": replica.prefill_chunk_cap}
 
 
 def _searched(task: UnitTask, replica: ReplicaSpec, ceiling: float, outcome: SearchOutcome[Probe]) -> dict[str, Any]:

@@ -67,7 +67,8 @@ def calibrate(
     models: Annotated[str | None, typer.Option(help="Only these models, comma-separated.")] = None,
     skus: Annotated[str | None, typer.Option(help="Only these SKUs, comma-separated.")] = None,
     histogram: HistogramOption = None,
-    duration: Annotated[str, typer.Option(help="Simulated time per replication and probed rate.")] = "1h",
+    duration: Annotated[str, typer.Option(help="Least simulated time per replication and probed rate (longer "
+                                               "when the rarest class needs it for its requests).")] = "10min",
     replications: Annotated[int, typer.Option(help="Replications per probed rate (>= 2, for the interval).")] = 8,
     tolerance: Annotated[float, typer.Option(help="Relative width at which the bisection stops.")] = 0.02,
     pool_replicas: Annotated[int, typer.Option(help="Replicas in the simulated pool (>= 1).")] = 1,
@@ -119,7 +120,7 @@ def calibrate(
         session.run.add_figures(units=int(result.table[["model", "sku", "tp_degree"]].drop_duplicates().shape[0]),
                                 simulated=result.n_simulated, cached=result.n_cached, failures=len(result.failures))
     columns = ["model", "sku", "tp_degree", "traffic_class", "max_rps_per_replica", "mix_rps_per_gpu", "max_num_seqs",
-               "max_num_batched_tokens", "binding_class", "binding_metric", "cached"]
+               "max_num_batched_tokens", "long_prefill_token_threshold", "binding_class", "binding_metric", "cached"]
     rows = result.table[[c for c in columns if c in result.table.columns]].to_dict("records")
     print_outputs(rows, title=f"Capacity per replica, {result.meta.get('policy', policy)} "
                               f"({result.n_simulated} simulated, {result.n_cached} from cache)",

@@ -105,7 +105,7 @@ def peak_gpus(plan: pd.DataFrame) -> int:
 def capacity_key(table: pd.DataFrame) -> str:
     """The capacity coefficients that placement reads, as a hash."""
     columns = ["model", "sku", "tp_degree", "traffic_class", "max_rps_per_replica", "max_num_seqs",
-               "max_num_batched_tokens"]
+               "max_num_batched_tokens", "long_prefill_token_threshold"]
     text = table[columns].sort_values(columns[:4]).to_csv(index=False, lineterminator="\n")
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
 

@@ -39,7 +39,7 @@ ANALYTIC_LABEL = "analytic estimate (step-time model × utilisation cap)"
 TABLE_LABEL = "capacity table"
 KEY_COLUMNS = ("model", "sku", "tp_degree", "traffic_class")
 REQUIRED_COLUMNS = (*KEY_COLUMNS, "max_rps_per_replica")
-SETTING_COLUMNS = ("engine", "max_num_seqs", "max_num_batched_tokens")
+SETTING_COLUMNS = ("engine", "max_num_seqs", "max_num_batched_tokens", "long_prefill_token_threshold")
 OPTIONAL_COLUMNS = (*SETTING_COLUMNS, "policy", "source")
 CAPACITY_COLUMNS = (*REQUIRED_COLUMNS, *OPTIONAL_COLUMNS)
 DECIMALS = 6
@@ -139,6 +139,7 @@ def analytic_capacity(
                     "engine": profile["engine"],
                     "max_num_seqs": int(profile["max_num_seqs"]),
                     "max_num_batched_tokens": int(profile["max_num_batched_tokens"]),
+                    "long_prefill_token_threshold": 0,
                     "policy": policy,
                     "source": f"analytic: profile {profile['source']}, kv_fraction {kv_fraction:g}",
                 }
@@ -182,7 +183,7 @@ def validate_capacity(frame: pd.DataFrame, where: str | Path = "capacity table")
             "or drop the row if the class cannot run on that SKU",
         )
     table["max_rps_per_replica"] = rates
-    for column in ("tp_degree", "max_num_seqs", "max_num_batched_tokens"):
+    for column in ("tp_degree", "max_num_seqs", "max_num_batched_tokens", "long_prefill_token_threshold"):
         if column not in table.columns:
             table[column] = 0  # no setting: the profile's defaults
             continue
@@ -220,7 +221,9 @@ def deployment_settings(table: pd.DataFrame, profiles: pd.DataFrame) -> pd.DataF
     A capacity table row that names no setting (engine '' or 0) stands for the profile's
     defaults. One (model, SKU, TP) has one setting; a table that mixes several is refused.
     """
-    defaults = profiles.loc[:, [*DEPLOYMENT_KEY, *SETTING_COLUMNS]].drop_duplicates(list(DEPLOYMENT_KEY))
+    profile_defaults = [c for c in SETTING_COLUMNS if c in profiles.columns]  # no threshold: its default is off (0)
+    defaults = profiles.loc[:, [*DEPLOYMENT_KEY, *profile_defaults]].drop_duplicates(list(DEPLOYMENT_KEY))
+    defaults = defaults.assign(**{c: 0 for c in SETTING_COLUMNS if c not in profile_defaults})
     merged = table.loc[:, [*DEPLOYMENT_KEY, *SETTING_COLUMNS]].merge(
         defaults, on=list(DEPLOYMENT_KEY), how="left", suffixes=("", "_default"))
     for column in SETTING_COLUMNS:
@@ -232,6 +235,8 @@ def deployment_settings(table: pd.DataFrame, profiles: pd.DataFrame) -> pd.DataF
         row = clash.iloc[0]
         raise InputError(f"the capacity table gives {row['model']} on {row['tp_degree']} x {row['sku']} more than one "
                          "engine setting", where="capacity table",
-                         fix="keep one (engine, max_num_seqs, max_num_batched_tokens) per (model, sku, tp_degree)")
-    return settings.astype({"tp_degree": "int64", "max_num_seqs": "int64", "max_num_batched_tokens": "int64"}
+                         fix="keep one engine setting (engine, max_num_seqs, max_num_batched_tokens, "
+                             "long_prefill_token_threshold) per (model, sku, tp_degree)")
+    return settings.astype({"tp_degree": "int64", "max_num_seqs": "int64", "max_num_batched_tokens": "int64",
+                            "long_prefill_token_threshold": "int64"}
                            ).sort_values(list(DEPLOYMENT_KEY), kind="stable").reset_index(drop=True)

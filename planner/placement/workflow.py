@@ -41,6 +41,7 @@ from planner.placement.bounds import best_single_sku, elastic_bound
 from planner.placement.capacity import (
     ANALYTIC_LABEL,
     DEPLOYMENT_KEY,
+    SETTING_COLUMNS,
     analytic_capacity,
     deployment_settings,
     validate_capacity,
@@ -177,17 +178,19 @@ def place_plan(
 
 def _deployments(plan: pd.DataFrame, profiles: pd.DataFrame) -> list[dict[str, Any]]:
     """Each (model, SKU, TP) the plan runs, with its engine settings and the command that deploys them."""
-    used = plan.loc[:, [*DEPLOYMENT_KEY, "engine", "max_num_seqs", "max_num_batched_tokens"]].drop_duplicates()
+    used = plan.loc[:, [*DEPLOYMENT_KEY, *SETTING_COLUMNS]].drop_duplicates()
     memory = {(str(m), str(s), int(g), str(e)): float(u) for m, s, g, e, u in
               profiles[[*DEPLOYMENT_KEY, "engine", "gpu_memory_utilization"]].itertuples(index=False)}
     out = []
     for row in used.sort_values(list(DEPLOYMENT_KEY), kind="stable").itertuples(index=False):
         deployment = Deployment(str(row.model), str(row.sku), int(row.tp_degree), str(row.engine),
-                                int(row.max_num_seqs), int(row.max_num_batched_tokens))
+                                int(row.max_num_seqs), int(row.max_num_batched_tokens),
+                                int(row.long_prefill_token_threshold))
         fraction = memory.get((deployment.model, deployment.sku, deployment.tp_degree, deployment.engine), 0.9)
         out.append({"model": deployment.model, "sku": deployment.sku, "tp_degree": deployment.tp_degree,
                     "engine": deployment.engine, "max_num_seqs": deployment.max_num_seqs,
                     "max_num_batched_tokens": deployment.max_num_batched_tokens,
+                    "long_prefill_token_threshold": deployment.long_prefill_token_threshold,
                     "launch": deployment.launch_command(MODEL_PATHS.get(deployment.model, deployment.model), fraction)})
     return out
 

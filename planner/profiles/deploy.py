@@ -1,9 +1,11 @@
 """Engine settings as an operator deploys them: the command line of each serving engine.
 
 A deployment is a model on ``tp`` GPUs under one engine with a batch cap (vLLM's
-``--max-num-seqs``) and a token budget per step (``--max-num-batched-tokens``, the
-chunked-prefill size). Each engine spells those four settings and the KV memory fraction
-its own way; :func:`launch_command` writes them as that engine's server command.
+``--max-num-seqs``), a token budget per step (``--max-num-batched-tokens``, the
+chunked-prefill size) and, for vLLM, a long-prefill threshold (``--long-prefill-token-threshold``:
+the most prompt tokens one request prefills in a step). Each engine spells those settings
+and the KV memory fraction its own way; :meth:`Deployment.launch_command` writes them as that
+engine's server command.
 """
 
 from __future__ import annotations
@@ -31,9 +33,13 @@ class Deployment:
     engine: str
     max_num_seqs: int
     max_num_batched_tokens: int
+    long_prefill_token_threshold: int = 0
 
     def launch_command(self, hf_name: str, gpu_memory_utilization: float) -> str:
         """The engine's server command with these settings (TensorRT-LLM's fraction is of free memory)."""
         command, tp, seqs, tokens, memory = FLAGS[self.engine]
-        return (f"{command.format(model=hf_name)} {tp} {self.tp_degree} {seqs} {self.max_num_seqs} "
+        text = (f"{command.format(model=hf_name)} {tp} {self.tp_degree} {seqs} {self.max_num_seqs} "
                 f"{tokens} {self.max_num_batched_tokens} {memory} {gpu_memory_utilization:g}")
+        if self.long_prefill_token_threshold > 0:  # vLLM only: the calibration grid offers it to no other engine
+            text += f" --long-prefill-token-threshold {self.long_prefill_token_threshold}"
+        return text

@@ -9,7 +9,8 @@ and admission keeps reserved KV under ``kv_fraction`` of the cache, so
 Every step decodes one token for each request in flight; a request's prompt rides along in
 chunks of at most c = max_num_batched_tokens − B tokens, each chunk adding its marginal
 cost to the step it joins (the dense time it adds, D(B + c) − D(B), plus its prefill
-attention). Serving B requests end to end takes O decode steps plus B prompts' marginal cost:
+attention; with a chunk cap, vLLM's ``--long-prefill-token-threshold``, chunks are at most that
+long). Serving B requests end to end takes O decode steps plus B prompts' marginal cost:
 
     t_dec     = t_step(B decodes at mean context P + O/2, no prefill)
     m(P)      = Σ_chunks [D(B + c_i) − D(B)] + prefill attention of the P-token prompt
@@ -48,9 +49,13 @@ def concurrent_requests(kv_capacity_tokens: int, max_num_seqs: int, prompt: floa
     return min(int(max_num_seqs), math.floor(kv_fraction * kv_capacity_tokens / (prompt + output)))
 
 
-def prefill_marginal_ms(step: StepModel, batch: int, prompt: float, token_budget: int) -> float:
-    """m(P): what one prompt adds to the steps that carry it, in chunks of the budget left by B decodes."""
+def prefill_marginal_ms(step: StepModel, batch: int, prompt: float, token_budget: int, prefill_chunk_cap: int = 0
+                        ) -> float:
+    """m(P): what one prompt adds to the steps that carry it, in chunks of the budget left by B decodes
+    (and of at most ``prefill_chunk_cap`` tokens, when set)."""
     chunk_cap = max(1, token_budget - batch)
+    if prefill_chunk_cap > 0:
+        chunk_cap = min(chunk_cap, prefill_chunk_cap)
     base = step.dense(batch)
     total, done = 0.0, 0.0
     while done < prompt:
@@ -63,11 +68,11 @@ def prefill_marginal_ms(step: StepModel, batch: int, prompt: float, token_budget
 
 
 def ceiling(step: StepModel, *, kv_capacity_tokens: int, max_num_seqs: int, max_num_batched_tokens: int,
-            prompt: float, output: float, kv_fraction: float) -> Ceiling:
+            prompt: float, output: float, kv_fraction: float, prefill_chunk_cap: int = 0) -> Ceiling:
     """The ceiling X of the module docstring; :data:`NO_FIT` when not one request fits in KV."""
     batch = concurrent_requests(kv_capacity_tokens, max_num_seqs, prompt, output, kv_fraction)
     if batch < 1 or output <= 0:
         return NO_FIT
     decode = step.uniform_step_ms(batch, prompt + output / 2.0, 0)
-    prefill = prefill_marginal_ms(step, batch, prompt, max_num_batched_tokens)
+    prefill = prefill_marginal_ms(step, batch, prompt, max_num_batched_tokens, prefill_chunk_cap)
     return Ceiling(1000.0 * batch / (output * decode + batch * prefill), batch, decode, prefill)

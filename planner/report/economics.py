@@ -29,7 +29,7 @@ import pandas as pd
 
 KEY = ("model", "sku", "tp_degree")
 DEPLOYMENT_COLUMNS = (
-    *KEY, "engine", "max_num_seqs", "max_num_batched_tokens", "replicas_peak", "gpus_peak", "usd",
+    *KEY, "engine", "max_num_seqs", "max_num_batched_tokens", "long_prefill_token_threshold", "replicas_peak", "gpus_peak", "usd",
     "usd_per_gpu_hour", "rps_per_gpu", "output_tokens_per_s_per_gpu", "usd_per_m_output_tokens_at_capacity",
     "launch",
 )

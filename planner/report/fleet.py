@@ -178,8 +178,10 @@ def _deployments(section: Section, table: pd.DataFrame | None) -> None:
         return
     lines = []
     for row in table.itertuples(index=False):
-        what = (f"{row.model} on {row.tp_degree} x {row.sku}: {row.engine} with max_num_seqs {row.max_num_seqs} "
-                f"and max_num_batched_tokens {row.max_num_batched_tokens}")
+        what = (f"{row.model} on {row.tp_degree} x {row.sku}: {row.engine} with max_num_seqs {row.max_num_seqs}, "
+                f"max_num_batched_tokens {row.max_num_batched_tokens}")
+        threshold = number(row.long_prefill_token_threshold)
+        what += f" and long_prefill_token_threshold {threshold:g}" if threshold else " and no long-prefill threshold"
         rate = number(row.output_tokens_per_s_per_gpu)
         if rate is not None:
             what += (f"; at its calibrated rate {rate:,.0f} output tokens/s per GPU, "
@@ -192,7 +194,8 @@ def _deployments(section: Section, table: pd.DataFrame | None) -> None:
                                 "capacity); usd_per_m_output_tokens_at_capacity at the plan's average price per "
                                 "GPU-hour of the deployment; launch: the serving engine's command with these settings.",
                                 display=("model", "sku", "tp_degree", "engine", "max_num_seqs",
-                                         "max_num_batched_tokens", "gpus_peak", "output_tokens_per_s_per_gpu",
+                                         "max_num_batched_tokens", "long_prefill_token_threshold", "gpus_peak",
+                                         "output_tokens_per_s_per_gpu",
                                          "usd_per_m_output_tokens_at_capacity")))
 
 

@@ -68,7 +68,7 @@ __all__ = ["SimulationResult", "pool_seed", "select_window", "simulate_plan", "w
 
 PLAN_COLUMNS = ("period", "region", "sku", "model", "tier", "replicas", "gpus", "usd")
 """What a plan must give; ``tp_degree`` and the engine settings are optional (:mod:`.plan_input`)."""
-SETTING_COLUMNS = ("engine", "max_num_seqs", "max_num_batched_tokens")
+SETTING_COLUMNS = ("engine", "max_num_seqs", "max_num_batched_tokens", "long_prefill_token_threshold")
 DEMAND_COLUMNS = ("region", "model", "traffic_class", "rps")
 RATE_COLUMNS = ("rps", "flow_rps")
 WARMUP_FRACTION = 0.1
@@ -102,14 +102,14 @@ def _price(catalog: Catalog, region: str, sku: str, tier: str) -> float:
     return float(match["usd_per_gpu_hour"].iloc[0])
 
 
-def _settings(sub: pd.DataFrame, profile: pd.Series) -> tuple[int | None, int | None]:
-    """The plan's batch cap and token budget for one deployment, or None for the profile's default."""
+def _settings(sub: pd.DataFrame) -> tuple[int | None, int | None, int]:
+    """The plan's batch cap, token budget and prefill threshold for one deployment; None (or 0 for the
+    threshold, which is off by default) for the profile's defaults."""
     chosen = []
-    for column in ("max_num_seqs", "max_num_batched_tokens"):
-        values = pd.to_numeric(sub[column], errors="coerce").fillna(0) if column in sub.columns else pd.Series([0])
-        value = int(values.iloc[0])
+    for column in SETTING_COLUMNS[1:]:
+        value = int(pd.to_numeric(sub[column], errors="coerce").fillna(0).iloc[0])
         chosen.append(value if value > 0 else None)
-    return chosen[0], chosen[1]
+    return chosen[0], chosen[1], chosen[2] or 0
 
 
 def _pools(rows: pd.DataFrame, profiles: pd.DataFrame, catalog: Catalog,
@@ -118,16 +118,16 @@ def _pools(rows: pd.DataFrame, profiles: pd.DataFrame, catalog: Catalog,
     rows = rows.assign(**{c: rows[c] if c in rows.columns else "" for c in SETTING_COLUMNS})
     for (region, model), group in rows[rows["replicas"] > 0].groupby(["region", "model"], sort=True):
         specs = []
-        for (sku, tp, engine, seqs, tokens), sub in group.groupby(["sku", "tp_degree", *SETTING_COLUMNS],
-                                                                    sort=True, dropna=False):
+        for (sku, tp, engine, *_), sub in group.groupby(["sku", "tp_degree", *SETTING_COLUMNS], sort=True,
+                                                        dropna=False):
             engine = str(engine) if str(engine) not in ("", "nan") else scenario.model(str(model)).engine
             profile = profile_for(profiles, str(model), str(sku), int(tp), engine)
             count = int(sub["replicas"].sum())
             usd = sum(int(r.replicas) * int(tp) * _price(catalog, str(region), str(sku), str(r.tier))
                       for r in sub.itertuples(index=False))
-            max_batch, budget = _settings(sub, profile)
+            max_batch, budget, threshold = _settings(sub)
             specs.append(ReplicaSpec.of(profile, count, max_batch=max_batch, token_budget=budget,
-                                        usd_per_replica_hour=usd / count))
+                                        prefill_chunk_cap=threshold, usd_per_replica_hour=usd / count))
         pools[(str(region), str(model))] = specs
     return pools
 
@@ -278,7 +278,8 @@ def simulate_plan(
         pool_meta.append({
             "region": region, "model": model,
             "replicas": {f"{s.sku} x{s.tp}": s.count for s in config.replicas},
-            "settings": {f"{s.sku} x{s.tp}": {"max_num_seqs": s.max_batch, "max_num_batched_tokens": s.token_budget}
+            "settings": {f"{s.sku} x{s.tp}": {"max_num_seqs": s.max_batch, "max_num_batched_tokens": s.token_budget,
+                                              "long_prefill_token_threshold": s.prefill_chunk_cap}
                          for s in config.replicas},
             "usd_per_hour": sum(s.count * s.usd_per_replica_hour for s in config.replicas),
             "reserved_output_tokens": dict(zip(scenario.class_names, config.reserve_tokens().tolist(), strict=True)),

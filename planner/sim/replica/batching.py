@@ -7,7 +7,10 @@ completed at t + t_step (:func:`finish_step`). Forming a step, in order:
 
 1. **Decodes** (running requests whose prefill is done), oldest admission first: one token
    each, one KV slot each. The budget of ``token_budget`` tokens per step is charged 1.
-2. **Ongoing prefills**, oldest first: a chunk of min(tokens left, budget left).
+2. **Ongoing prefills**, oldest first: a chunk of min(tokens left, budget left, chunk cap).
+   The chunk cap is vLLM's ``--long-prefill-token-threshold`` (0: none): with it a long prompt
+   takes at most that many tokens of each step, and the rest of the budget goes on to admit
+   new requests, whose first chunk is capped alike.
 3. Whenever a request needs KV the cache does not have, the **most recently admitted**
    running request is preempted by recompute (vLLM's default): its KV is freed, its
    reservation released, and it goes back to the waiting queue with prompt + generated
@@ -48,8 +51,8 @@ from planner.sim.replica.inline import inlined
 from planner.sim.replica.requests import outstanding, preempt
 from planner.sim.replica.state import (
     B_NSYS, C_QUANTUM, DONE, F_ADMIT, F_EXIT, F_FIRST, G_DRR, G_SRPT, H_W0, H_W1, I_CLS, I_GEN, I_HELD,
-    I_OUT, I_PRE_KV, I_PREFILLED, I_PROMPT, I_RESERVED, I_STATUS, I_TARGET, NO_INDEX, P_BUDGET, P_CAP, P_DRRPTR,
-    P_KV, P_KVLIM, P_MAXB, P_MAXKV, P_NRUN, P_NWAIT, P_RES, Q_WORK, RUNNING, SLOT_DECODE, SLOT_IDLE,
+    I_OUT, I_PRE_KV, I_PREFILLED, I_PROMPT, I_RESERVED, I_STATUS, I_TARGET, NO_INDEX, P_BUDGET, P_CAP, P_CHUNK,
+    P_DRRPTR, P_KV, P_KVLIM, P_MAXB, P_MAXKV, P_NRUN, P_NWAIT, P_RES, Q_WORK, RUNNING, SLOT_DECODE, SLOT_IDLE,
     SLOT_PREFILL, WAITING,
 )
 from planner.sim.replica.step_time import step_ms
@@ -67,6 +70,7 @@ def _schedule_running(st, hkey: np.ndarray, hid: np.ndarray, r: int) -> int:
     run_tok = st.run_tok
     cap = rep_i[r, P_CAP]
     budget = rep_i[r, P_BUDGET]
+    chunk_cap = rep_i[r, P_CHUNK]
     for phase in range(2):
         want_prefill = phase == 1
         i = 0
@@ -81,6 +85,8 @@ def _schedule_running(st, hkey: np.ndarray, hid: np.ndarray, r: int) -> int:
                 need = req_i[j, I_TARGET] - req_i[j, I_PREFILLED]
                 if need > budget:
                     need = budget
+                if 0 < chunk_cap < need:
+                    need = chunk_cap
             if need <= 0:
                 i += 1
                 continue
@@ -218,6 +224,8 @@ def start_step(st, hkey: np.ndarray, hid: np.ndarray, r: int, now: float) -> flo
         chunk = req_i[cand, I_TARGET]
         if chunk > budget:
             chunk = budget
+        if 0 < rep_i[r, P_CHUNK] < chunk:
+            chunk = rep_i[r, P_CHUNK]
         fits_batch = rep_i[r, P_NRUN] < rep_i[r, P_MAXB]
         fits_res = rep_i[r, P_RES] + need_res <= rep_i[r, P_KVLIM]
         if fits_batch and fits_res and rep_i[r, P_KV] + chunk <= rep_i[r, P_CAP]:

@@ -44,8 +44,9 @@ its API server on H100-class GPUs, and the production config in the practitioner
 class ReplicaSpec:
     """One sub-pool: ``count`` identical replicas of one profile under one engine setting.
 
-    ``max_batch`` is the engine's batch cap (vLLM ``--max-num-seqs``) and ``token_budget`` its
-    tokens per step (``--max-num-batched-tokens``).
+    ``max_batch`` is the engine's batch cap (vLLM ``--max-num-seqs``), ``token_budget`` its
+    tokens per step (``--max-num-batched-tokens``) and ``prefill_chunk_cap`` the most prompt
+    tokens one request prefills in a step (``--long-prefill-token-threshold``; 0: no cap).
     """
 
     sku: str
@@ -56,15 +57,16 @@ class ReplicaSpec:
     token_budget: int = DEFAULT_TOKEN_BUDGET
     usd_per_replica_hour: float = 0.0
     tp: int = 1
+    prefill_chunk_cap: int = 0
 
     @classmethod
     def of(cls, profile: Any, count: int, *, max_batch: int | None = None, token_budget: int | None = None,
-           usd_per_replica_hour: float = 0.0) -> ReplicaSpec:
+           prefill_chunk_cap: int = 0, usd_per_replica_hour: float = 0.0) -> ReplicaSpec:
         """From a profile row (``planner.profiles``), with its engine defaults unless a setting is given."""
         return cls(str(profile["sku"]), int(count), StepModel.from_row(profile), int(profile["kv_capacity_tokens"]),
                    int(profile["max_num_seqs"] if max_batch is None else max_batch),
                    int(profile["max_num_batched_tokens"] if token_budget is None else token_budget),
-                   float(usd_per_replica_hour), int(profile["tp_degree"]))
+                   float(usd_per_replica_hour), int(profile["tp_degree"]), int(prefill_chunk_cap))
 
 
 @dataclass(frozen=True)
@@ -124,7 +126,7 @@ def effective_service_rate(spec: ReplicaSpec, prompt: float, output: float, kv_f
     """μ_k in requests per second of one replica (module docstring); 0 if no request fits."""
     return ceiling(spec.step, kv_capacity_tokens=spec.kv_capacity_tokens, max_num_seqs=spec.max_batch,
                    max_num_batched_tokens=spec.token_budget, prompt=prompt, output=output,
-                   kv_fraction=kv_fraction).rps
+                   kv_fraction=kv_fraction, prefill_chunk_cap=spec.prefill_chunk_cap).rps
 
 
 def service_rates(config: PoolConfig) -> np.ndarray:
@@ -161,7 +163,7 @@ def engine_state(config: PoolConfig, sample: RequestSample) -> tuple[State, np.n
         arrival=sample.arrival_s, cls=sample.cls, prompt=sample.prompt_tokens, output=sample.output_tokens,
         predicted=sample.predicted_output_tokens, route_u=sample.route_u,
         replica_steps=np.array([s.step.packed() for s in reps]),
-        replica_ints=np.array([[s.kv_capacity_tokens, lim, s.max_batch, s.token_budget]
+        replica_ints=np.array([[s.kv_capacity_tokens, lim, s.max_batch, s.token_budget, s.prefill_chunk_cap]
                                for s, lim in zip(reps, kv_limit, strict=True)], dtype=np.int64),
         mu=service_rates(config), class_f=class_f, reserve=config.reserve_tokens(),
         policy_i=policy_i, policy_f=policy_f,

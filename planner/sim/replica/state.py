@@ -15,7 +15,7 @@ Per request j (rows of ``req_i``/``req_f``, ids in arrival order):
   reserve_k the class's output-length quantile (``output_quantile_reserve``).
 
 Per replica r (rows of ``rep_i``/``rep_f``/``rep_step``): KV capacity and admission limit
-(tokens), max batch, token budget per step, live counters, the time-integrals used for
+(tokens), max batch, token budget per step, the cap on one request's prefill chunk, live counters, the time-integrals used for
 utilisation (measured on the window [w0, w1)), and the step model packed as
 :mod:`.step_time` reads it.
 """
@@ -42,8 +42,8 @@ N_REQ_I = 13
 F_PRED, F_ADMIT, F_FIRST, F_EXIT = range(4)
 N_REQ_F = 4
 # rep_i columns
-P_NRUN, P_KV, P_RES, P_NWAIT, P_CAP, P_KVLIM, P_MAXB, P_BUDGET, P_DRRPTR, P_STEPS, P_MAXKV = range(11)
-N_REP_I = 11
+P_NRUN, P_KV, P_RES, P_NWAIT, P_CAP, P_KVLIM, P_MAXB, P_BUDGET, P_DRRPTR, P_STEPS, P_MAXKV, P_CHUNK = range(12)
+N_REP_I = 12
 # rep_f columns
 Q_END, Q_WORK, Q_BUSY, Q_KVAREA, Q_BATCHAREA = range(5)
 N_REP_F = 5
@@ -93,7 +93,8 @@ def build_state(
     """Fresh engine state and empty heaps for one replication of one pool.
 
     ``replica_steps[r]`` = replica r's packed step model (``StepModel.packed``),
-    ``replica_ints[r] = (kv_capacity_tokens, admission limit, max_batch, token budget)``.
+    ``replica_ints[r] = (kv_capacity_tokens, admission limit, max_batch, token budget, prefill chunk cap)``,
+    the chunk cap being the most prompt tokens one request prefills in a step (0: the budget left).
     """
     n = int(arrival.size)
     n_rep = int(replica_steps.shape[0])
@@ -111,6 +112,7 @@ def build_state(
     rep_i[:, P_KVLIM] = replica_ints[:, 1]
     rep_i[:, P_MAXB] = replica_ints[:, 2]
     rep_i[:, P_BUDGET] = replica_ints[:, 3]
+    rep_i[:, P_CHUNK] = replica_ints[:, 4]
     rep_i[:, P_DRRPTR] = -1
     rep_f = np.zeros((n_rep, N_REP_F))
     rep_f[:, Q_END] = np.inf

@@ -56,7 +56,7 @@ def static_batch_e2e_ms(step: StepModel, prompt: int, batch: int, tokens: int) -
         arrival=np.zeros(n), cls=np.zeros(n, dtype=np.int64), prompt=np.full(n, prompt, dtype=np.int64),
         output=np.full(n, tokens, dtype=np.int64), predicted=np.full(n, float(tokens)), route_u=np.zeros((n, 1)),
         replica_steps=step.packed()[None, :],
-        replica_ints=np.array([[kv, kv, n, n * int(prompt) + n]], dtype=np.int64),
+        replica_ints=np.array([[kv, kv, n, n * int(prompt) + n, 0]], dtype=np.int64),
         mu=np.ones((1, 1)), class_f=np.array([[1.0, 0.0, 4096.0, 1e12]]),
         reserve=np.array([int(tokens)], dtype=np.int64),
         policy_i=np.array([0, 0, 0, 2, 1], dtype=np.int64), policy_f=np.array([0.1, 0.5, 0.0, 1e12]),
