@@ -243,7 +243,7 @@ def test_every_rate_sees_the_same_requests_time_scaled(demo, profiles):
     # neither the policy, nor the TP degree, nor the engine setting enters the seed: the very same requests
     other_policy = unit_tasks(demo, profiles, "H100", replace(SETTINGS, policy="fcfs"))[0]
     searched = unit_tasks(demo, profiles, "H100", replace(SETTINGS, search_settings=True))[0]
-    assert len(searched.candidates) > 1 and len(other_tps) == 3
+    assert len(searched.candidates) > 1 and len(other_tps) == 2  # the demo's 8B runs on TP 1, 2 or 4
     for other, candidate in [(other_policy, other_policy.candidates[0]), *[(t, t.candidates[0]) for t in other_tps],
                              *[(searched, c) for c in searched.candidates[1:]]]:
         c = draw_sample(pool_config(other, candidate, slow), replication_seed(11, "llama-3.1-8b", "H100", 0))

@@ -13,6 +13,7 @@ from planner.calibrate import calibrate
 from planner.calibrate import inputs as calibrate_inputs
 from planner.calibrate import probe as calibrate_probe
 from planner.calibrate.inputs import (
+    LONG_PREFILL_TOKEN_THRESHOLDS,
     MAX_NUM_BATCHED_TOKENS,
     MAX_NUM_SEQS,
     Settings,
@@ -67,36 +68,47 @@ def h100_task(scenario: Scenario, profiles: pd.DataFrame, settings: Settings = S
 
 # ----------------------------------------------------------------------------- the grid
 def test_the_grid_starts_with_the_profile_defaults_and_tries_each_setting_once():
-    profile = {"max_num_seqs": 256, "max_num_batched_tokens": 8192}  # vLLM's defaults, on the grid
+    profile = {"max_num_seqs": 256, "max_num_batched_tokens": 8192, "engine": "vllm"}  # vLLM's defaults, on the grid
     grid = setting_grid(profile, True)
-    assert grid[0] == (256, 8192) and len(grid) == len(set(grid))
-    assert set(grid) == {(s, t) for s in MAX_NUM_SEQS for t in MAX_NUM_BATCHED_TOKENS if t >= s}
-    assert setting_grid(profile, False) == [(256, 8192)]
-    off_grid = {"max_num_seqs": 96, "max_num_batched_tokens": 4096}  # e.g. a user's own profile
-    assert setting_grid(off_grid, True) == [(96, 4096), *sorted(grid, key=lambda g: (g[0], g[1]))]
-    assert setting_grid(off_grid, False) == [(96, 4096)]
+    assert grid[0] == (256, 8192, 0) and len(grid) == len(set(grid))
+    assert set(grid) == {(s, t, c) for s in MAX_NUM_SEQS for t in MAX_NUM_BATCHED_TOKENS
+                         for c in LONG_PREFILL_TOKEN_THRESHOLDS if t >= s and c < t}
+    assert setting_grid(profile, False) == [(256, 8192, 0)]
+    off_grid = {"max_num_seqs": 96, "max_num_batched_tokens": 4096, "engine": "vllm"}  # e.g. a user's own profile
+    assert setting_grid(off_grid, True) == [(96, 4096, 0), *sorted(grid)]
+    assert setting_grid(off_grid, False) == [(96, 4096, 0)]
+
+
+def test_only_vllm_units_try_a_long_prefill_threshold():
+    for engine in ("sglang", "trtllm"):
+        grid = setting_grid({"max_num_seqs": 256, "max_num_batched_tokens": 8192, "engine": engine}, True)
+        assert {cap for _, _, cap in grid} == {0}
+    vllm = setting_grid({"max_num_seqs": 256, "max_num_batched_tokens": 8192, "engine": "vllm"}, True)
+    assert {cap for _, _, cap in vllm} == set(LONG_PREFILL_TOKEN_THRESHOLDS)
 
 
 def test_the_grid_leaves_out_token_budgets_below_the_batch_cap(monkeypatch):
     monkeypatch.setattr(calibrate_inputs, "MAX_NUM_SEQS", (64, 1024, 4096))
     monkeypatch.setattr(calibrate_inputs, "MAX_NUM_BATCHED_TOKENS", (512, 2048, 8192))
-    grid = setting_grid({"max_num_seqs": 256, "max_num_batched_tokens": 8192}, True)
-    assert grid == [(256, 8192), (64, 512), (64, 2048), (64, 8192), (1024, 2048), (1024, 8192), (4096, 8192)]
-    assert all(tokens >= seqs for seqs, tokens in grid)
+    monkeypatch.setattr(calibrate_inputs, "LONG_PREFILL_TOKEN_THRESHOLDS", (0,))
+    grid = setting_grid({"max_num_seqs": 256, "max_num_batched_tokens": 8192, "engine": "vllm"}, True)
+    assert [g[:2] for g in grid] == [(256, 8192), (64, 512), (64, 2048), (64, 8192), (1024, 2048), (1024, 8192),
+                                     (4096, 8192)]
+    assert all(tokens >= seqs for seqs, tokens, _ in grid)
 
 
 def test_every_profile_row_gets_its_defaults_first_and_a_grid_of_whole_steps(profiles):
     for row in profiles.to_dict("records"):
         grid = setting_grid(row, True)
-        assert grid[0] == (row["max_num_seqs"], row["max_num_batched_tokens"])
-        assert len(grid) == len(set(grid)) and all(tokens >= seqs for seqs, tokens in grid[1:])
+        assert grid[0] == (row["max_num_seqs"], row["max_num_batched_tokens"], 0)
+        assert len(grid) == len(set(grid)) and all(tokens >= seqs and cap < tokens for seqs, tokens, cap in grid[1:])
 
 
 def test_a_task_tries_a_replica_per_setting_of_its_grid(scenario, profiles):
     task = h100_task(scenario, profiles)
     row = profiles[(profiles["model"] == "llama-3.1-8b") & (profiles["sku"] == "H100") & (profiles["tp_degree"] == 1)
                    & (profiles["engine"] == "vllm")].iloc[0]
-    assert [(r.max_batch, r.token_budget) for r in task.candidates] == setting_grid(row, True)
+    assert [(r.max_batch, r.token_budget, r.prefill_chunk_cap) for r in task.candidates] == setting_grid(row, True)
     assert {(r.sku, r.tp, r.kv_capacity_tokens, r.count) for r in task.candidates} == {
         ("H100", 1, row["kv_capacity_tokens"], 1)}
     assert len({r.step for r in task.candidates}) == 1  # the setting changes the engine, not the step model
@@ -116,13 +128,14 @@ def pruned(scenario, profiles):
     return unit
 
 
-def setting_of(entry: dict) -> tuple[int, int]:
-    return entry["max_num_seqs"], entry["max_num_batched_tokens"]
+def setting_of(entry: dict) -> tuple[int, int, int]:
+    return entry["max_num_seqs"], entry["max_num_batched_tokens"], entry["long_prefill_token_threshold"]
 
 
 def test_without_pruning_every_setting_is_searched(unpruned):
     tried = unpruned["settings_tried"]
-    assert len(tried) == len(setting_grid({"max_num_seqs": 256, "max_num_batched_tokens": 8192}, True)) > 1
+    assert len(tried) == len(setting_grid({"max_num_seqs": 256, "max_num_batched_tokens": 8192, "engine": "vllm"},
+                                          True)) > 1
     for entry in tried:
         assert entry["status"] in ("calibrated", "growth_limit") and entry["simulations"] > 0
         assert entry["rate_rps_per_replica"] > 0 and entry["reason"] == ""
@@ -161,12 +174,13 @@ def test_a_setting_whose_ceiling_is_far_below_the_best_rate_is_pruned_without_si
                                                                                           monkeypatch):
     monkeypatch.setattr(calibrate_inputs, "MAX_NUM_SEQS", (4,))  # 4 requests in flight: a far lower ceiling
     monkeypatch.setattr(calibrate_inputs, "MAX_NUM_BATCHED_TOKENS", (2048,))
+    monkeypatch.setattr(calibrate_inputs, "LONG_PREFILL_TOKEN_THRESHOLDS", (0,))
     task = h100_task(scenario, profiles)
     assert [(r.max_batch, r.token_budget) for r in task.candidates] == [(256, 8192), (4, 2048)]
     default, small = (task.mix_ceiling_rps(r) for r in task.candidates)
     result = calibrate_unit(task)
     best, low = result["settings"]
-    assert best["status"] == "calibrated" and setting_of(result) == (256, 8192)
+    assert best["status"] == "calibrated" and setting_of(result) == (256, 8192, 0)
     assert small * CEILING_MARGIN < best["rate_rps_per_replica"] < default * CEILING_MARGIN
     assert low["status"] == "pruned" and low["simulations"] == 0 and "probes" not in low
     assert low["reason"].startswith(PRUNED_BY_CEILING) and f"{small:.4g} req/s" in low["reason"]
@@ -174,7 +188,7 @@ def test_a_setting_whose_ceiling_is_far_below_the_best_rate_is_pruned_without_si
     # without pruning it is searched in full, and loses
     unpruned = calibrate_unit(replace(task, settings=replace(task.settings, prune=False)))
     assert unpruned["settings"][0] == best and unpruned["settings"][1]["simulations"] > 0
-    assert setting_of(unpruned) == (256, 8192)
+    assert setting_of(unpruned) == (256, 8192, 0)
 
 
 def test_a_unit_where_no_setting_fits_in_kv_fails_without_simulation(scenario, profiles):
