@@ -13,7 +13,7 @@ from planner.errors import ExitCode
 
 runner = CliRunner()
 PLAN_COLUMNS = ["period", "region", "sku", "tp_degree", "model", "tier", "replicas", "gpus", "usd", "engine",
-                "max_num_seqs", "max_num_batched_tokens"]
+                "max_num_seqs", "max_num_batched_tokens", "long_prefill_token_threshold"]
 
 
 @pytest.fixture

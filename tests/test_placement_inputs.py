@@ -72,11 +72,12 @@ def test_analytic_table_carries_each_profile_s_engine_defaults():
     assert (merged["engine"] == "vllm").all() and (merged["policy"] == "fcfs").all()
     assert (merged["max_num_seqs"] == merged["max_num_seqs_profile"]).all()
     assert (merged["max_num_batched_tokens"] == merged["max_num_batched_tokens_profile"]).all()
+    assert (merged["long_prefill_token_threshold"] == 0).all()  # vLLM's default: no threshold
     # the rate is the step model's ceiling at those defaults
     row = merged.iloc[0]
     assert row["max_rps_per_replica"] == pytest.approx(
         requests_per_second(vllm[(vllm["sku"] == row["sku"]) & (vllm["tp_degree"] == row["tp_degree"])].iloc[0],
-                            TokenLengths(1220.0, 160.0), 0.85), abs=1e-6)
+                            TokenLengths(1230.0, 160.0), 0.85), abs=1e-6)
 
 
 def test_token_lengths_from_a_history():

@@ -19,7 +19,7 @@ from planner.scenario import load_scenario, parse_scenario
 from planner.storage import read_table
 
 PLAN_COLUMNS = ["period", "region", "sku", "tp_degree", "model", "tier", "replicas", "gpus", "usd", "engine",
-                "max_num_seqs", "max_num_batched_tokens"]
+                "max_num_seqs", "max_num_batched_tokens", "long_prefill_token_threshold"]
 
 
 def _demo_forecast(hours: int) -> pd.DataFrame:
