@@ -57,7 +57,7 @@ run: $(STAMP)
 	$(BIN)/planner --history-file $(DEMO_HISTORY_DB) history
 
 test: $(STAMP)
-	$(BIN)/python -m pytest -q
+	$(BIN)/python -m pytest -q -n auto --durations=15
 
 bench: $(STAMP)
 	for b in benchmarks/*.py; do $(BIN)/python $$b || exit 1; done

@@ -40,8 +40,10 @@ GENERATED = re.compile(rb"^.*[Gg]enerated[ _]at.*$", re.MULTILINE)
 # Periods: the report's default, how:4. A month of hourly periods (744) leaves the per-period elastic bound to its
 # wall-clock budget, so its figure would vary between runs.
 FAST = ["--sim-duration", "20min", "--replications", "2", "--engine", "local"]
+# The golden report calibrates each unit at the engine's default setting (--default-settings): the setting search has
+# its own tests, and searching it here for two policies would take a third of the suite's budget.
 DEMO_ARGS = ["--periods", "how:24", "--compare-policies", "fcfs,drr-wspt", "--gap", "0.05", "--sim-duration", "10min",
-             "--replications", "2", "--engine", "local"]
+             "--replications", "2", "--default-settings", "--engine", "local"]
 
 
 def _files(folder: Path) -> dict[str, bytes]:
@@ -242,7 +244,6 @@ def test_history_lists_runs_and_survives_a_corrupt_file(tmp_path, monkeypatch):
     assert list(tmp_path.glob("history.duckdb.corrupt-*")), "the unreadable file is kept aside, not deleted"
 
 
-@pytest.mark.slow
 def demo_narrowed(folder: Path) -> Path:
     """The demo scenario with llama-3.1-8b on 1 or 2 H100s and llama-3.1-70b on 4 or 8 H100s (Tokyo has no H200)."""
     data = tomllib.loads((REPO / "scenarios" / "demo.toml").read_text())
@@ -255,6 +256,7 @@ def demo_narrowed(folder: Path) -> Path:
     return path
 
 
+@pytest.mark.slow
 def test_demo_report_json_matches_the_golden_file(tmp_path):
     args = ["report", "--month", "2026-11", "--scenario", str(demo_narrowed(tmp_path / "inputs")),
             "--history", str(REPO / "data" / "history" / "demo_history.parquet"), "--reports", str(tmp_path),

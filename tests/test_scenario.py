@@ -61,7 +61,8 @@ def test_demo_loads_with_expected_shape():
     assert scenario.origin_names == ("us-east", "us-west", "eu-west", "ap-northeast")
     assert scenario.class_names == ("interactive", "standard", "batch", "long-context")
     assert scenario.model_names == ("llama-3.1-8b", "llama-3.1-70b")
-    assert {m.engine for m in scenario.models} == {"vllm"} and scenario.allowed_tps("llama-3.1-8b") == (1, 2, 4, 8)
+    assert {m.engine for m in scenario.models} == {"vllm"} and scenario.allowed_tps("llama-3.1-8b") == (1, 2, 4)
+    assert scenario.allowed_tps("llama-3.1-70b") == (4, 8)
     assert scenario.policy.name == "drr-wspt"
     assert scenario.horizon_hours == 14 * 24
     # EU traffic stays in the EU, whatever the class.
@@ -325,6 +326,7 @@ def test_each_slo_is_optional_and_unset_ones_are_none(demo_raw):
 def test_e2e_need_not_exceed_ttft_when_only_one_is_set(demo_raw):
     data = copy.deepcopy(demo_raw)
     del data["classes"][0]["ttft_p99_ms"]
+    data["models"][1].pop("slos")  # llama-3.1-70b's own interactive TTFT would be compared with
     data["classes"][0]["e2e_p99_ms"] = 100  # below the class's old TTFT target: nothing to compare with
     assert parse_scenario(data).slo("llama-3.1-8b", "interactive").e2e_p99_ms == 100.0
 
@@ -405,6 +407,8 @@ def _with_classes(raw: dict, shares: list[float]) -> dict:
     data = copy.deepcopy(raw)
     template = data["classes"][2]  # batch: its 250 ms budget reaches a region from every origin
     data["classes"] = [dict(template, name=f"class-{i}", share=share) for i, share in enumerate(shares)]
+    for model in data["models"]:
+        model.pop("slos", None)  # they override classes this scenario no longer has
     return data
 
 
@@ -450,7 +454,8 @@ def test_check_against_data_passes_when_everything_is_there():
         ],
         geo=["us", "us", "eu", "apac"],
     )
-    profiles = _profiles([("llama-3.1-8b", "H100"), ("llama-3.1-70b", "A100-80GB"), ("qwen3-235b-a22b", "H200")])
+    profiles = pd.concat([_profiles([("llama-3.1-8b", "H100"), ("qwen3-235b-a22b", "H200")]),
+                          _profiles([("llama-3.1-70b", "A100-80GB")], tp=4)])
     assert check_against_data(scenario, offers, profiles) == []
     assert check_against_data(scenario, None, None) == []
 
