@@ -210,3 +210,20 @@ def test_plan_cli_calibrates_converges_and_records_the_run(tmp_path):
     assert figures["converged"] is True and figures["plan_cost_usd"] > 0 and figures["total_gpus"] >= 1
     assert set(runs[0]["input_hashes"]) >= {"scenario", "history"}
     assert not RunHistory().plan_for(runs[0]["run_id"]).empty
+
+
+def test_capacity_summary_names_each_model_s_best_unit_per_gpu_and_its_share_of_the_ceiling():
+    from types import SimpleNamespace
+
+    from planner.loop.compare import capacity_summary
+
+    rows = [  # two rows (classes) per unit; the summary reads each unit once
+        ("llama-3.1-8b", "H100", 1, 20.0, 0.8), ("llama-3.1-8b", "H100", 1, 20.0, 0.8),
+        ("llama-3.1-8b", "H100", 2, 12.0, 0.9), ("llama-3.1-8b", "L40S", 1, 9.0, 0.95),
+        ("llama-3.1-70b", "H100", 4, 0.75, 0.5), ("llama-3.1-70b", "H200", 4, 1.25, 0.625),
+    ]
+    table = pd.DataFrame(rows, columns=["model", "sku", "tp_degree", "mix_rps_per_gpu", "utilisation_at_capacity"])
+    result = SimpleNamespace(calibration=SimpleNamespace(table=table))
+    assert capacity_summary(result) == ("llama-3.1-70b H200 TP4 1.25 req/s/GPU at 62 % of ceiling; "
+                                        "llama-3.1-8b H100 TP1 20 req/s/GPU at 80 % of ceiling")
+    assert capacity_summary(SimpleNamespace(calibration=None)) == ""  # a capacity table given: nothing calibrated

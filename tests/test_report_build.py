@@ -237,3 +237,19 @@ def test_a_demand_spike_in_the_history_is_a_medium_risk():
     assert row["severity"] == "medium" and row["where"] == "eu-west/llama-3.1-8b/batch"
     assert "up to 4800 (median 60)" in row["detail"] and "2026-10-20T03:00:00Z" in row["detail"]
     assert "demand spike" not in set(build_report(inputs).section("risks").table("risks").frame["kind"])
+
+
+def test_the_policy_section_says_why_policies_differ_or_why_they_tie():
+    inputs = small_inputs()
+    capacity = ["llama-3.1-8b H100 TP1 9 req/s/GPU at 45 % of ceiling"] + [
+        "llama-3.1-8b H100 TP1 14 req/s/GPU at 70 % of ceiling"] * 3
+    differ = dataclasses.replace(inputs, policy_comparison=inputs.policy_comparison.assign(capacity=capacity))
+    section = next(s for s in build_report(differ).sections if s.key == "policies")
+    assert "capacity" in section.tables[0].frame.columns
+    assert any(p.startswith("Why the policies differ") for p in section.paragraphs)
+
+    tied = differ.policy_comparison.assign(usd=1000.0, gpus=10.0, capacity=capacity[1])
+    section = next(s for s in build_report(dataclasses.replace(inputs, policy_comparison=tied)).sections
+                   if s.key == "policies")
+    assert not any(p.startswith("Why the policies differ") for p in section.paragraphs)
+    assert any(p.startswith("Every policy needs the same fleet") for p in section.paragraphs)

@@ -31,6 +31,7 @@ class PolicyOutcome:
         result = self.result
         return {"policy": self.policy, "gpus": result.gpus_peak, "usd": round(result.cost_usd, 2),
                 "slo_met": result.converged, "rounds": len(result.rounds), "binding": binding(result),
+                "capacity": capacity_summary(result),
                 "still_failing": "; ".join(m.describe() for m in result.misses[:3])}
 
 
@@ -48,6 +49,24 @@ def binding(result: LoopResult) -> str:
     counts = (units["binding_class"].astype(str) + " " + units["binding_metric"].astype(str)).value_counts()
     ordered = sorted(counts.items(), key=lambda item: (-item[1], item[0]))
     return ", ".join(f"{name} on {n} of {len(units)} (model, SKU, TP)" for name, n in ordered)
+
+
+def capacity_summary(result: LoopResult) -> str:
+    """Per model, the unit with the most SLO-compliant req/s per GPU under this policy, and how close it runs to its
+    throughput ceiling: e.g. ``llama-3.1-8b H100 TP1 24.1 req/s/GPU at 78 % of ceiling``.
+
+    The ceiling is what the replica's steps can carry with no latency target at all, so it is the same under
+    every policy; the share of it a policy reaches before the binding SLO breaks is what the policy buys.
+    """
+    table = getattr(result.calibration, "table", None)
+    needed = {"model", "sku", "tp_degree", "mix_rps_per_gpu", "utilisation_at_capacity"}
+    if table is None or table.empty or not needed <= set(table.columns):
+        return ""
+    units = table.drop_duplicates(["model", "sku", "tp_degree"])
+    best = units.sort_values(["model", "mix_rps_per_gpu", "sku", "tp_degree"], ascending=[True, False, True, True],
+                             kind="stable").drop_duplicates("model")
+    return "; ".join(f"{r.model} {r.sku} TP{int(r.tp_degree)} {r.mix_rps_per_gpu:.3g} req/s/GPU at "
+                     f"{100 * r.utilisation_at_capacity:.0f} % of ceiling" for r in best.itertuples())
 
 
 def parse_policies(text: str) -> list[str]:
@@ -83,6 +102,6 @@ def compare_policies(scenario: Scenario, forecast: pd.DataFrame, catalog: Catalo
 
 
 def comparison_table(outcomes: list[PolicyOutcome]) -> pd.DataFrame:
-    """policy, gpus, usd, slo_met, rounds, binding, still_failing: one row per policy, in the order asked."""
+    """policy, gpus, usd, slo_met, rounds, binding, capacity, still_failing: one row per policy, in the order asked."""
     return pd.DataFrame([o.row() for o in outcomes],
-                        columns=["policy", "gpus", "usd", "slo_met", "rounds", "binding", "still_failing"])
+                        columns=["policy", "gpus", "usd", "slo_met", "rounds", "binding", "capacity", "still_failing"])

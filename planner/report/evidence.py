@@ -178,7 +178,7 @@ def policy_section(inputs: ReportInputs) -> Section:
     reference = meeting if not meeting.empty else table
     best = reference.sort_values(["usd", "policy"], kind="stable").iloc[0]
     table["usd_vs_best_pct"] = 100.0 * (table["usd"] - best["usd"]) / best["usd"] if best["usd"] else np.nan
-    extra = [c for c in ("binding",) if c in table.columns]
+    extra = [c for c in ("binding", "capacity") if c in table.columns]
     table = rounded(table[["policy", "gpus", "usd", "slo_met", "usd_vs_best_pct", *extra]].sort_values(
         ["usd", "policy"], kind="stable").reset_index(drop=True))
     in_use = pick(inputs.plan_meta, "policy")
@@ -192,6 +192,14 @@ def policy_section(inputs: ReportInputs) -> Section:
                      f"{row['gpus'] - best['gpus']:+g} GPUs, {money(float(row['usd'] - best['usd']))} more "
                      f"({float(row['usd_vs_best_pct']):.1f} %).")
     section.paragraphs.append(text)
+    if len(table) > 1 and table["usd"].nunique() > 1 and "capacity" in table.columns:
+        section.paragraphs.append(
+            "Why the policies differ: the replicas, the requests and the steps are the same under every policy, so "
+            "each replica's throughput ceiling is too. What a policy changes is the order in which waiting requests "
+            "are admitted (KV cache, batch cap) and prefilled (the step's token budget): a priority order lets the "
+            "class whose latency binds go ahead of long prompts, FIFO makes it wait behind them. So each policy "
+            "reaches a different share of the ceiling before the binding SLO breaks (`capacity`: the best unit per "
+            "model), and needs that many more or fewer replicas.")
     if len(table) > 1 and table["usd"].nunique() == 1:
         section.paragraphs.append("Every policy needs the same fleet: the scheduling order does not bind here. "
                                   + ("What limits capacity (the `binding` column) is then what to look at: a "
