@@ -139,23 +139,25 @@ def pipeline_risks(result: PipelineResult) -> list[str]:
     return risks
 
 
-def _economics(result: PipelineResult) -> tuple[pd.DataFrame, dict[str, float]]:
-    """The deployments table and the served cost per million output tokens (:mod:`planner.report.economics`)."""
+def _economics(result: PipelineResult) -> tuple[pd.DataFrame, dict[str, float], dict[str, float]]:
+    """The deployments table and the served cost per million output tokens, and per million prompt and output
+    tokens (:mod:`planner.report.economics`)."""
     placement = result.loop.placement
     hours = dict(zip(placement.periods["period"].astype(str), placement.periods["hours"], strict=True)) \
         if len(placement.periods) else {}
     units = (getattr(result.loop.calibration, "meta", None) or {}).get("units", [])
     table = deployment_table(placement.plan, hours, placement.meta.get("deployments", []), units)
     window = result.window
-    served = served_cost_per_m_tokens(placement.plan, result.forecast.forecast, result.history,
-                                      str(window.start) if window else None, str(window.end) if window else None)
-    return table, served
+    span = (str(window.start) if window else None, str(window.end) if window else None)
+    served = served_cost_per_m_tokens(placement.plan, result.forecast.forecast, result.history, *span)
+    served_all = served_cost_per_m_tokens(placement.plan, result.forecast.forecast, result.history, *span, prompt=True)
+    return table, served, served_all
 
 
 def report_inputs(month: str, as_of: str, scenario: Scenario, result: PipelineResult, catalog: Catalog,
                   previous: LastMonth | None) -> ReportInputs:
     """Everything the report shows for ``month``, from this run and last month's record."""
-    deployments, served = _economics(result)
+    deployments, served, served_all = _economics(result)
     return ReportInputs(
         month=month, as_of=as_of, scenario_name=scenario.name,
         forecast=result.forecast.forecast, forecast_meta=result.forecast.metadata,
@@ -170,4 +172,5 @@ def report_inputs(month: str, as_of: str, scenario: Scenario, result: PipelineRe
         period=result.window,
         deployments=deployments,
         served_usd_per_m_output_tokens=served,
+        served_usd_per_m_tokens=served_all,
     )

@@ -16,7 +16,9 @@ That is the floor the deployment reaches when every replica runs at its SLO-boun
 forecast says that model serves in those hours (requests per hour per series times the
 history's mean output tokens per request of the series' class), is what each million
 output tokens actually costs, with the headroom for the forecast quantile, the utilisation
-cap, redundancy and the troughs paid for.
+cap, redundancy and the troughs paid for. The same cost over prompt and output tokens together
+is the figure to hold against an API's blended price: charging every GPU-hour to output tokens
+alone also charges them the prefill of prompts several times longer than the answers.
 """
 
 from __future__ import annotations
@@ -77,19 +79,22 @@ def deployment_table(plan: pd.DataFrame, hours: Mapping[str, float], deployments
     return table.loc[:, list(DEPLOYMENT_COLUMNS)].sort_values(list(KEY), kind="stable").reset_index(drop=True)
 
 
-def output_tokens_per_request(history: pd.DataFrame | None) -> dict[tuple[str, str], float]:
-    """(model, class) -> mean output tokens per request over the history."""
-    if history is None or history.empty or "output_tokens_sum" not in history.columns:
+def tokens_per_request(history: pd.DataFrame | None, *, prompt: bool = False) -> dict[tuple[str, str], float]:
+    """(model, class) -> mean output tokens per request over the history (with ``prompt``: prompt + output)."""
+    columns = ["output_tokens_sum", *(["prompt_tokens_sum"] if prompt else [])]
+    if history is None or history.empty or not set(columns) <= set(history.columns):
         return {}
-    sums = history.groupby(["model", "traffic_class"])[["output_tokens_sum", "requests"]].sum()
+    sums = history.groupby(["model", "traffic_class"])[[*columns, "requests"]].sum()
     sums = sums[sums["requests"] > 0]
-    return {(str(m), str(k)): float(row.output_tokens_sum / row.requests) for (m, k), row in sums.iterrows()}
+    tokens = sums[columns].sum(axis=1)
+    return {(str(m), str(k)): float(tokens[(m, k)] / row.requests) for (m, k), row in sums.iterrows()}
 
 
 def served_cost_per_m_tokens(plan: pd.DataFrame, forecast: pd.DataFrame | None, history: pd.DataFrame | None,
-                             first_ts: str | None, end_ts: str | None) -> dict[str, float]:
-    """model -> plan USD per million output tokens the forecast serves in [first_ts, end_ts) (module docstring)."""
-    per_request = output_tokens_per_request(history)
+                             first_ts: str | None, end_ts: str | None, *, prompt: bool = False) -> dict[str, float]:
+    """model -> plan USD per million output tokens (with ``prompt``: prompt and output tokens) the forecast serves in
+    [first_ts, end_ts) (module docstring)."""
+    per_request = tokens_per_request(history, prompt=prompt)
     if forecast is None or forecast.empty or not per_request or plan is None or plan.empty:
         return {}
     rows = forecast

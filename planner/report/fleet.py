@@ -241,6 +241,13 @@ def cost_section(inputs: ReportInputs) -> Section:
             + ".")
         section.facts["usd_per_m_output_tokens_served"] = {m: round(v, 4) for m, v in
                                                            sorted(inputs.served_usd_per_m_output_tokens.items())}
+    if inputs.served_usd_per_m_tokens:
+        section.paragraphs.append(
+            "Per million tokens served, prompt and output together (the figure to hold against an API's blended "
+            "price; the one above also charges output tokens with the prefill of every prompt): " + ", ".join(
+                f"{model} {money(value)}" for model, value in sorted(inputs.served_usd_per_m_tokens.items())) + ".")
+        section.facts["usd_per_m_tokens_served"] = {m: round(v, 4) for m, v in
+                                                    sorted(inputs.served_usd_per_m_tokens.items())}
     refs = pd.DataFrame(_reference_rows(inputs.plan_meta, total))
     refs = rounded(refs)
     bounds = refs[refs["kind"] == "lower bound"]

@@ -44,7 +44,8 @@ class ReportInputs:
     ``deployments``: per (model, sku, tp_degree) the plan runs, its engine settings, launch command,
     calibrated throughput per GPU and cost per million output tokens at capacity
     (:mod:`planner.report.economics`); ``served_usd_per_m_output_tokens``: per model, the plan's
-    cost per million output tokens of forecast demand.
+    cost per million output tokens of forecast demand; ``served_usd_per_m_tokens``: the same per
+    million prompt and output tokens.
     """
 
     month: str
@@ -64,6 +65,7 @@ class ReportInputs:
     period: PlanningWindow | None = None
     deployments: pd.DataFrame | None = None
     served_usd_per_m_output_tokens: dict[str, float] = field(default_factory=dict)
+    served_usd_per_m_tokens: dict[str, float] = field(default_factory=dict)
 
 
 def check_header(inputs: ReportInputs) -> pd.Timestamp:
