@@ -48,6 +48,10 @@ def _timed(**kwargs):
     return result, time.perf_counter() - start
 
 
+def _setting(unit: dict) -> str:
+    return f"{unit['max_num_seqs']}/{unit['max_num_batched_tokens']}/{unit['long_prefill_token_threshold']}"
+
+
 def agreement(workers: int) -> None:
     scenario = load_scenario(ROOT / "scenarios" / "global.toml")
     profiles = load_profiles()
@@ -66,7 +70,8 @@ def agreement(workers: int) -> None:
             sims += sum(u["simulations"] for u in result.meta["units"])
         runs[prune] = ({(u["model"], u["sku"], u["tp_degree"]): u for u in units}, seconds, sims)
     full, pruned = runs[False][0], runs[True][0]
-    print(f"{'unit':34} {'unpruned setting':>17} {'rate':>8} {'pruned setting':>15} {'rate':>8} {'ratio':>6}")
+    print("setting: max_num_seqs/max_num_batched_tokens/long_prefill_token_threshold")
+    print(f"{'unit':30} {'unpruned setting':>16} {'rate':>8} {'pruned setting':>16} {'rate':>8} {'ratio':>6}")
     worst = 0.0
     for key in sorted(full):
         a, b = full[key], pruned[key]
@@ -74,8 +79,8 @@ def agreement(workers: int) -> None:
         ratio = rb / ra if ra > 0 else float("nan") if rb > 0 else 1.0
         if ra > 0:
             worst = max(worst, abs(1.0 - ratio))
-        print(f"{key[0] + ' on ' + str(key[2]) + ' x ' + key[1]:34} {a['max_num_seqs']:>5}/{a['max_num_batched_tokens']:<11}"
-              f" {ra:>8.3f} {b['max_num_seqs']:>5}/{b['max_num_batched_tokens']:<9} {rb:>8.3f} {ratio:>6.3f}")
+        print(f"{key[0] + ' on ' + str(key[2]) + ' x ' + key[1]:30} {_setting(a):>16} {ra:>8.3f} {_setting(b):>16} "
+              f"{rb:>8.3f} {ratio:>6.3f}")
     print(f"unpruned: {runs[False][2]} replications in {runs[False][1]:.1f} s; pruned: {runs[True][2]} replications "
           f"in {runs[True][1]:.1f} s; pruned / unpruned time {runs[True][1] / runs[False][1]:.2f}, "
           f"largest rate difference {100 * worst:.2f} % (tolerance 2 % per search); {_load()}")
