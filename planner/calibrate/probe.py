@@ -25,8 +25,8 @@ So ok(λ) says: with the stated confidence, the mean p99 of every class is withi
 the ⌈0.99 n⌉-th smallest, i.e. the maximum when n ≤ 100, an estimate biased low and very
 noisy. A fixed simulated time gives few requests at low rates, so ok(λ) would fail at low λ
 for want of evidence and hold at higher λ where the same SLO is harder: the search would
-land anywhere (measured on the demo scenario, then with a 20 s interactive e2e SLO: over five
-seeds, llama2-70b on H100 gave λ* from 0 to 0.60 req/s with 30-minute runs). Each
+land anywhere (with fixed 30-minute runs, five seeds of one unit gave λ* anywhere from 0 to
+the true capacity). Each
 replication therefore runs for
 
     D(λ) = max(duration_s, min(n_min / ((1 − w) · N · λ · p_min), n_max / (N · λ)))

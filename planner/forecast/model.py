@@ -17,29 +17,8 @@ in weeks from the window's last hour. The weekly set ``J* = {1..J} minus multipl
 of 7`` skips the weekly harmonics that coincide with daily ones (168/24 = 7). Weekly
 harmonics next to 7k let the daily shape differ between weekdays and weekends.
 
-Why this model. Measured on this 2-core machine (benchmarks/forecast_accuracy.py
-and forecast_speed.py; demo history = 24 series, 13 months, backtest of 3 windows
-of 14 days, MASE scaled by the weekly naive's in-sample error, where the better
-baseline, the 168 h naive, scores 1.050):
-
-| approach | demo MASE | 80 % / 90 % coverage | s per fit |
-|---|---|---|---|
-| this model, regression 24 weeks, ARMA 8 weeks | 0.779 (0.742x naive) | 0.835 / 0.908 | 0.09-0.15 |
-| same, regression window 8 weeks | 0.841 | 0.815 / 0.893 | |
-| same, regression window 16 weeks | 0.816 | 0.837 / 0.908 | |
-| same, regression on the whole history (56 weeks) | 0.867 | 0.843 / 0.910 | |
-| log1p + MSTL(24,168) + ARIMA(1,1,1), 8 weeks | 1.017 | 0.649 / 0.753 | ~1 |
-| log1p + MSTL(24,168) + ARIMA(1,1,1), 24 weeks | 0.980 | 0.725 / 0.826 | ~2.7 |
-
-(seconds: median fit plus 14-day forecast of a 1-year series, one core; the
-MSTL times were taken under load.) Earlier measurements on a synthetic series
-ruled out the rest: exact state-space SARIMA with s=24 takes 22-114 s per series
-and loses to the weekly naive; automatic seasonal order search takes minutes; the
-additive (no log) harmonic model loses to the weekly naive over a year of growth.
-A trailing window beats the whole history here: a year-long linear trend and
-year-old weekly shapes no longer describe the next two weeks. Splitting the
-windows lets the seasonal shape be estimated from 24 weeks while the ARMA (the
-cost driver: every likelihood evaluation runs a Kalman filter) sees only 8.
+Why this model, its windows, and the alternatives measured against it (MSTL + ARIMA,
+SARIMA, the additive form): ``docs/decisions/0004-forecast-harmonic-regression-with-arma-errors.md``.
 
 Order selection (all by an information criterion, deterministic):
 1. Harmonics K, J and the trend switch by AIC of the OLS fit with an AR(1)

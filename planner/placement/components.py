@@ -18,12 +18,8 @@ reaches carry no flow; the optimum buys nothing there, so they are left out.
 
 Why it pays: a component is a MILP a third to a half the size of the model's, with
 regions whose reserved fleets round up independently, and HiGHS closes a small one by
-branching where it only cuts at the root of the large one. On the global scenario the
-components are Europe (eu-west and the four EU regions, residency) and the rest (the US
-regions and Tokyo: ap-northeast may spill standard and batch traffic to the US). With the
-rounded capacity cuts of ``strengthen.py`` in the model, llama2-70b's Europe block (3,037
-integers) is solved to 0.09 % in 35 s, where the same block without cuts stops at 5.9 %
-after 60 s and the whole llama2-70b model at 4.3 % after 90 s.
+branching where it only cuts at the root of the large one (figures:
+``docs/decisions/0005-placement-blocks-cuts-and-warm-starts.md``).
 
 A model with a demanded (origin, class) that no region can reach is not split: its single
 block then shows the infeasibility as before.

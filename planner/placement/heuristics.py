@@ -22,7 +22,7 @@ and flows only: it solves in seconds where the whole block takes minutes.
   the best serving set (little on-demand left: the easiest MILP) is solved in the
   ``FALLBACK_RESERVE`` share of the time kept for it; with more than
   ``LONG_HORIZON_PERIODS`` periods it is solved first, since the LPs then take most of
-  the time (720 hourly periods: ~70 s for the LP of llama2-70b's US block at load 3).
+  the time (``docs/decisions/0005-placement-blocks-cuts-and-warm-starts.md``).
 
 Every step is bounded by a count, never by the clock (``limits.py``), so the warm start
 is the same on any machine: at most ``2 + |y|`` serving-set LPs, ``DESCENT_EVALUATIONS``

@@ -25,12 +25,8 @@ plain row rounds the steady fleet. Dividing a valid row by a positive number kee
 valid, so the MIR of the divided row is valid too.
 
 Groups are the allowed-region sets E_ok of each demanded (origin, class) and their
-union; references are the units of G with distinct capacity profiles. On the global
-scenario the plain rows raise the LP bound of llama2-70b from 11,831 to 12,039 USD and
-HiGHS's root bound from 12,016 to 12,257 (their cost: a 10–20 % larger LP). On
-llama3-8b's Europe block (one reserved SKU, spot by the hour) the divided rows raise
-HiGHS's root bound from 2,181 to 2,207 and its bound after 60 s from 2,190 to 2,226
-(optimum ≤ 2,264); llama2-70b's Europe block closes in 5–13 s instead of ~35 s.
+union; references are the units of G with distinct capacity profiles. What the rows buy on
+the global scenario, and where they do not pay: ``docs/decisions/0005-placement-blocks-cuts-and-warm-starts.md``.
 """
 
 from __future__ import annotations
