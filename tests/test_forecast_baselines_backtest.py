@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from planner.contracts import quantile_column
 from planner.forecast import backtest as bt
 from planner.forecast.baselines import naive_point, seasonal_naive
 from planner.forecast.model import ModelSpec
@@ -69,8 +70,8 @@ def test_metric_arithmetic_on_a_hand_example():
     assert out["hours_scored"] == 4
 
 
-def test_quantile_key_names():
-    assert [bt.quantile_key(q) for q in (0.5, 0.05, 0.99, 0.975, 0.29)] == ["q50", "q5", "q99", "q97.5", "q29"]
+def test_quantile_column_names():
+    assert [quantile_column(q) for q in (0.5, 0.05, 0.99, 0.975, 0.29)] == ["q50", "q5", "q99", "q97.5", "q29"]
 
 
 def test_backtest_series_scores_model_and_both_baselines():

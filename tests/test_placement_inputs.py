@@ -18,7 +18,8 @@ from planner.placement.capacity import (
     token_lengths_from_history,
     validate_capacity,
 )
-from planner.placement.periods import demand_from_forecast, parse_periods, quantile_column
+from planner.contracts import quantile_column
+from planner.placement.periods import demand_from_forecast, parse_periods
 from planner.profiles import load_profiles
 from planner.profiles.step_model import StepModel
 from planner.scenario import parse_scenario
@@ -152,6 +153,19 @@ def test_bad_period_schemes(text):
 
 def test_quantile_columns():
     assert [quantile_column(q) for q in (0.5, 0.9, 0.95, 0.99)] == ["q50", "q90", "q95", "q99"]
+
+
+def test_the_simulator_reads_the_same_column_placement_provisions_for():
+    """A 0.975 forecast quantile is q97.5 for both (the simulator once rounded it to q98)."""
+    from planner.sim.forecast_demand import provisioned_column
+
+    case = two_region_case()
+    scenario = case.scenario.model_copy(update={
+        "capacity": case.scenario.capacity.model_copy(update={"forecast_quantile": 0.975})})
+    forecast = case.forecast.assign(**{"q97.5": case.forecast["q95"]})
+    assert provisioned_column(scenario, forecast) == quantile_column(0.975) == "q97.5"
+    with pytest.raises(InputError, match="q97.5"):
+        provisioned_column(scenario, case.forecast)
 
 
 def test_hourly_demand_is_requests_per_second():

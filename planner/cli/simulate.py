@@ -34,12 +34,12 @@ def _forecast_window(scenario: Any, plan: Any, forecast: Any, window: str) -> tu
     from planner.placement.forecast_check import check_forecast_contract
     from planner.sim.forecast_demand import (
         forecast_hour,
-        quantile_column,
+        provisioned_column,
         route_forecast,
     )
 
     check_forecast_contract(forecast, scenario, hours=scenario.horizon_hours)
-    column = quantile_column(scenario, forecast)
+    column = provisioned_column(scenario, forecast)
     hour = forecast_hour(forecast, column, window, scenario)
     periods = list(dict.fromkeys(plan["period"].astype(str))) if "period" in plan.columns else []
     if len(periods) == 1:

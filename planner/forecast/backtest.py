@@ -34,6 +34,7 @@ from typing import Any
 
 import numpy as np
 
+from planner.contracts import quantile_column
 from planner.forecast import baselines
 from planner.forecast.fallback import forecast_series, naive_forecast
 from planner.forecast.model import ModelSpec
@@ -105,18 +106,14 @@ class _Accumulator:
         return {
             "mase": float(np.mean(cat(self.abs_scaled))),
             "smape": float(np.mean(cat(self.smape))),
-            "pinball": {quantile_key(lvl): float(np.mean(cat(self.pin[lvl]))) for lvl in self.levels},
-            "pinball_scaled": {quantile_key(lvl): float(np.mean(cat(self.pin_scaled[lvl]))) for lvl in self.levels},
+            "pinball": {quantile_column(lvl): float(np.mean(cat(self.pin[lvl]))) for lvl in self.levels},
+            "pinball_scaled": {quantile_column(lvl): float(np.mean(cat(self.pin_scaled[lvl]))) for lvl in self.levels},
             "coverage80": float(np.mean(cat(self.in80))),
             "coverage90": float(np.mean(cat(self.in90))),
             "hours_scored": int(cat(self.in80).size),
         }
 
 
-def quantile_key(level: float) -> str:
-    """Column-style name of a quantile level: 0.5 -> q50, 0.05 -> q5, 0.975 -> q97.5."""
-    pct = round(100.0 * level, 6)
-    return f"q{int(pct)}" if float(pct).is_integer() else f"q{pct:g}"
 
 
 def backtest_series(values: np.ndarray, filled: np.ndarray, observed: np.ndarray, t_start_abs: int,

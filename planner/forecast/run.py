@@ -29,6 +29,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from planner.contracts import quantile_column
 from planner.engine import run_tasks
 from planner.errors import InputError
 from planner.forecast import backtest as bt
@@ -72,7 +73,7 @@ def parse_quantiles(text: str) -> list[float]:
             raise InputError(f"quantile {item} is outside (0, 1)", where="--quantiles",
                              fix="give levels strictly between 0 and 1, e.g. 0.5,0.9,0.95,0.99")
         levels.append(level)
-    names = [bt.quantile_key(lvl) for lvl in levels]
+    names = [quantile_column(lvl) for lvl in levels]
     if len(set(names)) != len(names):
         raise InputError(f"repeated quantile in '{text}'", where="--quantiles", fix="list each level once")
     return sorted(levels)
@@ -209,7 +210,7 @@ def forecast_history(history: pd.DataFrame, *, horizon_hours: int, quantiles: li
     hour = pd.Timedelta(hours=1)
     start = pd.Timestamp(global_end * HOUR_NS, tz="UTC") + hour
     stamps = [format_ts(start + i * hour) for i in range(horizon_hours)]
-    qcols = [bt.quantile_key(lvl) for lvl in levels]
+    qcols = [quantile_column(lvl) for lvl in levels]
     parts, series_meta, rows = [], [], []
     for (key, name, clean), outcome in zip(cleans, outcomes, strict=True):
         block = {"region": key[0], "model": key[1], "traffic_class": key[2], "ts": stamps,

@@ -31,6 +31,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
+from planner.contracts import quantile_column
 from planner.errors import InputError
 from planner.placement.forecast_check import check_forecast_contract
 from planner.placement.window import PlanningWindow, iso_hour
@@ -70,12 +71,6 @@ def parse_periods(text: str) -> PeriodSpec:
             fix=f"use one of how:{', how:'.join(str(n) for n in divisors)}",
         )
     return PeriodSpec(match.group(1), size)
-
-
-def quantile_column(quantile: float) -> str:
-    """0.95 -> 'q95', 0.5 -> 'q50' (the forecast's column names)."""
-    pct = round(100.0 * quantile, 6)
-    return f"q{int(pct)}" if float(pct).is_integer() else f"q{pct:g}"
 
 
 @dataclass(frozen=True)

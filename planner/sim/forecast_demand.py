@@ -19,15 +19,16 @@ from __future__ import annotations
 
 import pandas as pd
 
+from planner.contracts import quantile_column
 from planner.errors import InputError
 from planner.scenario import Scenario
 
 FORECAST_KEYS = ("region", "model", "traffic_class", "ts")
 
 
-def quantile_column(scenario: Scenario, forecast: pd.DataFrame) -> str:
+def provisioned_column(scenario: Scenario, forecast: pd.DataFrame) -> str:
     """The forecast column the scenario provisions for (``q95`` for 0.95), checked to exist."""
-    column = f"q{round(scenario.capacity.forecast_quantile * 100):d}"
+    column = quantile_column(scenario.capacity.forecast_quantile)
     if column not in forecast.columns:
         raise InputError(f"the forecast has no column {column!r}", where="forecast",
                          fix=f"forecast with --quantiles including {scenario.capacity.forecast_quantile}")
