@@ -57,6 +57,7 @@ run: $(STAMP)
 	$(BIN)/planner --history-file $(DEMO_HISTORY_DB) history
 
 test: $(STAMP)
+	$(BIN)/ruff check planner tests benchmarks
 	$(BIN)/python -m pytest -q -n auto --durations=15
 
 bench: $(STAMP)

@@ -39,7 +39,7 @@ AGREEMENT_UNITS = (("llama-3.1-8b", "H100", (1, 2)), ("llama-3.1-70b", "H200", (
 
 
 def _load() -> str:
-    return "load %.2f %.2f %.2f" % os.getloadavg()
+    return "load {:.2f} {:.2f} {:.2f}".format(*os.getloadavg())
 
 
 def _timed(**kwargs):

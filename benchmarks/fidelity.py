@@ -152,7 +152,7 @@ def blended_price(model: str, usd_in: float, usd_out: float) -> float:
 
 
 def _load() -> str:
-    return "load %.2f %.2f %.2f" % os.getloadavg()
+    return "load {:.2f} {:.2f} {:.2f}".format(*os.getloadavg())
 
 
 def reference_scenario():

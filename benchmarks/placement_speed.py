@@ -48,8 +48,8 @@ from planner.engine import available_cores
 from planner.paths import PROJECT_ROOT, data_dir
 from planner.placement import highs_backend
 from planner.placement.capacity import analytic_capacity
-from planner.placement.limits import DEFAULT_NODE_LIMIT, DEFAULT_TIME_LIMIT_S
 from planner.placement.instance import build_instance
+from planner.placement.limits import DEFAULT_NODE_LIMIT, DEFAULT_TIME_LIMIT_S
 from planner.placement.periods import demand_from_forecast, parse_periods
 from planner.placement.problem import formulate
 from planner.placement.solve import solve_instance

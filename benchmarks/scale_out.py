@@ -182,7 +182,8 @@ def simulate_section(workers: int, duration_s: float, replications: int) -> None
     period = "2026-11-02T18:00:00Z"
     plan = pd.DataFrame([{"period": period, "region": r, "sku": "H100", "model": "llama-3.1-70b", "tier": "on_demand",
                           "replicas": SIM_REPLICAS, "gpus": 4 * SIM_REPLICAS, "usd": 0.0} for r in SIM_REGIONS])
-    demand = pd.DataFrame([{"region": r, "model": "llama-3.1-70b", "traffic_class": k.name, "rps": SIM_RATE_RPS * k.share}
+    demand = pd.DataFrame([{"region": r, "model": "llama-3.1-70b", "traffic_class": k.name,
+                            "rps": SIM_RATE_RPS * k.share}
                            for r in SIM_REGIONS for k in scenario.classes])
     profiles, catalog = load_profiles(), load_catalog()
     out = Path(os.environ.get("TMPDIR", "/tmp")) / f"scale_out_sim_{os.getpid()}"

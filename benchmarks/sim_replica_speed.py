@@ -44,7 +44,12 @@ from planner.sim.policies import get_policy  # noqa: E402
 from planner.sim.replica.engine import run_pool  # noqa: E402
 from planner.sim.replica.metrics import replication_metrics  # noqa: E402
 from planner.sim.replica.pool import (  # noqa: E402
-    ClassSpec, PoolConfig, ReplicaSpec, draw_sample, engine_state, run_replication,
+    ClassSpec,
+    PoolConfig,
+    ReplicaSpec,
+    draw_sample,
+    engine_state,
+    run_replication,
 )
 from planner.sim.replica.state import DONE, F_EXIT, I_STATUS, P_STEPS  # noqa: E402
 from planner.sim.workload import workloads_for  # noqa: E402
@@ -127,7 +132,8 @@ def main() -> None:
     print(f"  engine wall (best of {args.repeats}): {wall:.3f} s  ({steps / wall / 1e6:.2f} M steps/s)   goal <= 2 s")
     print(f"  whole replication (sampling + engine + metrics): {total:.3f} s")
     print("  p99 TTFT / e2e (ms) per class: "
-          + ", ".join(f"{k.name} {r['ttft_p99_ms']:.0f}/{r['e2e_p99_ms']:.0f}" for k, r in zip(config.classes, rows)))
+          + ", ".join(f"{k.name} {r['ttft_p99_ms']:.0f}/{r['e2e_p99_ms']:.0f}"
+                      for k, r in zip(config.classes, rows, strict=True)))
 
     from sim_replica_reference import Reference
 

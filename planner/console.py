@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import contextlib
 import json
-import sys
 import math
+import sys
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Any
 

@@ -11,8 +11,20 @@ from planner.sim.policies import get_policy
 from planner.sim.replica.engine import run_pool
 from planner.sim.replica.pool import ClassSpec, PoolConfig, ReplicaSpec, draw_sample, engine_state
 from planner.sim.replica.state import (
-    F_ADMIT, F_EXIT, F_FIRST, I_GEN, I_PRE_KV, I_PRE_POL, I_REASON, I_REP, I_STATUS, P_MAXKV, P_STEPS,
-    Q_BATCHAREA, Q_BUSY, Q_KVAREA,
+    F_ADMIT,
+    F_EXIT,
+    F_FIRST,
+    I_GEN,
+    I_PRE_KV,
+    I_PRE_POL,
+    I_REASON,
+    I_REP,
+    I_STATUS,
+    P_MAXKV,
+    P_STEPS,
+    Q_BATCHAREA,
+    Q_BUSY,
+    Q_KVAREA,
 )
 from planner.sim.workload import default_workload
 from planner.slo import ClassSlo

@@ -75,8 +75,8 @@ def small_inputs(seed: int = 7) -> ReportInputs:
         "parameters": {"measure": "requests", "horizon_hours": 48},
         "backtest_overall": {"model": {"mase": 0.78, "coverage90": 0.908}, "mase_ratio_vs_best_naive": 0.742},
         "series": [
-            {"series": "eu-west/llama-3.1-8b/batch", "region": "eu-west", "model": "llama-3.1-8b", "traffic_class": "batch",
-             "model_used": "seasonal_naive(168)", "fallback": True,
+            {"series": "eu-west/llama-3.1-8b/batch", "region": "eu-west", "model": "llama-3.1-8b",
+             "traffic_class": "batch", "model_used": "seasonal_naive(168)", "fallback": True,
              "fallback_reason": "history too short: 300 observed hours < 336", "data_quality": []},
             {"series": "eu-west/llama-3.1-8b/interactive", "region": "eu-west", "model": "llama-3.1-8b",
              "traffic_class": "interactive", "fallback": False, "fallback_reason": None,

@@ -37,7 +37,8 @@ def test_cobham_single_class_is_pk_and_conserves_work() -> None:
     # Kleinrock's conservation law: sum_k rho_k W_k equals its FCFS value rho W_FCFS
     rho = [lam * m for lam, m in zip(lams, es, strict=True)]
     lam_tot = sum(lams)
-    w_fcfs = pk_mean_wait(lam_tot, sum(rho) / lam_tot, sum(lam * m2 for lam, m2 in zip(lams, es2, strict=True)) / lam_tot)
+    w_fcfs = pk_mean_wait(lam_tot, sum(rho) / lam_tot,
+                          sum(lam * m2 for lam, m2 in zip(lams, es2, strict=True)) / lam_tot)
     assert sum(r * w for r, w in zip(rho, waits, strict=True)) == pytest.approx(sum(rho) * w_fcfs)
     assert cobham_mean_waits([0.5, 0.6], [1.0, 1.0], [2.0, 2.0])[1] == math.inf
 

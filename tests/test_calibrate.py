@@ -19,8 +19,8 @@ import pandas as pd
 import pytest
 
 from planner.calibrate import CALIBRATION_VERSION, CalibrationResult, calibrate, default_cache_dir, write_calibration
-from planner.calibrate import inputs as calibrate_inputs
 from planner.calibrate import cache as calibrate_cache
+from planner.calibrate import inputs as calibrate_inputs
 from planner.calibrate import run as calibrate_run
 from planner.calibrate.cache import cache_key, entry_path, key_material
 from planner.calibrate.inputs import Settings, build_tasks, class_shares, select_units, setting_grid

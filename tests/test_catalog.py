@@ -194,15 +194,18 @@ def test_rebuilding_gives_byte_identical_files(tmp_path, monkeypatch):
 
 
 # ----------------------------------------------------------------------------- bad input
-SKUS_CSV = """sku,vendor,hbm_gb,hbm_bandwidth_gb_per_s,bf16_tflops,fp8_tflops,intranode_bandwidth_gb_per_s,tdp_w,max_gpus_per_node,source
+SKUS_CSV = ("sku,vendor,hbm_gb,hbm_bandwidth_gb_per_s,bf16_tflops,fp8_tflops,intranode_bandwidth_gb_per_s,tdp_w,"
+            """max_gpus_per_node,source
 H100,NVIDIA,80,3350,989.4,1979,900,700,8,epoch:NVIDIA H100 SXM5 80GB
 A100-80GB,NVIDIA,80,2039,312,,600,400,8,epoch:NVIDIA A100 SXM4 80 GB
-"""
+""")
 OFFERS_HEADER = ",".join(OFFER_COLUMNS)
 GOOD_OFFERS = [
-    "aws,us-east-1,aws:us-east-1,us,H100,on_demand,6.88,8,p5.48xlarge,64,true,,skypilot-catalog v8 aws/vms.csv p5.48xlarge",
+    "aws,us-east-1,aws:us-east-1,us,H100,on_demand,6.88,8,p5.48xlarge,64,true,,"
+        "skypilot-catalog v8 aws/vms.csv p5.48xlarge",
     "aws,us-east-1,aws:us-east-1,us,H100,spot,2.64,8,p5.48xlarge,64,true,,skypilot-catalog v8 aws/vms.csv p5.48xlarge",
-    "gcp,us-central1,gcp:us-central1,us,A100-80GB,on_demand,1.85,8,a2-ultragpu-8g,64,true,host not priced,skypilot-catalog v8 gcp/vms.csv",
+    "gcp,us-central1,gcp:us-central1,us,A100-80GB,on_demand,1.85,8,a2-ultragpu-8g,64,true,host not priced,"
+        "skypilot-catalog v8 gcp/vms.csv",
 ]
 
 

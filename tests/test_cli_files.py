@@ -50,7 +50,8 @@ COMMANDS = {
     "forecast": ("planner.forecast.run.forecast_history",
                  lambda f, s, d: ["forecast", str(f["history.csv"]), "--out", str(d / "f.csv")], "--out"),
     "forecast plots": ("planner.forecast.run.forecast_history",
-                       lambda f, s, d: ["forecast", str(f["history.csv"]), "--out", str(f["history.csv"].parent / "f.csv"),
+                       lambda f, s, d: ["forecast", str(f["history.csv"]),
+                                        "--out", str(f["history.csv"].parent / "f.csv"),
                                         "--plots", str(d / "png")], "--plots"),
     "forecast metadata": ("planner.forecast.run.forecast_history",
                           lambda f, s, d: ["forecast", str(f["history.csv"]),
@@ -171,7 +172,8 @@ def _unchanged(folder: Path, earlier: list[Path]) -> None:
 @pytest.fixture
 def small_history(repo_root, tmp_path):
     history = pd.read_parquet(repo_root / "data/history/demo_history.parquet")
-    keep = (history["region"] == "eu-west") & (history["model"] == "llama-3.1-8b") & history["traffic_class"].isin(["interactive", "standard"])
+    keep = ((history["region"] == "eu-west") & (history["model"] == "llama-3.1-8b")
+            & history["traffic_class"].isin(["interactive", "standard"]))
     path = tmp_path / "in" / "history.csv"
     path.parent.mkdir()
     history[keep].groupby("traffic_class").tail(24 * 7 * 3).to_csv(path, index=False)

@@ -17,7 +17,8 @@ runner = CliRunner()
 @pytest.fixture
 def small_history(repo_root, tmp_path):
     history = pd.read_parquet(repo_root / "data/history/demo_history.parquet")
-    keep = (history["region"] == "eu-west") & (history["model"] == "llama-3.1-8b") & history["traffic_class"].isin(["interactive", "standard"])
+    keep = ((history["region"] == "eu-west") & (history["model"] == "llama-3.1-8b")
+            & history["traffic_class"].isin(["interactive", "standard"]))
     path = tmp_path / "history.csv"
     history[keep].groupby("traffic_class").tail(24 * 7 * 6).to_csv(path, index=False)  # last 6 weeks of two series
     return path

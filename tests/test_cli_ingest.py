@@ -19,7 +19,8 @@ def _write_log(path, rows):
 
 def test_ingest_generic_writes_history_and_histogram(tmp_path):
     log = tmp_path / "log.csv"
-    _write_log(log, [("2026-01-01T00:10:00Z", 100, 10), ("2026-01-01T00:50:00Z", 300, 30), ("2026-01-01T01:05:00Z", 5, 1)])
+    _write_log(log, [("2026-01-01T00:10:00Z", 100, 10), ("2026-01-01T00:50:00Z", 300, 30),
+                     ("2026-01-01T01:05:00Z", 5, 1)])
     out = tmp_path / "history.csv"
     result = runner.invoke(
         cli.app,

@@ -76,7 +76,8 @@ def test_quota_too_small_exits_4_and_names_quota(six_hours, forecast_file, tmp_p
     text = six_hours.read_text()
     assert "quotas = {}" in text
     starved = tmp_path / "starved.toml"
-    starved.write_text(text.replace("quotas = {}", "quotas = { L4 = 0, L40S = 0, A100-80GB = 0, H100 = 1, H200 = 0 }", 1))
+    starved.write_text(text.replace("quotas = {}",
+                                    "quotas = { L4 = 0, L40S = 0, A100-80GB = 0, H100 = 1, H200 = 0 }", 1))
     plan = tmp_path / "plan.csv"
     result = runner.invoke(cli.app, ["place", "--scenario", str(starved), "--forecast", str(forecast_file),
                                      "--out", str(plan)])

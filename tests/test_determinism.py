@@ -26,8 +26,8 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-
 from conftest import REPO_ROOT
+
 from planner.placement import highs_backend
 from planner.placement.limits import SafetyNet
 from planner.storage import without_run_state
@@ -74,7 +74,7 @@ def _plan_json(path: Path) -> dict:
 def test_the_demo_placement_is_the_same_on_a_busy_machine_and_matches_the_golden_plan(tmp_path):
     forecast = demo_fortnight_forecast(tmp_path / "forecast.csv")
     runs = {name: _place(tmp_path, forecast, name) for name in ("a", "b")}
-    for name, proc in runs.items():
+    for proc in runs.values():
         _, err = proc.communicate(timeout=900)
         assert proc.returncode == 0, err
     a, b = tmp_path / "a.csv", tmp_path / "b.csv"

@@ -26,8 +26,8 @@ from test_placement_oracle import oracle, tiny_cases
 from planner.placement import highs_backend
 from planner.placement.components import components, split
 from planner.placement.heuristics import warm_start
-from planner.placement.limits import SafetyNet
 from planner.placement.instance import build_instance
+from planner.placement.limits import SafetyNet
 from planner.placement.periods import demand_from_forecast, parse_periods
 from planner.placement.problem import formulate
 from planner.placement.result import fleet_cost

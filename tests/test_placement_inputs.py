@@ -9,6 +9,7 @@ import pandas as pd
 import pytest
 from placement_helpers import forecast, two_region_case
 
+from planner.contracts import quantile_column
 from planner.errors import InputError
 from planner.placement.capacity import (
     ANALYTIC_LABEL,
@@ -18,7 +19,6 @@ from planner.placement.capacity import (
     token_lengths_from_history,
     validate_capacity,
 )
-from planner.contracts import quantile_column
 from planner.placement.periods import demand_from_forecast, parse_periods
 from planner.profiles import load_profiles
 from planner.profiles.step_model import StepModel
@@ -60,7 +60,8 @@ def test_analytic_table_covers_the_bundled_profiles_and_grows_with_bigger_gpus()
     rate = table.set_index(["model", "sku", "tp_degree", "traffic_class"])["max_rps_per_replica"]
     assert rate[("llama-3.1-8b", "H100", 1, "interactive")] > rate[("llama-3.1-8b", "L4", 1, "interactive")]
     assert rate[("llama-3.1-8b", "H100", 2, "interactive")] > rate[("llama-3.1-8b", "H100", 1, "interactive")]
-    assert rate[("llama-3.1-8b", "H100", 1, "standard")] > rate[("llama-3.1-8b", "H100", 1, "batch")]  # 30 vs 390 output tokens
+    # 30 vs 390 output tokens
+    assert rate[("llama-3.1-8b", "H100", 1, "standard")] > rate[("llama-3.1-8b", "H100", 1, "batch")]
     assert ANALYTIC_LABEL.startswith("analytic estimate")
 
 

@@ -178,7 +178,8 @@ def oracle(inst) -> float:
                                 continue
                             rental = hours[t] * float((price[:, 1] * d_vec + price[:, 2] * s_vec).sum())
                             for previous, value in states.items():
-                                switch = inst.switching_cost_usd * np.abs(d_vec - np.array(previous)).sum() if t > 0 else 0.0
+                                switch = (inst.switching_cost_usd * np.abs(d_vec - np.array(previous)).sum()
+                                          if t > 0 else 0.0)
                                 total = value + switch + rental + penalty
                                 if total < nxt.get(on_demand, math.inf):
                                     nxt[on_demand] = total

@@ -122,7 +122,8 @@ def test_wrong_price_is_caught(placed):
     case, demand, result = placed
     plan = result.plan.copy()
     plan.loc[0, "usd"] = plan.loc[0, "usd"] * 0.5
-    assert any("the catalog price gives" in v for v in _check(case, demand, plan, result.flows, result.loads).violations)
+    assert any("the catalog price gives" in v
+               for v in _check(case, demand, plan, result.flows, result.loads).violations)
 
 
 def test_dropped_demand_and_residency_breach_are_caught(placed):

@@ -266,7 +266,7 @@ def test_step_time_table_names_the_parts() -> None:
 def test_step_time_bad_options_exit_3_naming_them(change: list[str], option: str) -> None:
     base = {"--model": "llama-3.1-8b", "--sku": "H100", "--tp": "1", "--batch": "8", "--context": "512",
             "--prefill": "0"}
-    base.update(dict(zip(change[::2], change[1::2])))
+    base.update(dict(zip(change[::2], change[1::2], strict=True)))
     result = _step_time(*[part for pair in base.items() for part in pair])
     assert result.exit_code == ExitCode.INVALID_INPUT, result.output
     assert f"{option}:" in result.output

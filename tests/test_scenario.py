@@ -196,8 +196,10 @@ BAD_CASES = [
     ("tpot not positive", lambda d: d["classes"][1].update(tpot_p99_ms=0), "classes[standard].tpot_p99_ms", "> 0"),
     ("prompt cap not positive", lambda d: d["classes"][3].update(max_prompt_tokens=0),
      "classes[long-context].max_prompt_tokens", ">= 1"),
-    ("model engine unknown", lambda d: d["models"][0].update(engine="tgi"), "models[llama-3.1-8b].engine", "unknown engine"),
-    ("model TP not a power of two", lambda d: d["models"][0].update(tp=[3]), "models[llama-3.1-8b].tp[0]", "unknown tp 3"),
+    ("model engine unknown", lambda d: d["models"][0].update(engine="tgi"),
+     "models[llama-3.1-8b].engine", "unknown engine"),
+    ("model TP not a power of two", lambda d: d["models"][0].update(tp=[3]),
+     "models[llama-3.1-8b].tp[0]", "unknown tp 3"),
     (
         "override of an unknown class",
         lambda d: d["models"][1].update(slos={"premium": {"ttft_p99_ms": 500}}),

@@ -14,9 +14,9 @@ from pathlib import Path
 
 import psutil
 import pytest
-
 from bad_inputs_harness import planner_command
 from conftest import REPO_ROOT
+
 from planner.runs import RunHistory
 
 START_TIMEOUT_S = 180.0  # a cold start imports numba and the simulator on a busy 2-core machine

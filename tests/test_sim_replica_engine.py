@@ -23,7 +23,19 @@ from planner.sim.replica.pool import draw_sample, engine_state, run_sample
 from planner.sim.replica.routing import ROUTERS
 from planner.sim.replica.run import simulate_pool
 from planner.sim.replica.state import (
-    A_AREA, A_LAST, DONE, F_EXIT, F_FIRST, I_CLS, I_GEN, I_OUT, I_PRE_KV, I_PRE_POL, I_STATUS, P_CAP, P_MAXKV,
+    A_AREA,
+    A_LAST,
+    DONE,
+    F_EXIT,
+    F_FIRST,
+    I_CLS,
+    I_GEN,
+    I_OUT,
+    I_PRE_KV,
+    I_PRE_POL,
+    I_STATUS,
+    P_CAP,
+    P_MAXKV,
     REJECTED,
 )
 from planner.slo import ClassSlo

@@ -44,7 +44,8 @@ def check():
 
 def test_every_splitwise_run_with_a_planner_profile_is_replayed(check):
     # llama2-70b runs on A100-80GB and H100 at TP 4 and 8 (TP2 does not fit 70B and a KV cache in 2 x 80 GB)
-    assert set(zip(check["sku"], check["tp_degree"])) == {("A100-80GB", 4), ("A100-80GB", 8), ("H100", 4), ("H100", 8)}
+    assert set(zip(check["sku"], check["tp_degree"], strict=True)) == {
+        ("A100-80GB", 4), ("A100-80GB", 8), ("H100", 4), ("H100", 8)}
     assert len(check) == 4 * 95
 
 

@@ -147,8 +147,8 @@ def test_input_errors(inputs):
     with pytest.raises(InputError, match="unknown scheduling policy"):
         simulate_plan(scenario, plan, demand, *args, policy="lifo", duration_s=10.0, replications=1, seed=1)
     with pytest.raises(InputError, match="no catalog offer"):
-        simulate_plan(scenario, plan.iloc[[0]].assign(sku="L40S", region="gcp:europe-west4", model="llama-3.1-8b"), demand,
-                      *args, duration_s=10.0, replications=1, seed=1)
+        simulate_plan(scenario, plan.iloc[[0]].assign(sku="L40S", region="gcp:europe-west4", model="llama-3.1-8b"),
+                      demand, *args, duration_s=10.0, replications=1, seed=1)
 
 
 @pytest.mark.parametrize("arrival", ["gamma", "trace"])

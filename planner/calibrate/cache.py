@@ -40,8 +40,8 @@ layout changes (2: a class's SLOs are keyed as ``slo``, metric -> target, for th
 3: units of (model, SKU, TP, engine), each searched over engine settings, on the measured step model)."""
 RESULT_FIELDS = {"model": str, "sku": str, "tp_degree": int, "engine": str, "key": str, "status": str,
                  "rate_rps_per_replica": float, "ceiling_rps_per_replica": float, "max_num_seqs": int,
-                 "max_num_batched_tokens": int, "long_prefill_token_threshold": int, "simulations": int, "reason": str, "binding_class": str,
-                 "binding_metric": str, "probes": list, "settings": list}
+                 "max_num_batched_tokens": int, "long_prefill_token_threshold": int, "simulations": int,
+                 "reason": str, "binding_class": str, "binding_metric": str, "probes": list, "settings": list}
 
 
 def default_cache_dir() -> Path:

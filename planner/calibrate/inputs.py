@@ -165,7 +165,8 @@ def class_shares(scenario: Scenario, class_mix: Mapping[str, float] | None) -> d
     total = math.fsum(shares.values())
     if abs(total - 1.0) > MIX_TOLERANCE:
         raise InputError(f"class mix sums to {total:.6g}, not 1", where="class mix",
-                         fix="make the shares add up to 1" + (f", e.g. divide each by {total:.6g}" if total > 0 else ""))
+                         fix="make the shares add up to 1"
+                         + (f", e.g. divide each by {total:.6g}" if total > 0 else ""))
     return shares
 
 
@@ -193,12 +194,14 @@ def select_units(scenario: Scenario, profiles: pd.DataFrame, models: list[str] |
         for sku in scenario.allowed_skus(model):
             if (skus is None or sku in skus) and not ((usable["model"] == model) & (usable["sku"] == sku)).any():
                 skipped.append({"model": model, "sku": sku,
-                                "reason": f"allowed by the scenario but not profiled under {scenario.model(model).engine} "
+                                "reason": "allowed by the scenario but not profiled "
+                                          f"under {scenario.model(model).engine} "
                                           "at an allowed TP degree"})
     if usable.empty:
         raise InputError("no (model, SKU, TP) to calibrate: none is both allowed by the scenario and profiled",
                          where="--models/--skus",
-                         fix="choose models and SKUs the scenario allows and the profile table has (`planner profiles`)")
+                         fix="choose models and SKUs the scenario allows and the profile table has "
+                             "(`planner profiles`)")
     return usable.reset_index(drop=True), skipped
 
 

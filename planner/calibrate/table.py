@@ -55,7 +55,8 @@ from planner.storage import (
 
 TABLE_COLUMNS = (
     "model", "sku", "tp_degree", "traffic_class", "max_rps_per_replica", "engine", "max_num_seqs",
-    "max_num_batched_tokens", "long_prefill_token_threshold", "policy", "source", "mix_rps_per_replica", "mix_rps_per_gpu", "class_share",
+    "max_num_batched_tokens", "long_prefill_token_threshold", "policy", "source", "mix_rps_per_replica",
+    "mix_rps_per_gpu", "class_share",
     "class_ceiling_rps_per_replica", "ceiling_rps_per_replica", "utilisation_at_capacity", "binding_class",
     "binding_metric", "simulations", "cached",
 )
@@ -161,9 +162,10 @@ def write_calibration(result: CalibrationResult, out: str | Path) -> list[Path]:
     """Write the table to ``out`` (CSV or Parquet by suffix) and ``<stem>.json`` beside it, atomically together.
 
     Both are staged and renamed into place only when both are written
-    (:func:`planner.storage.staged_outputs`), so a failure leaves earlier outputs untouched. The files leave out the ``cached`` column
-    and the cache and timing figures of the metadata: the same inputs and seed give the same
-    bytes whether the answers came from the cache or not. Returns [table path, JSON path].
+    (:func:`planner.storage.staged_outputs`), so a failure leaves earlier outputs untouched.
+    The files leave out the ``cached`` column and the cache and timing figures of the
+    metadata: the same inputs and seed give the same bytes whether the answers came from
+    the cache or not. Returns [table path, JSON path].
     """
     out = Path(out)
     check_table_suffix(out)

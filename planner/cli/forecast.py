@@ -28,7 +28,9 @@ def forecast(
     backtest: Annotated[
         bool, typer.Option("--backtest", help="Print the rolling-origin backtest against seasonal-naive baselines.")
     ] = False,
-    plots: Annotated[Path | None, typer.Option(help="Write one PNG per series (history, forecast, bands) here.")] = None,
+    plots: Annotated[
+        Path | None, typer.Option(help="Write one PNG per series (history, forecast, bands) here.")
+    ] = None,
     metadata_out: Annotated[
         Path | None, typer.Option("--metadata", help="Metadata JSON to write (default: <out>.meta.json).")
     ] = None,
@@ -44,7 +46,8 @@ def forecast(
 
     check_table_suffix(out)
     meta_path = metadata_out or forecast_metadata_path(out)
-    check_paths(inputs={"HISTORY": history}, outputs={"--out": out, "--metadata": meta_path}, folders={"--plots": plots})
+    check_paths(inputs={"HISTORY": history}, outputs={"--out": out, "--metadata": meta_path},
+                folders={"--plots": plots})
     use_engine(engine, scheduler, workers)
 
     from planner.forecast.run import forecast_history, parse_horizon, parse_quantiles

@@ -9,6 +9,7 @@ from typing import Annotated, Any
 
 import typer
 
+from planner.cli import placement_options as limits
 from planner.cli.app import (
     EngineOption,
     HistogramOption,
@@ -27,7 +28,6 @@ from planner.cli.app import (
     use_engine,
 )
 from planner.cli.paths import check_paths
-from planner.cli import placement_options as limits
 from planner.cli.placement_options import GapOption, NodeLimitOption, PeriodsOption, SolverOption, TimeLimitOption
 from planner.console import print_table, progress_bar, stderr
 from planner.errors import ExitCode, InputError

@@ -8,6 +8,7 @@ from typing import Annotated
 
 import typer
 
+from planner.cli import placement_options as limits
 from planner.cli.app import (
     EngineOption,
     HistogramOption,
@@ -24,7 +25,6 @@ from planner.cli.app import (
     session,
     use_engine,
 )
-from planner.cli import placement_options as limits
 from planner.cli.loop import (
     CacheDirOption,
     HistoryOption,

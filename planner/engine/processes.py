@@ -38,7 +38,6 @@ from typing import Any
 
 from planner.engine.common import WorkerLostError, limit_threads, task_label
 
-
 PR_SET_PDEATHSIG = 1  # <linux/prctl.h>
 PARENT_POLL_S = 0.5
 STOP_WAIT_S = 5.0

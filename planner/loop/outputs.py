@@ -40,12 +40,12 @@ from typing import Any
 import pandas as pd
 
 from planner import __version__
+from planner.errors import InputError
 from planner.loop.compare import comparison_table
 from planner.loop.pipeline import PipelineResult
 from planner.loop.run import LoopSettings
 from planner.placement.workflow import plan_json_payload
 from planner.sim.result import jsonable
-from planner.errors import InputError
 from planner.storage import RUN_STATE_KEYS, staged_outputs, without_run_state
 
 PLAN_FILE_NAMES = frozenset({

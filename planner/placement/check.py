@@ -186,7 +186,8 @@ def check_plan(
         zone = scenario.serving_region(row.region).zone
         if zone not in origin.residency:
             report.add(f"{where}: region zone {zone!r} is outside the residency {list(origin.residency)}")
-        rtt, budget = scenario.rtt_ms(row.origin, row.region), scenario.traffic_class(row.traffic_class).latency_budget_ms
+        rtt, budget = (scenario.rtt_ms(row.origin, row.region),
+                       scenario.traffic_class(row.traffic_class).latency_budget_ms)
         if rtt > budget:
             report.add(f"{where}: RTT {rtt:g} ms exceeds the class budget {budget:g} ms")
         served[origins.index(row.origin), models.index(row.model), classes.index(row.traffic_class),
@@ -210,7 +211,8 @@ def check_plan(
                    "no capacity coefficient")
     for row in live[spot_pool & ~live["traffic_class"].map(tolerant).fillna(False).to_numpy(dtype=bool)].itertuples(
             index=False):
-        report.add(f"class {row.traffic_class} is on spot replicas of {row.model}/{row.tp_degree} x {row.sku} in {row.region} "
+        report.add(f"class {row.traffic_class} is on spot replicas of {row.model}/{row.tp_degree} x {row.sku} "
+                   f"in {row.region} "
                    f"({row.period}) but is not spot-tolerant")
     usable = coefficient > 0
     share = live[usable].assign(

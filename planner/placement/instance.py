@@ -156,7 +156,8 @@ def build_instance(
     tiers = tuple(t for t in TIERS if t in scenario.capacity.tiers)
     offers = catalog.offers[catalog.offers["region_key"].isin(regions) & catalog.offers["available"]]
     offers = offers[offers["tier"].isin(tiers)]
-    price = {(r, s, t): float(p) for r, s, t, p in offers[["region_key", "sku", "tier", "usd_per_gpu_hour"]].itertuples(index=False)}
+    price = {(r, s, t): float(p)
+             for r, s, t, p in offers[["region_key", "sku", "tier", "usd_per_gpu_hour"]].itertuples(index=False)}
     skus = tuple(sorted({sku for m in models for sku in scenario.allowed_skus(m)}))
     catalog_quota = _catalog_quota(catalog.offers[catalog.offers["region_key"].isin(regions)], tiers)
     quota = np.zeros((len(regions), len(skus)), dtype=np.int64)

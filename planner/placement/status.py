@@ -23,7 +23,7 @@ from enum import Enum
 import numpy as np
 
 
-class SolveStatus(str, Enum):
+class SolveStatus(str, Enum):  # noqa: UP042 - StrEnum would change how members print in messages
     OPTIMAL = "optimal"
     FEASIBLE_WITHIN_GAP = "feasible_within_gap"
     NODE_LIMIT_WITH_INCUMBENT = "node_limit_with_incumbent"

@@ -56,7 +56,8 @@ SIGNIFICANT_DIGITS = 6
 def kv_capacity_tokens(geometry: ModelGeometry, spec: SkuSpec, tp: int, engine: str,
                        gpu_memory_utilization: float = GPU_MEMORY_UTILIZATION) -> int:
     """Tokens of KV cache one replica holds (module docstring); 0 or less when it does not fit."""
-    per_gpu = spec.hbm_bytes * gpu_memory_utilization - geometry.weights_bytes / tp - ACTIVATION_RESERVE_GB_PER_GPU * 1e9
+    per_gpu = (spec.hbm_bytes * gpu_memory_utilization - geometry.weights_bytes / tp
+               - ACTIVATION_RESERVE_GB_PER_GPU * 1e9)
     block = KV_BLOCK_TOKENS[engine]
     return block * math.floor(per_gpu / geometry.kv_bytes_per_token_per_gpu(tp) / block)
 

@@ -74,7 +74,8 @@ def _require(frame: pd.DataFrame, columns: Sequence[str], where: str | Path) -> 
                          fix=f"the table needs columns {', '.join(columns)}; {REBUILD_HINT}")
 
 
-def _text(table: pd.DataFrame, frame: pd.DataFrame, column: str, where: str | Path, allowed: Sequence[str] = ()) -> None:
+def _text(table: pd.DataFrame, frame: pd.DataFrame, column: str, where: str | Path,
+          allowed: Sequence[str] = ()) -> None:
     text = table[column].astype("string").str.strip()
     bad = _first_bad(text.isna().to_numpy() | (text.fillna("") == "").to_numpy())
     if bad is not None:
@@ -198,7 +199,8 @@ def profile_for(profiles: pd.DataFrame, model: str, sku: str, tp: int, engine: s
         return match.iloc[0]
     if not (profiles["model"] == model).any():
         models = ", ".join(sorted(profiles["model"].unique()))
-        raise InputError(f"no profile for model {model!r}", where=where, fix=f"use one of the profiled models: {models}")
+        raise InputError(f"no profile for model {model!r}", where=where,
+                         fix=f"use one of the profiled models: {models}")
     if rows.empty:
         available = sorted({f"{s} ({e})" for s, e in profiles.loc[profiles["model"] == model, ["sku", "engine"]]
                            .itertuples(index=False)})

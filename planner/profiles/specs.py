@@ -67,7 +67,7 @@ def specs_from_frame(frame: pd.DataFrame, where: str | Path) -> dict[str, SkuSpe
     specs: dict[str, SkuSpec] = {}
     for position, row in enumerate(frame.itertuples(index=False)):
         location = f"{where}, row {position + 1} (line {position + 2})"
-        sku = str(getattr(row, "sku")).strip()
+        sku = str(row.sku).strip()
         if not sku or sku == "nan":
             raise InputError("empty SKU name", where=f"{location}, column 'sku'", fix="name the SKU")
         if sku in specs:

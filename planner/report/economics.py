@@ -31,7 +31,8 @@ import pandas as pd
 
 KEY = ("model", "sku", "tp_degree")
 DEPLOYMENT_COLUMNS = (
-    *KEY, "engine", "max_num_seqs", "max_num_batched_tokens", "long_prefill_token_threshold", "replicas_peak", "gpus_peak", "usd",
+    *KEY, "engine", "max_num_seqs", "max_num_batched_tokens", "long_prefill_token_threshold", "replicas_peak",
+    "gpus_peak", "usd",
     "usd_per_gpu_hour", "rps_per_gpu", "output_tokens_per_s_per_gpu", "usd_per_m_output_tokens_at_capacity",
     "launch",
 )
@@ -61,7 +62,8 @@ def deployment_table(plan: pd.DataFrame, hours: Mapping[str, float], deployments
     table["usd_per_gpu_hour"] = table["usd"] / table["gpu_hours"]
     launch = pd.DataFrame(list(deployments)) if deployments else pd.DataFrame(columns=[*KEY, "engine"])
     table = table.merge(launch, on=list(KEY), how="left")
-    calibrated = {(str(u["model"]), str(u["sku"]), int(u["tp_degree"])): u for u in units if u.get("status") != "infeasible"}
+    calibrated = {(str(u["model"]), str(u["sku"]), int(u["tp_degree"])): u
+                  for u in units if u.get("status") != "infeasible"}
     rps, tokens = [], []
     for row in table.itertuples(index=False):
         unit = calibrated.get((str(row.model), str(row.sku), int(row.tp_degree)))

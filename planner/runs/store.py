@@ -176,7 +176,8 @@ class RunHistory:
         if tables and "planner_meta" not in tables and "runs" not in tables:
             raise InputError(
                 f"this DuckDB file holds other tables ({', '.join(sorted(tables))}), not a planner run history",
-                where=self.path, fix="point PLANNER_HISTORY (or --history-file) at a new or existing planner history file")
+                where=self.path,
+                fix="point PLANNER_HISTORY (or --history-file) at a new or existing planner history file")
         if tables:
             wrong = [name for name, columns in _EXPECTED.items() if tuple(tables.get(name, ())) != columns]
             if wrong:

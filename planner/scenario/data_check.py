@@ -95,7 +95,8 @@ def usable_profiles(scenario: Scenario, profiles: pd.DataFrame) -> pd.DataFrame:
     keep = pd.Series(False, index=profiles.index)
     for model in scenario.model_names:
         spec = scenario.model(model)
-        keep |= ((profiles["model"].astype(str) == model) & profiles["sku"].astype(str).isin(scenario.allowed_skus(model))
+        keep |= ((profiles["model"].astype(str) == model)
+                 & profiles["sku"].astype(str).isin(scenario.allowed_skus(model))
                  & (profiles["engine"].astype(str) == spec.engine)
                  & profiles["tp_degree"].astype(int).isin(scenario.allowed_tps(model)))
     out = profiles[keep].sort_values(list(PROFILE_COLUMNS), kind="stable")

@@ -2,8 +2,9 @@
 
 A plan has one row per (period, region, sku, tp_degree, model, tier) with whole
 ``replicas`` and ``gpus`` and a whole ``tp_degree`` >= 1 (GPUs per replica; a hand-written
-plan may leave it out, and it is then gpus / replicas, which must be whole); routed demand (the flows ``planner place`` writes, or any table with a rate) has
-requests per second per (period, region, model, traffic_class) and possibly an origin.
+plan may leave it out, and it is then gpus / replicas, which must be whole); routed demand
+(the flows ``planner place`` writes, or any table with a rate) has requests per second per
+(period, region, model, traffic_class) and possibly an origin.
 Each refusal names the file (recorded by the shell, :mod:`planner.sources`), the 1-based
 data row (the header is row 0) and the column:
 

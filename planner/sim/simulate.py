@@ -215,7 +215,8 @@ def simulate_plan(
     ``arrival`` is ``poisson``, ``gamma`` (with ``arrival_cv``) or ``trace``: replay
     ``arrival_trace_s`` (e.g. :func:`planner.sim.workload.trace_times_s` of an Azure log),
     time-scaled to each pool's total rate. ``routing`` is a rule of
-    :data:`planner.sim.replica.routing.ROUTERS`; the warm-up defaults to 10 % of the duration and is excluded from every metric.
+    :data:`planner.sim.replica.routing.ROUTERS`; the warm-up defaults to 10 % of the duration and
+    is excluded from every metric.
 
     ``engine`` (``local``, ``processes``, ``dask`` or ``auto``), ``workers`` and ``scheduler``
     say where the (pool x replication) tasks run (:func:`planner.engine.run_tasks`);

@@ -317,7 +317,8 @@ def arrival_times(kind: str, rate_rps: float, duration_s: float, rng: np.random.
         if trace_s is None:
             raise InputError("trace replay needs timestamps", where="arrivals", fix="pass trace_s")
         return trace_arrivals(trace_s, duration_s, rate_rps if rate_rps > 0 else None)
-    raise InputError(f"unknown arrival process {kind!r}", where="arrivals", fix=f"use one of {', '.join(ARRIVAL_KINDS)}")
+    raise InputError(f"unknown arrival process {kind!r}", where="arrivals",
+                     fix=f"use one of {', '.join(ARRIVAL_KINDS)}")
 
 
 # ---------------------------------------------------------------------------- requests

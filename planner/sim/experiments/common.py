@@ -19,8 +19,8 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
 from planner.errors import InputError
-from planner.sim.queue import QueueClass, ServiceDist
 from planner.outputs import experiment_paths
+from planner.sim.queue import QueueClass, ServiceDist
 from planner.storage import staged_outputs
 
 FULL_JOBS = 120_000

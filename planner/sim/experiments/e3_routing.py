@@ -87,13 +87,15 @@ def run_e3(seed: int = 0, scale: float = 1.0) -> ExperimentResult:
     unstable = rnd[rnd["equal_split_slowest_load"] >= 1]
     checks = [
         check("random routing is unstable once the slowest server's equal share exceeds its capacity (rho >= 0.6)",
-              bool((unstable["sojourn_drift_ratio"] > 3).all() and (unstable["slowest_server_utilisation"] > 0.97).all()),
+              bool((unstable["sojourn_drift_ratio"] > 3).all()
+                   and (unstable["slowest_server_utilisation"] > 0.97).all()),
               ", ".join(f"rho {r}: drift {d:.1f}x, backlog {b}" for r, d, b in
                         zip(unstable.index, unstable["sojourn_drift_ratio"], unstable["slowest_server_backlog_jobs"],
                             strict=True))),
         check("JSQ and power-of-two stay stable at every load tested (rho <= 0.9)",
               bool((jsq["sojourn_drift_ratio"] < 3).all() and (po2["sojourn_drift_ratio"] < 3).all()),
-              f"max drift JSQ {jsq['sojourn_drift_ratio'].max():.2f}, power-of-2 {po2['sojourn_drift_ratio'].max():.2f}"),
+              f"max drift JSQ {jsq['sojourn_drift_ratio'].max():.2f}, "
+              f"power-of-2 {po2['sojourn_drift_ratio'].max():.2f}"),
         check("JSQ beats power-of-two, which beats random, on mean sojourn at every load",
               bool((jsq["mean_sojourn_s"] <= po2["mean_sojourn_s"]).all()
                    and (po2["mean_sojourn_s"] < rnd["mean_sojourn_s"]).all()),

@@ -144,7 +144,7 @@ def _checks(table: pd.DataFrame) -> list[dict]:
         out.append(check(
             f"DRR-{inner}: the quantum's effect saturates once the premium quantum exceeds its head-of-line cost",
             bool(last_step < first_step and spread_large < first_step),
-            f"premium mean TTFT at Q_reg=256: " + ", ".join(f"{int(r)}:1 {v:.0f} ms" for r, v in p.items())
+            "premium mean TTFT at Q_reg=256: " + ", ".join(f"{int(r)}:1 {v:.0f} ms" for r, v in p.items())
             + f"; at Q_reg=4096 the whole 1:1..8:1 sweep moves it by {spread_large:.0f} ms"))
     none = table[table["arbiter"] == "none"].set_index("inner")
     f, w = none.loc["fcfs"], none.loc["wspt"]

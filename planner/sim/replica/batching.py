@@ -25,9 +25,10 @@ completed at t + t_step (:func:`finish_step`). Forming a step, in order:
    (Trail: Shahout et al., arXiv:2410.01035): the worst first, and only if that makes it fit.
 
 KV tokens read: a decode reads its whole context (prompt + generated); a prefill chunk of q
-tokens after p already prefilled for its request attends to q·(p + (q + 1)/2) query-key pairs. At the end of a step every decode
-yields one token, and a prefill that reaches its target yields one (the first token, or the
-next one after a recompute). A request leaves when it has generated its output length.
+tokens after p already prefilled for its request attends to q·(p + (q + 1)/2) query-key pairs.
+At the end of a step every decode yields one token, and a prefill that reaches its target
+yields one (the first token, or the next one after a recompute). A request leaves when it
+has generated its output length.
 
 Implementation note: every function reads the :class:`~planner.sim.replica.state.State`
 fields it needs into locals on entry, and the per-step ones are inlined into the event
@@ -50,10 +51,44 @@ from planner.sim.replica.heap import heap_clean_top, heap_remove_top
 from planner.sim.replica.inline import inlined
 from planner.sim.replica.requests import outstanding, preempt
 from planner.sim.replica.state import (
-    B_NSYS, C_QUANTUM, DONE, F_ADMIT, F_EXIT, F_FIRST, G_DRR, G_SRPT, H_W0, H_W1, I_CLS, I_GEN, I_HELD,
-    I_OUT, I_PRE_KV, I_PREFILLED, I_PROMPT, I_RESERVED, I_STATUS, I_TARGET, NO_INDEX, P_BUDGET, P_CAP, P_CHUNK,
-    P_DRRPTR, P_KV, P_KVLIM, P_MAXB, P_MAXKV, P_NRUN, P_NWAIT, P_RES, Q_WORK, RUNNING, SLOT_DECODE, SLOT_IDLE,
-    SLOT_PREFILL, WAITING,
+    B_NSYS,
+    C_QUANTUM,
+    DONE,
+    F_ADMIT,
+    F_EXIT,
+    F_FIRST,
+    G_DRR,
+    G_SRPT,
+    H_W0,
+    H_W1,
+    I_CLS,
+    I_GEN,
+    I_HELD,
+    I_OUT,
+    I_PRE_KV,
+    I_PREFILLED,
+    I_PROMPT,
+    I_RESERVED,
+    I_STATUS,
+    I_TARGET,
+    NO_INDEX,
+    P_BUDGET,
+    P_CAP,
+    P_CHUNK,
+    P_DRRPTR,
+    P_KV,
+    P_KVLIM,
+    P_MAXB,
+    P_MAXKV,
+    P_NRUN,
+    P_NWAIT,
+    P_RES,
+    Q_WORK,
+    RUNNING,
+    SLOT_DECODE,
+    SLOT_IDLE,
+    SLOT_PREFILL,
+    WAITING,
 )
 from planner.sim.replica.step_time import step_ms
 from planner.sim.replica.trail import make_room

@@ -37,8 +37,26 @@ import numpy as np
 
 from planner.sim.replica.pool import Replication
 from planner.sim.replica.state import (
-    A_AREA, A_LAST, DONE, F_ADMIT, F_EXIT, F_FIRST, I_CLS, I_OUT, I_PRE_KV, I_PRE_POL, I_REASON, I_STATUS,
-    P_CAP, P_MAXKV, P_STEPS, Q_BATCHAREA, Q_BUSY, Q_KVAREA, REASON_TOO_LARGE, REASON_WAIT,
+    A_AREA,
+    A_LAST,
+    DONE,
+    F_ADMIT,
+    F_EXIT,
+    F_FIRST,
+    I_CLS,
+    I_OUT,
+    I_PRE_KV,
+    I_PRE_POL,
+    I_REASON,
+    I_STATUS,
+    P_CAP,
+    P_MAXKV,
+    P_STEPS,
+    Q_BATCHAREA,
+    Q_BUSY,
+    Q_KVAREA,
+    REASON_TOO_LARGE,
+    REASON_WAIT,
 )
 from planner.sim.stats import littles_law, replication_ci
 from planner.slo import SLO_METRICS, ClassSlo, p99_column

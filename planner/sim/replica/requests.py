@@ -22,8 +22,26 @@ from planner.sim.policies.keys import priority_key
 from planner.sim.replica.heap import heap_push
 from planner.sim.replica.inline import inlined
 from planner.sim.replica.state import (
-    C_JUMP, C_WEIGHT, F_PRED, G_CODE, H_AGING, I_CLS, I_GEN, I_HELD, I_PREFILLED,
-    I_PROMPT, I_REP, I_RESERVED, I_STATUS, I_TARGET, P_KV, P_NRUN, P_NWAIT, P_RES, Q_WORK, SLOT_IDLE,
+    C_JUMP,
+    C_WEIGHT,
+    F_PRED,
+    G_CODE,
+    H_AGING,
+    I_CLS,
+    I_GEN,
+    I_HELD,
+    I_PREFILLED,
+    I_PROMPT,
+    I_REP,
+    I_RESERVED,
+    I_STATUS,
+    I_TARGET,
+    P_KV,
+    P_NRUN,
+    P_NWAIT,
+    P_RES,
+    Q_WORK,
+    SLOT_IDLE,
     WAITING,
 )
 

@@ -15,9 +15,9 @@ Per request j (rows of ``req_i``/``req_f``, ids in arrival order):
   reserve_k the class's output-length quantile (``output_quantile_reserve``).
 
 Per replica r (rows of ``rep_i``/``rep_f``/``rep_step``): KV capacity and admission limit
-(tokens), max batch, token budget per step, the cap on one request's prefill chunk, live counters, the time-integrals used for
-utilisation (measured on the window [w0, w1)), and the step model packed as
-:mod:`.step_time` reads it.
+(tokens), max batch, token budget per step, the cap on one request's prefill chunk, live
+counters, the time-integrals used for utilisation (measured on the window [w0, w1)), and
+the step model packed as :mod:`.step_time` reads it.
 """
 
 from __future__ import annotations
