@@ -17,6 +17,7 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
+from scenario_fixtures import with_tps
 
 from planner.calibrate import CALIBRATION_VERSION, CalibrationResult, calibrate, default_cache_dir, write_calibration
 from planner.calibrate import cache as calibrate_cache
@@ -43,15 +44,6 @@ TWO_UNITS = {**ON_H100, "search_settings": False}
 SETTINGS = Settings(duration_s=300.0, warmup_fraction=0.1, replications=3, seed=1, rel_tol=0.02, confidence=0.95,
                     pool_replicas=1, policy="drr-wspt", prediction_sigma=0.5, aging_rate=0.1, trail_c=0.5,
                     kv_fraction=0.85, output_quantile_reserve=0.95, search_settings=False)
-
-
-def with_tps(scenario: Scenario, tps: tuple[int, ...], model: str = "llama-3.1-8b") -> Scenario:
-    """The scenario with ``model`` restricted to the tensor-parallel degrees ``tps``."""
-    raw = scenario.model_dump()
-    for spec in raw["models"]:
-        if spec["name"] == model:
-            spec["tp"] = list(tps)
-    return parse_scenario(raw)
 
 
 def with_class_slos(scenario: Scenario, name: str, **slos: float | None) -> Scenario:

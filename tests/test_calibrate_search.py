@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from scenario_fixtures import with_tps
 
 from planner.calibrate import calibrate
 from planner.calibrate.inputs import Settings, UnitTask, build_tasks, class_shares, select_units
@@ -27,7 +28,7 @@ from planner.calibrate.search import (
 )
 from planner.profiles import load_profiles, profile_for
 from planner.profiles.step_model import StepModel
-from planner.scenario import Scenario, load_scenario, parse_scenario
+from planner.scenario import Scenario, load_scenario
 from planner.sim.policies import get_policy
 from planner.sim.replica.pool import ClassSpec, PoolConfig, ReplicaSpec, draw_sample
 from planner.sim.replica.run import simulate_pool
@@ -39,14 +40,6 @@ FAST = {"duration_s": 300.0, "replications": 3, "engine": "local", "search_setti
 """At the profile's default engine setting: the proof of :mod:`planner.calibrate.search` is about
 one setting's bisection (``start=None``); the setting search is ``test_calibrate_settings.py``'s."""
 STANDARD_ONLY = {"standard": 1.0}
-
-
-def with_tps(scenario: Scenario, tps: tuple[int, ...], model: str = "llama-3.1-8b") -> Scenario:
-    raw = scenario.model_dump()
-    for spec in raw["models"]:
-        if spec["name"] == model:
-            spec["tp"] = list(tps)
-    return parse_scenario(raw)
 
 
 @pytest.fixture(scope="module")
