@@ -35,6 +35,14 @@ class PolicyOutcome:
                 "still_failing": "; ".join(m.describe() for m in result.misses[:3])}
 
 
+def _calibrated_units(result: LoopResult, *columns: str) -> pd.DataFrame | None:
+    """One row per calibrated (model, SKU, TP) of this policy's capacity table, or None without those columns."""
+    table = getattr(result.calibration, "table", None)
+    if table is None or table.empty or not {"model", "sku", "tp_degree", *columns} <= set(table.columns):
+        return None
+    return table.drop_duplicates(["model", "sku", "tp_degree"])
+
+
 def binding(result: LoopResult) -> str:
     """What limits capacity under this policy: the calibration's binding (class, metric), most frequent first.
 
@@ -42,10 +50,9 @@ def binding(result: LoopResult) -> str:
     slower decode steps of a larger batch, before any request waits for admission, is the
     same under every order of the admission queue.
     """
-    table = getattr(result.calibration, "table", None)
-    if table is None or table.empty or "binding_class" not in table.columns:
+    units = _calibrated_units(result, "binding_class", "binding_metric")
+    if units is None:
         return "capacity table given" if result.calibration is None else "not reported"
-    units = table.drop_duplicates(["model", "sku", "tp_degree"])
     counts = (units["binding_class"].astype(str) + " " + units["binding_metric"].astype(str)).value_counts()
     ordered = sorted(counts.items(), key=lambda item: (-item[1], item[0]))
     return ", ".join(f"{name} on {n} of {len(units)} (model, SKU, TP)" for name, n in ordered)
@@ -58,11 +65,9 @@ def capacity_summary(result: LoopResult) -> str:
     The ceiling is what the replica's steps can carry with no latency target at all, so it is the same under
     every policy; the share of it a policy reaches before the binding SLO breaks is what the policy buys.
     """
-    table = getattr(result.calibration, "table", None)
-    needed = {"model", "sku", "tp_degree", "mix_rps_per_gpu", "utilisation_at_capacity"}
-    if table is None or table.empty or not needed <= set(table.columns):
+    units = _calibrated_units(result, "mix_rps_per_gpu", "utilisation_at_capacity")
+    if units is None:
         return ""
-    units = table.drop_duplicates(["model", "sku", "tp_degree"])
     best = units.sort_values(["model", "mix_rps_per_gpu", "sku", "tp_degree"], ascending=[True, False, True, True],
                              kind="stable").drop_duplicates("model")
     return "; ".join(f"{r.model} {r.sku} TP{int(r.tp_degree)} {r.mix_rps_per_gpu:.3g} req/s/GPU at "
