@@ -7,10 +7,12 @@ programming over the previous on-demand vector, for the switching cost), every o
 and spot vector. A unit is (region, SKU, TP): in the one-region cases the first SKU may
 also run replicas of two GPUs (TP 2) beside its one-GPU replicas, two units that share the
 (region, SKU)'s quota, so the oracle counts GPUs (TP × replicas) against it. For each
-fleet it checks quotas and redundancy itself and solves the routing of the demand as a
-small LP with scipy (Mélange capacity per unit, spot only for spot-tolerant classes at φ
-of its rate, flows only to regions in Y allowed by residency and latency), whose value is
-the latency tie-break penalty. The optimum over all fleets must equal the MILP's.
+fleet it checks quotas and redundancy itself (a region in Y keeps max(N, 1) reserved or
+on-demand replicas in every period) and solves the routing of the demand as a small LP
+with scipy (Mélange capacity per unit, spot only for spot-tolerant classes at φ of its
+rate, flows allowed by residency and latency only to regions in Y, except that with N = 0
+a spot-tolerant class may go to any region), whose value is the latency tie-break penalty.
+The optimum over all fleets must equal the MILP's.
 
 Placement leaves out a TP unit that a smaller TP of the same (region, SKU, model)
 dominates; on instances that always have a TP 2 unit, the exhaustive optimum with every
@@ -101,11 +103,11 @@ def _route_penalty(inst, t: int, serving: tuple[int, ...], steady: np.ndarray, s
     o, m = 0, 0
     columns = []  # (unit, class, pool)
     for u in range(inst.n_units):
-        if inst.unit_region[u] not in serving:
-            continue
         for k in range(len(inst.classes)):
             if inst.unit_cap_rps[u, k] <= 0 or not inst.eligible[o, k, inst.unit_region[u]]:
                 continue
+            if inst.unit_region[u] not in serving and not (inst.redundancy == 0 and inst.spot_tolerant[k]):
+                continue  # with N = 0 a spot-tolerant class may go to any region, others only to serving ones
             columns.append((u, k, 0))
             if inst.spot_tolerant[k]:
                 columns.append((u, k, 1))
@@ -152,6 +154,7 @@ def oracle(inst) -> float:
             routed[key] = _route_penalty(inst, t, serving, steady, spot)
         return routed[key]
 
+    need = max(inst.redundancy, 1)  # a serving region keeps this many steady replicas in every period
     best = math.inf
     for size in range(len(regions) + 1):
         for serving in itertools.combinations(regions, size):
@@ -170,8 +173,7 @@ def oracle(inst) -> float:
                             np.add.at(gpus, (inst.unit_region, inst.unit_sku), (steady + s_vec) * inst.unit_gpus)
                             if (gpus > inst.quota_gpus).any():
                                 continue
-                            if inst.redundancy > 0 and any(
-                                    steady[inst.unit_region == r].sum() < inst.redundancy for r in serving):
+                            if any(steady[inst.unit_region == r].sum() < need for r in serving):
                                 continue
                             penalty = penalty_of(t, serving, steady, s_vec)
                             if not math.isfinite(penalty):
