@@ -42,7 +42,7 @@ import numpy as np
 from planner.placement import highs_backend
 from planner.placement.backends import run_backend
 from planner.placement.limits import SafetyNet
-from planner.placement.problem import Milp
+from planner.placement.milp import Milp
 from planner.placement.status import SolveOutcome
 from planner.placement.strengthen import group_cuts
 

@@ -21,7 +21,7 @@ import time
 import numpy as np
 from ortools.linear_solver.python import model_builder as mb
 
-from planner.placement.problem import Milp
+from planner.placement.milp import Milp
 from planner.placement.status import SolveOutcome, SolveStatus, classify
 
 ENGINE = "scip"

@@ -42,7 +42,8 @@ from planner.placement.components import Part, lift, split
 from planner.placement.heuristics import warm_start
 from planner.placement.instance import PlacementInstance
 from planner.placement.limits import DEFAULT_NODE_LIMIT, DEFAULT_TIME_LIMIT_S, SafetyNet
-from planner.placement.problem import Milp, formulate
+from planner.placement.milp import Milp
+from planner.placement.problem import formulate
 from planner.placement.quota_repair import local_repair, with_quota
 from planner.placement.result import (
     Fleet,
