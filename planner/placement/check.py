@@ -82,7 +82,8 @@ class CheckReport:
 
 
 def _close(a: np.ndarray | float, b: np.ndarray | float) -> np.ndarray:
-    return np.abs(np.asarray(a) - np.asarray(b)) <= TOL_ABS + TOL_REL * np.maximum(np.abs(a), np.abs(b))
+    close: np.ndarray = np.abs(np.asarray(a) - np.asarray(b)) <= TOL_ABS + TOL_REL * np.maximum(np.abs(a), np.abs(b))
+    return close
 
 
 def quota_limit_gpus(scenario: Scenario, catalog: Catalog, region: str, sku: str) -> int:

@@ -197,6 +197,8 @@ def warm_start(milp: Milp, lp: SolveOutcome, backend: str, gap: float, trial_nod
     Every step is bounded by a count (``trial_nodes`` per MILP), so the same block gives
     the same warm start on any machine unless the safety net ``net`` expires.
     """
+    if lp.x is None:  # no LP point to guide the search
+        return None
     if "y" in milp.cols:
         candidates = _serving_candidates(milp, lp.x, net)
     else:

@@ -47,19 +47,19 @@ def use_threads(count: int) -> None:
     _THREADS = int(count)
 
 
-class QuietHighs(highspy.Highs):  # type: ignore[misc]  # highspy.Highs is untyped (Any) to mypy
+class QuietHighs(highspy.Highs):
     """A ``highspy.Highs`` that never writes to the console, not even the licence banner."""
 
     def enableCallbacks(self) -> None:
         # highspy's constructor calls this; HiGHS prints its banner here unless console
         # logging is already off (output stays on, so the banner counts as written)
         self.setOptionValue("log_to_console", False)
-        super().enableCallbacks()
+        super().enableCallbacks()  # type: ignore[no-untyped-call]  # highspy leaves it unannotated
 
 
 def new_highs() -> highspy.Highs:
     """A silent HiGHS instance on this process's thread count."""
-    highs = QuietHighs()
+    highs = QuietHighs()  # type: ignore[no-untyped-call]  # highspy's constructor is unannotated
     highs.setOptionValue("output_flag", False)
     highs.setOptionValue("threads", _THREADS)
     return highs
@@ -156,7 +156,7 @@ def solve(
 
 
 def _enforce_deadline(highs: highspy.Highs, deadline: float) -> None:
-    def stop_if_late(event) -> None:  # noqa: ANN001 - highspy's callback event type
+    def stop_if_late(event: highspy.HighsCallbackEvent) -> None:
         if time.perf_counter() > deadline:
             event.interrupt()
 

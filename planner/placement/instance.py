@@ -80,7 +80,8 @@ class PlacementInstance:
         """Quota in GPUs per (region, SKU, period)."""
         if self.quota_by_period is not None:
             return self.quota_by_period
-        return np.repeat(self.quota_gpus[:, :, None], self.n_periods, axis=2)
+        repeated: np.ndarray = np.repeat(self.quota_gpus[:, :, None], self.n_periods, axis=2)
+        return repeated
 
     @property
     def n_units(self) -> int:
@@ -103,7 +104,8 @@ class PlacementInstance:
 
     def offered(self, tier: str) -> np.ndarray:
         """[u] bool: the unit can be bought on this tier."""
-        return np.isfinite(self.unit_price[:, TIERS.index(tier)])
+        offered: np.ndarray = np.isfinite(self.unit_price[:, TIERS.index(tier)])
+        return offered
 
     def spot_usable(self) -> np.ndarray:
         """[u] bool: spot is offered and some spot-tolerant class can run on the unit."""

@@ -28,23 +28,24 @@ ENGINE = "scip"
 
 
 def build(milp: Milp, names: bool = False) -> mb.Model:
-    model = mb.Model()
+    """The MILP's arrays in an OR-Tools model (infinite bounds as ±1e30), with names when asked."""
+    model = mb.Model()  # type: ignore[no-untyped-call]  # OR-Tools leaves the constructor unannotated
     helper = model.helper
     big = 1e30
-    helper.fill_model_from_sparse_data(
-        np.asarray(milp.col_lo, dtype=float),
-        np.where(np.isinf(milp.col_hi), big, milp.col_hi).astype(float),
-        np.asarray(milp.c, dtype=float),
-        np.where(np.isinf(milp.row_lo), -big, milp.row_lo).astype(float),
-        np.where(np.isinf(milp.row_hi), big, milp.row_hi).astype(float),
-        milp.A.tocsr().astype(float),
-    )
+    col_lo = np.asarray(milp.col_lo, dtype=float)
+    col_hi = np.where(np.isinf(milp.col_hi), big, milp.col_hi).astype(float)
+    cost = np.asarray(milp.c, dtype=float)
+    row_lo = np.where(np.isinf(milp.row_lo), -big, milp.row_lo).astype(float)
+    row_hi = np.where(np.isinf(milp.row_hi), big, milp.row_hi).astype(float)
+    # OR-Tools' stub puts float64 in ndarray's shape parameter, which no real array matches
+    helper.fill_model_from_sparse_data(col_lo, col_hi, cost, row_lo, row_hi,  # type: ignore[arg-type]
+                                       milp.A.tocsr().astype(float))
     for j in np.flatnonzero(milp.integer):
         helper.set_var_integrality(int(j), True)
     helper.set_objective_offset(float(milp.offset))
     if names:
-        for j, name in enumerate(milp.col_names()):
-            helper.set_var_name(j, name)
+        for col, name in enumerate(milp.col_names()):
+            helper.set_var_name(col, name)
         for i, name in enumerate(milp.row_names()):
             helper.set_constraint_name(i, name)
     return model
@@ -93,7 +94,7 @@ def solve(
     values = solver.values(model.get_variables())
     outcome.x = np.asarray(values, dtype=float)
     outcome.objective = float(milp.c @ outcome.x + milp.offset)
-    bound = solver.best_objective_bound
+    bound: float | None = solver.best_objective_bound
     if status == mb.SolveStatus.OPTIMAL and not milp.integer.any():
         bound = outcome.objective
     outcome.bound = float(bound) if bound is not None and math.isfinite(bound) else -math.inf

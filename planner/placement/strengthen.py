@@ -66,7 +66,8 @@ def _mir(a: np.ndarray, f: np.ndarray) -> np.ndarray:
     """MIR coefficients [n_units, n_live] of Σ a_j x_j ≥ β for each live period's fractional part f."""
     whole = np.floor(a)[:, None]
     part = (a - np.floor(a))[:, None]
-    return whole + np.minimum(part, f[None, :]) / f[None, :]
+    coefficients: np.ndarray = whole + np.minimum(part, f[None, :]) / f[None, :]
+    return coefficients
 
 
 @dataclass
