@@ -36,7 +36,7 @@ from planner.placement.solve import SolveSummary, solve_instance
 
 ELASTIC_GAP = 0.005
 ELASTIC_NODE_LIMIT = 50
-"""Per period: on the demo (42 hour-of-week periods) 50 nodes prove the same bound as 200, in 70 % of the time."""
+"""Nodes per period's MILP: enough to prove the bound a larger limit proves (figures: decision 0001)."""
 
 
 def period_instance(inst: PlacementInstance, t: int) -> PlacementInstance:

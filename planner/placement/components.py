@@ -22,7 +22,7 @@ branching where it only cuts at the root of the large one (figures:
 ``docs/decisions/0005-placement-blocks-cuts-and-warm-starts.md``).
 
 A model with a demanded (origin, class) that no region can reach is not split: its single
-block then shows the infeasibility as before.
+block then shows the infeasibility.
 """
 
 from __future__ import annotations

@@ -37,8 +37,8 @@ from planner.scenario import Scenario
 TIERS = ("reserved", "on_demand", "spot")
 LATENCY_PENALTY_USD_PER_REQUEST_MS = 1e-8
 """Tie-breaking latency penalty: USD per request per ms of RTT (0.01 USD per million requests per ms).
-On the global scenario it is about 1e-5 of the cost, far below any solver gap, so it only
-breaks near-ties toward the users."""
+It is a tiny fraction of any plan's cost, far below any solver gap, so it only breaks
+near-ties toward the users."""
 
 
 @dataclass(frozen=True, eq=False)

@@ -1,16 +1,10 @@
 """OR-Tools backend: the arrays loaded through ``model_builder`` and solved by SCIP.
 
-Choice of engine, by measurement on this problem (``benchmarks/placement_speed.py``,
-``scenarios/global.toml``, 168 hourly periods, 2 cores, 120 s, the same decomposition and
-warm starts for every backend):
-
-* SCIP: 34,006 USD, bound 33,167 (2.5 % gap); HiGHS in the same run 34,055 / 33,267 (2.3 %),
-  CBC 34,113 / 33,033 (3.2 %);
-* CP-SAT: rejects the model (it has continuous flows; CP-SAT takes integer variables only);
-* HiGHS through OR-Tools would duplicate the direct HiGHS path.
-
-So the OR-Tools path is SCIP. ``fill_model_from_sparse_data`` takes the CSR matrix as it is
-(no per-coefficient Python calls); names are set only when asked, for LP/MPS dumps.
+SCIP, because CP-SAT takes integer variables only (the model has continuous flows) and
+HiGHS through OR-Tools would duplicate the direct HiGHS path (figures:
+``docs/decisions/0006-placement-backends.md``). ``fill_model_from_sparse_data`` takes
+the CSR matrix as it is (no per-coefficient Python calls); names are set only when asked,
+for LP/MPS dumps.
 """
 
 from __future__ import annotations

@@ -1,8 +1,8 @@
 """How the placement MILP is solved: blocks by model and region component, side by side.
 
 * **Blocks.** Models share nothing but the quota rows (and the budget), and within a model
-  the components of the origin–region graph share nothing at all (``components.py``):
-  on the global scenario each model splits into Europe and the US with Tokyo. Each block
+  the components of the origin–region graph share nothing at all (``components.py``).
+  Each block
   is solved with the full quota, a relaxation of the joint problem, so the blocks' bounds
   add up to a valid bound. The blocks are dealt to worker processes, heaviest first to
   the least loaded worker; each block's search is bounded by counts alone

@@ -1,7 +1,7 @@
 r"""Valid inequalities that tighten the LP relaxation: rounded capacity cuts per region group.
 
 The LP relaxation buys fractional replicas exactly where integer replicas must be rounded
-up; that gap (4–7 % on the global scenario) is what a solver has to close by branching.
+up; that gap is what a solver has to close by branching.
 Part of it can be written down directly.
 
 For a model m, a period t and a set G of serving regions, let F(G) be the (origin, class)
