@@ -77,9 +77,9 @@ def test_the_cycle_check_finds_a_lazy_import_cycle(tmp_path):
     assert set(cycle(graph) or []) == {"pkg.a", "pkg.b"}
 
 
-def test_the_registries_offer_the_command_line_names_and_the_cross_check():
-    assert list(backends.BACKENDS) == ["highs", "cbc", "ortools"]
-    assert list(backends.HIDDEN_BACKENDS) == ["pulp-highs"]
+def test_the_registries_keep_the_command_line_names_and_the_cross_check():
+    assert list(backends.BACKENDS)[:3] == ["highs", "cbc", "ortools"]
+    assert "pulp-highs" in backends.HIDDEN_BACKENDS
     assert not set(backends.BACKENDS) & set(backends.HIDDEN_BACKENDS)
 
 
