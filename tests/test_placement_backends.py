@@ -1,4 +1,5 @@
-"""One test class, run against every backend: same problems, objectives agree within the gap.
+"""One test class, run against every registered backend (hidden ones too): same problems,
+objectives agree within the gap.
 
 The reference is the direct HiGHS path. Each backend also has to report infeasibility as
 a status value (never an exception or an assert), and its plan has to pass check_plan. One
@@ -13,6 +14,7 @@ import numpy as np
 import pytest
 from placement_helpers import two_region_case
 
+from planner.placement.backends import BACKENDS, HIDDEN_BACKENDS
 from planner.placement.check import check_plan
 from planner.placement.result import plan_frames
 from planner.placement.solve import solve_instance
@@ -44,7 +46,7 @@ def reference() -> dict[str, float]:
     return {name: _solve(name, "highs")[3].objective for name in CASES}
 
 
-@pytest.mark.parametrize("backend", ["highs", "cbc", "ortools", "pulp-highs"])
+@pytest.mark.parametrize("backend", [*BACKENDS, *HIDDEN_BACKENDS])
 class TestEveryBackend:
     @pytest.mark.parametrize("case_name", sorted(CASES))
     def test_objective_agrees_with_the_reference(self, backend, case_name, reference):

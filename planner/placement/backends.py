@@ -1,28 +1,53 @@
-"""The MILP backends behind one call: HiGHS direct, CBC or HiGHS through PuLP, SCIP through OR-Tools."""
+"""The MILP backends behind one call, registered by name.
+
+A backend is any function with the :class:`Backend` signature; the registries map the
+``--solver`` names to them. Adding a backend takes its own module and one line in
+``BACKENDS`` (offered on the command line) or ``HIDDEN_BACKENDS`` (for tests and
+cross-checks). LPs always go to HiGHS directly (``highs_backend``), whatever the backend.
+"""
 
 from __future__ import annotations
+
+from collections.abc import Mapping
+from types import MappingProxyType
+from typing import Final, Protocol
 
 import numpy as np
 
 from planner.placement import highs_backend, ortools_backend, pulp_backend
-from planner.placement.problem import Milp
+from planner.placement.milp import Milp
 from planner.placement.status import SolveOutcome, SolveStatus
 
-BACKENDS = ("highs", "cbc", "ortools")
-HIDDEN_BACKENDS = ("pulp-highs",)
-"""Backends offered on the command line, and the PuLP-HiGHS path the tests use as a cross-check."""
+
+class Backend(Protocol):
+    """Solve one MILP; never raise on solver trouble (report it in the outcome's status and message).
+
+    A MILP stops at ``gap`` or after ``node_limit`` branch-and-bound nodes (None: no node
+    limit); ``time_limit_s`` is only the wall-clock safety net, and a call it stops sets
+    ``hit_time_limit``. ``start`` is a warm start the backend may use when it is feasible.
+    """
+
+    def __call__(self, milp: Milp, *, time_limit_s: float, gap: float, node_limit: int | None = None,
+                 start: np.ndarray | None = None) -> SolveOutcome: ...
+
+
+BACKENDS: Final[Mapping[str, Backend]] = MappingProxyType({
+    "highs": highs_backend.solve,
+    "cbc": pulp_backend.solve_cbc,
+    "ortools": ortools_backend.solve,
+})
+"""The backends offered on the command line, by ``--solver`` name."""
+
+HIDDEN_BACKENDS: Final[Mapping[str, Backend]] = MappingProxyType({
+    "pulp-highs": pulp_backend.solve_highs,
+})
+"""Backends the tests use as cross-checks, accepted but not offered."""
 
 
 def run_backend(backend: str, milp: Milp, *, time_limit_s: float, gap: float, node_limit: int | None = None,
                 start: np.ndarray | None = None) -> SolveOutcome:
-    """Dispatch one MILP to a backend by name (``node_limit``: branch-and-bound nodes; the time is a safety net)."""
-    limits = {"time_limit_s": time_limit_s, "gap": gap, "node_limit": node_limit, "start": start}
-    if backend == "highs":
-        return highs_backend.solve(milp, **limits)
-    if backend == "cbc":
-        return pulp_backend.solve(milp, solver="cbc", **limits)
-    if backend == "pulp-highs":
-        return pulp_backend.solve(milp, solver="highs", **limits)
-    if backend == "ortools":
-        return ortools_backend.solve(milp, **limits)
-    return SolveOutcome(status=SolveStatus.ERROR, backend=backend, message=f"unknown backend {backend!r}")
+    """Solve one MILP with the backend of that name (an unknown name is an ``error`` outcome)."""
+    solve = BACKENDS.get(backend) or HIDDEN_BACKENDS.get(backend)
+    if solve is None:
+        return SolveOutcome(status=SolveStatus.ERROR, backend=backend, message=f"unknown backend {backend!r}")
+    return solve(milp, time_limit_s=time_limit_s, gap=gap, node_limit=node_limit, start=start)

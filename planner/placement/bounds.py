@@ -32,11 +32,11 @@ from planner.placement.instance import PlacementInstance
 from planner.placement.limits import SafetyNet
 from planner.placement.periods import Periods
 from planner.placement.problem import formulate
-from planner.placement.solve import solve_instance
+from planner.placement.solve import SolveSummary, solve_instance
 
 ELASTIC_GAP = 0.005
 ELASTIC_NODE_LIMIT = 50
-"""Per period: on the demo (42 hour-of-week periods) 50 nodes prove the same bound as 200, in 70 % of the time."""
+"""Nodes per period's MILP: enough to prove the bound a larger limit proves (figures: decision 0001)."""
 
 
 def period_instance(inst: PlacementInstance, t: int) -> PlacementInstance:
@@ -79,7 +79,7 @@ def best_single_sku(inst: PlacementInstance, *, backend: str, gap: float, node_l
     """The cheapest plan on one SKU (whole fleet), or per model when no SKU serves every model."""
     skus, demanded = _single_sku_candidates(inst)
 
-    def solve(sub: PlacementInstance):
+    def solve(sub: PlacementInstance) -> SolveSummary:
         return solve_instance(sub, backend=backend, node_limit=node_limit, gap=gap, net=net)
 
     if skus:
@@ -97,11 +97,11 @@ def best_single_sku(inst: PlacementInstance, *, backend: str, gap: float, node_l
     total = 0.0
     for m in demanded:
         options = []
-        for sku in sorted({int(s) for s in inst.unit_sku[inst.unit_model == m]}):
-            keep = (inst.unit_model == m) & (inst.unit_sku == sku)
+        for si in sorted({int(s) for s in inst.unit_sku[inst.unit_model == m]}):
+            keep = (inst.unit_model == m) & (inst.unit_sku == si)
             summary = solve(replace(inst.restricted(keep), demand_rps=_only_model(inst.demand_rps, m)))
             if summary.status.has_solution:
-                options.append((summary.objective, inst.skus[sku]))
+                options.append((summary.objective, inst.skus[si]))
         if not options:
             return {"usd": None, "note": f"no single SKU can serve {inst.models[m]}"}
         cost, sku = min(options)

@@ -37,7 +37,7 @@ import numpy as np
 import pandas as pd
 
 from planner.catalog import Catalog
-from planner.placement.periods import Demand
+from planner.placement.periods import Demand, Periods
 from planner.scenario import Scenario
 
 PLAN_COLUMNS = ("period", "region", "sku", "tp_degree", "model", "tier", "replicas", "gpus", "usd")
@@ -82,7 +82,8 @@ class CheckReport:
 
 
 def _close(a: np.ndarray | float, b: np.ndarray | float) -> np.ndarray:
-    return np.abs(np.asarray(a) - np.asarray(b)) <= TOL_ABS + TOL_REL * np.maximum(np.abs(a), np.abs(b))
+    close: np.ndarray = np.abs(np.asarray(a) - np.asarray(b)) <= TOL_ABS + TOL_REL * np.maximum(np.abs(a), np.abs(b))
+    return close
 
 
 def quota_limit_gpus(scenario: Scenario, catalog: Catalog, region: str, sku: str) -> int:
@@ -117,17 +118,28 @@ def check_plan(
             report.add(f"{name} table lacks column(s) {', '.join(missing)}")
     if report.violations:
         return report
-    periods = demand.periods
+    _check_rows(report, plan, scenario, catalog, profiles, demand.periods)
+    _check_reserved_constant(report, plan, demand.periods)
+    report.switching_usd = _switching_usd(plan, scenario, demand.periods)
+    _check_flows(report, flows, scenario, demand)
+    _check_capacity(report, plan, loads, scenario, capacity)
+    _check_flows_carried(report, flows, loads)
+    _check_quotas(report, plan, scenario, catalog)
+    _check_redundancy(report, plan, flows, scenario, demand.periods)
+    budget = scenario.capacity.budget_usd
+    if budget is not None and report.total_usd > budget * (1 + 1e-9):
+        report.add(f"cost {report.total_usd:.2f} USD exceeds the budget of {budget:.2f} USD")
+    return report
+
+
+def _check_rows(report: CheckReport, plan: pd.DataFrame, scenario: Scenario, catalog: Catalog,
+                profiles: pd.DataFrame, periods: Periods) -> None:
+    """Shape, offers and cost of every plan row; adds each row's recomputed rental to the report."""
     hours = dict(zip(periods.labels, periods.hours.tolist(), strict=True))
-    cap_cfg = scenario.capacity
     profiled = {(str(m), str(s), int(g)) for m, s, g in profiles[["model", "sku", "tp_degree"]].itertuples(index=False)}
     price = {(r, s, t): float(p) for r, s, t, p, ok in
              catalog.offers[["region_key", "sku", "tier", "usd_per_gpu_hour", "available"]].itertuples(index=False)
              if ok}
-    cap = {(m, s, int(g), k): cap_cfg.utilisation_cap * float(v) for m, s, g, k, v in
-           capacity[["model", "sku", "tp_degree", "traffic_class", "max_rps_per_replica"]].itertuples(index=False)}
-
-    # ---- shape, offers, cost per row
     for row in plan.itertuples(index=False):
         where = f"plan row ({row.period}, {row.region}, {row.tp_degree} x {row.sku}, {row.model}, {row.tier})"
         if row.period not in hours:
@@ -135,7 +147,7 @@ def check_plan(
             continue
         if not (float(row.replicas).is_integer() and row.replicas > 0):
             report.add(f"{where}: replicas {row.replicas} is not a positive whole number")
-        if row.tier not in cap_cfg.tiers:
+        if row.tier not in scenario.capacity.tiers:
             report.add(f"{where}: tier {row.tier} is not enabled in the scenario")
         if row.sku not in scenario.allowed_skus(row.model):
             report.add(f"{where}: {row.sku} is not an allowed SKU for {row.model}")
@@ -156,6 +168,8 @@ def check_plan(
         if abs(usd - row.usd) > 0.01 + 1e-6 * usd:
             report.add(f"{where}: usd {row.usd} but the catalog price gives {usd:.4f}")
 
+
+def _check_reserved_constant(report: CheckReport, plan: pd.DataFrame, periods: Periods) -> None:
     reserved = plan[plan["tier"] == "reserved"]
     for (r, s, g, m), group in reserved.groupby(["region", "sku", "tp_degree", "model"]):
         counts = group.set_index("period")["replicas"].reindex(list(periods.labels)).fillna(0)
@@ -163,18 +177,25 @@ def check_plan(
             report.add(f"reserved replicas of {m} on {g} x {s} in {r} change between periods "
                        f"({counts.min()}..{counts.max()})")
 
-    # ---- switching cost of on-demand replicas between consecutive periods
-    if cap_cfg.switching_cost_usd > 0 and len(periods) > 1:
-        on_demand = plan[plan["tier"] == "on_demand"].pivot_table(
-            index=["region", "sku", "tp_degree", "model"], columns="period", values="replicas", aggfunc="sum",
-            fill_value=0)
-        matrix = on_demand.reindex(columns=list(periods.labels), fill_value=0).to_numpy(dtype=float)
-        steps = np.abs(np.diff(matrix, axis=1)).sum()
-        if periods.cyclic:
-            steps += np.abs(matrix[:, 0] - matrix[:, -1]).sum()
-        report.switching_usd = float(cap_cfg.switching_cost_usd * steps)
 
-    # ---- demand, residency, latency
+def _switching_usd(plan: pd.DataFrame, scenario: Scenario, periods: Periods) -> float:
+    """Switching cost of the on-demand replicas started or stopped between consecutive periods."""
+    cost = scenario.capacity.switching_cost_usd
+    if not (cost > 0 and len(periods) > 1):
+        return 0.0
+    on_demand = plan[plan["tier"] == "on_demand"].pivot_table(
+        index=["region", "sku", "tp_degree", "model"], columns="period", values="replicas", aggfunc="sum",
+        fill_value=0)
+    matrix = on_demand.reindex(columns=list(periods.labels), fill_value=0).to_numpy(dtype=float)
+    steps = np.abs(np.diff(matrix, axis=1)).sum()
+    if periods.cyclic:
+        steps += np.abs(matrix[:, 0] - matrix[:, -1]).sum()
+    return float(cost * steps)
+
+
+def _check_flows(report: CheckReport, flows: pd.DataFrame, scenario: Scenario, demand: Demand) -> None:
+    """Demand routed in full; every flow within its origin's residency and its class's RTT budget."""
+    periods = demand.periods
     origins, models, classes = scenario.origin_names, scenario.model_names, scenario.class_names
     served = np.zeros_like(demand.rps)
     index = {label: i for i, label in enumerate(periods.labels)}
@@ -197,7 +218,13 @@ def check_plan(
         report.add(f"demand of ({origins[o]}, {models[m]}, {classes[k]}) in {periods.labels[t]} is "
                    f"{demand.rps[o, m, k, t]:.6g} req/s but only {served[o, m, k, t]:.6g} is routed")
 
-    # ---- capacity (Mélange form) and spot classes
+
+def _check_capacity(report: CheckReport, plan: pd.DataFrame, loads: pd.DataFrame, scenario: Scenario,
+                    capacity: pd.DataFrame) -> None:
+    """Capacity in the Mélange form per (unit, period) and pool, and spot load for spot-tolerant classes only."""
+    cap_cfg = scenario.capacity
+    cap = {(m, s, int(g), k): cap_cfg.utilisation_cap * float(v) for m, s, g, k, v in
+           capacity[["model", "sku", "tp_degree", "traffic_class", "max_rps_per_replica"]].itertuples(index=False)}
     keys = ["period", "region", "sku", "tp_degree", "model"]
     steady_count = plan[plan["tier"].isin(["reserved", "on_demand"])].groupby(keys)["replicas"].sum().to_dict()
     spot_count = plan[plan["tier"] == "spot"].groupby(keys)["replicas"].sum().to_dict()
@@ -223,6 +250,10 @@ def check_plan(
         if used > have + TOL_REPLICA:
             report.add(f"{model}/{tp} x {sku} in {region} ({period}): {pool} load needs {used:.6f} replicas, "
                        f"plan has {have:g}")
+
+
+def _check_flows_carried(report: CheckReport, flows: pd.DataFrame, loads: pd.DataFrame) -> None:
+    """The loads of each (period, region, model, class) add up to the flows arriving there."""
     arriving = flows.groupby(["period", "region", "model", "traffic_class"])["rps"].sum()
     carried = loads.groupby(["period", "region", "model", "traffic_class"])["rps"].sum()
     both = pd.concat([arriving.rename("in"), carried.rename("out")], axis=1).fillna(0.0)
@@ -230,23 +261,28 @@ def check_plan(
     for key, row in bad.head(MAX_LISTED).iterrows():
         report.add(f"flows into {key} total {row['in']:.6g} req/s but loads carry {row['out']:.6g}")
 
-    # ---- quotas and redundancy
+
+def _check_quotas(report: CheckReport, plan: pd.DataFrame, scenario: Scenario, catalog: Catalog) -> None:
     gpus = plan.groupby(["period", "region", "sku"])["gpus"].sum()
     for (period, region, sku), used in gpus.items():
         quota = quota_limit_gpus(scenario, catalog, region, sku)
         if used > quota:
             report.add(f"{used} {sku} GPUs in {region} ({period}) exceed the quota of {quota}")
-    if cap_cfg.redundancy > 0:
-        steady = plan[plan["tier"].isin(["reserved", "on_demand"])].groupby(["region", "model", "period"])[
-            "replicas"].sum()
-        serving = flows[flows["rps"] > TOL_ABS][["region", "model"]].drop_duplicates()
-        for region, model in serving.itertuples(index=False):
-            for label in periods.labels:
-                count = int(steady.get((region, model, label), 0))
-                if count < cap_cfg.redundancy:
-                    report.add(f"{region} serves {model} but has {count} reserved/on-demand replicas in {label} "
-                               f"(redundancy {cap_cfg.redundancy})")
-                    break
-    if cap_cfg.budget_usd is not None and report.total_usd > cap_cfg.budget_usd * (1 + 1e-9):
-        report.add(f"cost {report.total_usd:.2f} USD exceeds the budget of {cap_cfg.budget_usd:.2f} USD")
-    return report
+
+
+def _check_redundancy(report: CheckReport, plan: pd.DataFrame, flows: pd.DataFrame, scenario: Scenario,
+                      periods: Periods) -> None:
+    """Every (region, model) that carries traffic keeps N reserved + on-demand replicas in every period."""
+    redundancy = scenario.capacity.redundancy
+    if redundancy <= 0:
+        return
+    steady = plan[plan["tier"].isin(["reserved", "on_demand"])].groupby(["region", "model", "period"])[
+        "replicas"].sum()
+    serving = flows[flows["rps"] > TOL_ABS][["region", "model"]].drop_duplicates()
+    for region, model in serving.itertuples(index=False):
+        for label in periods.labels:
+            count = int(steady.get((region, model, label), 0))
+            if count < redundancy:
+                report.add(f"{region} serves {model} but has {count} reserved/on-demand replicas in {label} "
+                           f"(redundancy {redundancy})")
+                break

@@ -22,14 +22,17 @@ branching where it only cuts at the root of the large one (figures:
 ``docs/decisions/0005-placement-blocks-cuts-and-warm-starts.md``).
 
 A model with a demanded (origin, class) that no region can reach is not split: its single
-block then shows the infeasibility as before.
+block then shows the infeasibility.
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass, replace
 
 import numpy as np
+import scipy.sparse as sp
+from scipy.sparse.csgraph import connected_components
 
 from planner.placement.instance import PlacementInstance
 from planner.placement.result import Fleet
@@ -83,28 +86,22 @@ def components(inst: PlacementInstance, m: int) -> list[tuple[tuple[int, ...], l
     sets = reach(inst, m)
     if not sets or any(not regions for regions in sets.values()):
         return []
-    parent: dict[int, int] = {r: r for regions in sets.values() for r in regions}
+    found = _connected(sets.values())
+    return [(regions, sorted(ok for ok, reached in sets.items() if min(reached) in regions)) for regions in found]
 
-    def root(r: int) -> int:
-        while parent[r] != r:
-            parent[r] = parent[parent[r]]
-            r = parent[r]
-        return r
 
-    for regions in sets.values():
-        first, *rest = sorted(regions)
-        for r in rest:
-            a, b = root(first), root(r)
-            if a != b:
-                parent[max(a, b)] = min(a, b)
-    groups: dict[int, list[int]] = {}
-    for r in sorted(parent):
-        groups.setdefault(root(r), []).append(r)
-    out = []
-    for regions in sorted(groups.values()):
-        pairs = sorted(ok for ok, reached in sets.items() if min(reached) in regions)
-        out.append((tuple(regions), pairs))
-    return out
+def _connected(sets: Iterable[frozenset[int]]) -> list[tuple[int, ...]]:
+    """The connected components of the graph joining the regions of each set, each sorted, in region order."""
+    groups = list(sets)
+    regions = sorted({r for g in groups for r in g})
+    position = {r: i for i, r in enumerate(regions)}
+    edges = np.array([(position[min(g)], position[r]) for g in groups for r in g], dtype=np.int64).reshape(-1, 2)
+    graph = sp.coo_matrix((np.ones(len(edges)), (edges[:, 0], edges[:, 1])), shape=(len(regions), len(regions)))
+    _, labels = connected_components(graph, directed=False)
+    members: dict[int, list[int]] = {}
+    for r, label in zip(regions, labels.tolist(), strict=True):
+        members.setdefault(label, []).append(r)
+    return sorted(tuple(group) for group in members.values())
 
 
 def split(inst: PlacementInstance, m: int) -> list[Part]:

@@ -3,7 +3,7 @@
 A forecast (``planner forecast``, or one written by hand) is long: one row per (region,
 model, traffic_class, ts) with requests per hour in ``mean`` and quantile columns ``qNN``.
 Placement turns it into a plan hour by hour, so a forecast that silently lacks part of
-the scenario gives a plan that silently lacks it too (a one-row forecast used to give a
+the scenario gives a plan that silently lacks it too (a one-row forecast would give a
 one-hour plan). :func:`check_forecast_contract` refuses, naming the file (recorded by the
 shell, :mod:`planner.sources`), the 1-based data row (the header is row 0) and the column:
 

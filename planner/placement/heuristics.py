@@ -6,17 +6,17 @@ serving set and R to an integer vector, which leaves a MILP in on-demand and spo
 and flows only: it solves in seconds where the whole block takes minutes.
 
 * Serving sets, best LP value first: the LP's own (y > 0, and y ≥ 0.5) and every one-region
-  change of the better of the two (the LP with y fixed costs ~0.3 s); the best
+  change of the better of the two (each priced by the LP with y fixed); the best
   ``SERVING_SETS`` are searched.
 * Reserved vectors: start at the LP's ``⌈R − 0.35⌉`` (repaired to the quota rows: where
   rounding up over-subscribes a quota, the units rounded furthest above their LP value go
   down one replica at a time), then steepest descent, ±1 replica on one unit of a served
   region, on the value of the LP with the rounded capacity cuts (``strengthen.py``) and
-  y, R fixed. That LP stays loaded and re-solves from the previous basis (0.05–0.1 s per
-  vector); with the cuts it charges a too-small R the on-demand replicas the peaks need
+  y, R fixed. That LP stays loaded and re-solves from the previous basis, which makes
+  each vector cheap to price; with the cuts it charges a too-small R the on-demand replicas the peaks need
   and their switching, so it ranks vectors much like the MILP does.
 * The ``RESERVED_CANDIDATES`` best vectors of each serving set are solved as MILPs (with
-  the cut rows, which roughly halves their time), best cut-LP value first; that value
+  the cut rows, which shortens them), best cut-LP value first; that value
   bounds the MILP from below, so a candidate whose value is above the best plan found ends
   the search. If none of them is solved in time, the generous rounding ``⌈R − 0.05⌉`` of
   the best serving set (little on-demand left: the easiest MILP) is solved in the
@@ -42,7 +42,7 @@ import numpy as np
 from planner.placement import highs_backend
 from planner.placement.backends import run_backend
 from planner.placement.limits import SafetyNet
-from planner.placement.problem import Milp
+from planner.placement.milp import Milp
 from planner.placement.status import SolveOutcome
 from planner.placement.strengthen import group_cuts
 
@@ -50,15 +50,14 @@ ROUNDING_SLACK = 0.35
 FALLBACK_SLACK = 0.05
 LONG_HORIZON_PERIODS = 168
 DESCENT_EVALUATIONS = 240
-"""Reserved vectors priced per serving set. Each costs one warm-started LP re-solve
-(0.05–0.1 s on the global scenario's blocks); the descent on those blocks settles well
-within this many."""
+"""Reserved vectors priced per serving set, each one warm-started LP re-solve; enough for the
+descent to settle on the large blocks (figures: decision 0005)."""
 RESERVED_CANDIDATES = 3
 SERVING_SETS = 2
 TRIALS = 3
 """Fixed-core MILPs solved, best cut-LP value first over every serving set. Each costs a
-root solve (seconds to a minute on the global scenario's largest blocks); on the blocks
-measured the best plan came from the first three."""
+root solve, the dearest step of the warm start; the best plan came from the first few
+(figures: decision 0005)."""
 
 
 def _with_y(milp: Milp, y_values: np.ndarray) -> Milp:
@@ -103,7 +102,7 @@ def _serving_candidates(milp: Milp, lp_x: np.ndarray, net: SafetyNet) -> list[tu
     """Serving sets y to try, best LP value first: the LP's own (y > 0 rounded up, and y ≥ 0.5),
     and every one-region change (drop a served region, add an unserved one) of the better one.
 
-    Returns (LP value, y, LP solution) triples. The LP with y fixed costs ~0.3 s per block.
+    Returns (LP value, y, LP solution) triples, each priced by the LP with y fixed.
     """
     y = milp.cols["y"]
     seen: set[bytes] = set()
@@ -197,6 +196,8 @@ def warm_start(milp: Milp, lp: SolveOutcome, backend: str, gap: float, trial_nod
     Every step is bounded by a count (``trial_nodes`` per MILP), so the same block gives
     the same warm start on any machine unless the safety net ``net`` expires.
     """
+    if lp.x is None:  # no LP point to guide the search
+        return None
     if "y" in milp.cols:
         candidates = _serving_candidates(milp, lp.x, net)
     else:

@@ -1,10 +1,10 @@
 """HiGHS through highspy, fed the problem's arrays directly (no modelling layer).
 
-Passing the CSC arrays to ``Highs.passModel`` costs a few hundredths of a second where
-building the same model as PuLP objects costs tenths (issue measurements: 0.3–0.6 s vs
-< 0.06 s at 47k columns), and it is the path the decomposition calls dozens of times.
-A warm start is handed over with ``setSolution``; HiGHS checks it and keeps it as the
-first incumbent when it is feasible.
+Passing the CSC arrays to ``Highs.passModel`` is much cheaper than building the same
+model as modelling-layer objects, and this is the path the decomposition calls dozens of
+times (figures: ``docs/decisions/0006-placement-backends.md``). A warm start is handed
+over with ``setSolution``; HiGHS checks it and keeps it as the first incumbent when it is
+feasible.
 
 Determinism: HiGHS runs single-threaded in every process that places (its simplex is
 serial anyway, and one thread rules out any order-of-completion effect in branch and
@@ -12,31 +12,28 @@ bound), and a MILP stops at its gap or its node limit (``mip_max_nodes``), both 
 which HiGHS reaches after the same work on any machine. The time limit is only a
 safety net: a call that hits it says so (``SolveOutcome.hit_time_limit``).
 
-The first HiGHS object of a process prints a licence banner on the C-level stdout, which
-would corrupt ``--json`` output; :func:`new_highs` creates that first one with stdout
-pointed at /dev/null.
+Silence: the first HiGHS object of a process prints a licence banner on the C-level
+stdout when its callbacks are attached, which would corrupt ``--json`` output.
+:class:`QuietHighs` turns console logging off before that, so the banner is consumed
+without being printed and no later HiGHS object of the process (PuLP's included) prints it.
 """
 
 from __future__ import annotations
 
-import contextlib
 import math
-import os
-import sys
 import time
 from pathlib import Path
 
 import highspy
 import numpy as np
 
-from planner.placement.problem import Milp
+from planner.placement.milp import Milp
 from planner.placement.status import SolveOutcome, SolveStatus, classify
 
-_BANNER_SHOWN = False
 _THREADS = 1
 DEADLINE_GRACE_S = 0.5
-"""HiGHS checks its time limit only between some phases (cut rounds, sub-MIPs) and was seen
-overrunning by 10–60 s; an interrupt callback stops it this long after the limit."""
+"""HiGHS checks its time limit only between some phases (cut rounds, sub-MIPs), so it can
+overrun the limit by far; an interrupt callback stops it this long after the limit."""
 
 
 def use_threads(count: int) -> None:
@@ -50,36 +47,22 @@ def use_threads(count: int) -> None:
     _THREADS = int(count)
 
 
+class QuietHighs(highspy.Highs):
+    """A ``highspy.Highs`` that never writes to the console, not even the licence banner."""
+
+    def enableCallbacks(self) -> None:
+        # highspy's constructor calls this; HiGHS prints its banner here unless console
+        # logging is already off (output stays on, so the banner counts as written)
+        self.setOptionValue("log_to_console", False)
+        super().enableCallbacks()  # type: ignore[no-untyped-call]  # highspy leaves it unannotated
+
+
 def new_highs() -> highspy.Highs:
-    """A silent HiGHS instance (the process's first is created with C-level stdout muted)."""
-    global _BANNER_SHOWN
-    if not _BANNER_SHOWN:
-        _BANNER_SHOWN = True
-        with _muted_stdout():
-            highs = highspy.Highs()
-    else:
-        highs = highspy.Highs()
+    """A silent HiGHS instance on this process's thread count."""
+    highs = QuietHighs()  # type: ignore[no-untyped-call]  # highspy's constructor is unannotated
     highs.setOptionValue("output_flag", False)
     highs.setOptionValue("threads", _THREADS)
     return highs
-
-
-@contextlib.contextmanager
-def _muted_stdout():
-    sys.stdout.flush()
-    try:
-        saved = os.dup(1)
-    except OSError:  # no real stdout (e.g. captured); nothing to protect
-        yield
-        return
-    devnull = os.open(os.devnull, os.O_WRONLY)
-    try:
-        os.dup2(devnull, 1)
-        yield
-    finally:
-        os.dup2(saved, 1)
-        os.close(saved)
-        os.close(devnull)
 
 
 def load(milp: Milp, highs: highspy.Highs, names: bool = False) -> None:
@@ -173,7 +156,7 @@ def solve(
 
 
 def _enforce_deadline(highs: highspy.Highs, deadline: float) -> None:
-    def stop_if_late(event) -> None:  # noqa: ANN001 - highspy's callback event type
+    def stop_if_late(event: highspy.HighsCallbackEvent) -> None:
         if time.perf_counter() > deadline:
             event.interrupt()
 

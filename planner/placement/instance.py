@@ -37,8 +37,8 @@ from planner.scenario import Scenario
 TIERS = ("reserved", "on_demand", "spot")
 LATENCY_PENALTY_USD_PER_REQUEST_MS = 1e-8
 """Tie-breaking latency penalty: USD per request per ms of RTT (0.01 USD per million requests per ms).
-On the global scenario it is about 1e-5 of the cost, far below any solver gap, so it only
-breaks near-ties toward the users."""
+It is a tiny fraction of any plan's cost, far below any solver gap, so it only breaks
+near-ties toward the users."""
 
 
 @dataclass(frozen=True, eq=False)
@@ -80,7 +80,8 @@ class PlacementInstance:
         """Quota in GPUs per (region, SKU, period)."""
         if self.quota_by_period is not None:
             return self.quota_by_period
-        return np.repeat(self.quota_gpus[:, :, None], self.n_periods, axis=2)
+        repeated: np.ndarray = np.repeat(self.quota_gpus[:, :, None], self.n_periods, axis=2)
+        return repeated
 
     @property
     def n_units(self) -> int:
@@ -103,7 +104,8 @@ class PlacementInstance:
 
     def offered(self, tier: str) -> np.ndarray:
         """[u] bool: the unit can be bought on this tier."""
-        return np.isfinite(self.unit_price[:, TIERS.index(tier)])
+        offered: np.ndarray = np.isfinite(self.unit_price[:, TIERS.index(tier)])
+        return offered
 
     def spot_usable(self) -> np.ndarray:
         """[u] bool: spot is offered and some spot-tolerant class can run on the unit."""
@@ -154,70 +156,14 @@ def build_instance(
     origins, regions = scenario.origin_names, scenario.serving_keys
     models, classes = scenario.model_names, scenario.class_names
     tiers = tuple(t for t in TIERS if t in scenario.capacity.tiers)
-    offers = catalog.offers[catalog.offers["region_key"].isin(regions) & catalog.offers["available"]]
-    offers = offers[offers["tier"].isin(tiers)]
-    price = {(r, s, t): float(p)
-             for r, s, t, p in offers[["region_key", "sku", "tier", "usd_per_gpu_hour"]].itertuples(index=False)}
     skus = tuple(sorted({sku for m in models for sku in scenario.allowed_skus(m)}))
-    catalog_quota = _catalog_quota(catalog.offers[catalog.offers["region_key"].isin(regions)], tiers)
-    quota = np.zeros((len(regions), len(skus)), dtype=np.int64)
-    quota_source: dict[str, str] = {}
-    for ri, r in enumerate(regions):
-        for si, s in enumerate(skus):
-            override = scenario.quota_gpus(r, s)
-            quota[ri, si] = override if override is not None else catalog_quota.get((r, s), 0)
-            quota_source[f"{r}|{s}"] = "scenario" if override is not None else "catalog"
-    tps: dict[tuple[str, str], list[int]] = {}
-    for m, s, g in profiles[["model", "sku", "tp_degree"]].itertuples(index=False):
-        tps.setdefault((str(m), str(s)), []).append(int(g))
-    cap = {
-        (str(m), str(s), int(g), str(k)): float(v)
-        for m, s, g, k, v in capacity[["model", "sku", "tp_degree", "traffic_class", "max_rps_per_replica"]]
-        .itertuples(index=False)
-    }
-    util = scenario.capacity.utilisation_cap
-    switching_cost = scenario.capacity.switching_cost_usd
-    rows: dict[str, list] = {k: [] for k in ("r", "s", "m", "g", "price", "cap", "max")}
-    excluded: list[tuple[str, str, str, str]] = []
+    quota, quota_source = _quotas(scenario, catalog, regions, skus, tiers)
+    tables = _Tables.read(catalog, regions, tiers, profiles, capacity)
+    units = _Units(excluded=[])
     for mi, m in enumerate(models):
         for s in scenario.allowed_skus(m):
-            si = skus.index(s)
             for ri, r in enumerate(regions):
-                unit_prices = [price.get((r, s, t), np.nan) for t in TIERS]
-                if not np.isfinite(unit_prices).any():
-                    excluded.append((r, s, m, f"no available offer of {s} in {r} on the enabled tiers"))
-                    continue
-                if (m, s) not in tps:
-                    excluded.append((r, s, m, f"no profile of {m} on {s}"))
-                    continue
-                candidates = []
-                for gpus in sorted(tps[(m, s)]):
-                    caps = [util * cap.get((m, s, gpus, k), 0.0) for k in classes]
-                    if max(caps) <= 0:
-                        excluded.append((r, f"{s} x{gpus}", m,
-                                         f"no capacity coefficient for {m} on {gpus} x {s} for any class"))
-                        continue
-                    most = int(quota[ri, si] // gpus)
-                    if most < 1:
-                        excluded.append((r, f"{s} x{gpus}", m, f"quota of {quota[ri, si]} {s} GPUs in {r} is below "
-                                                               f"the {gpus} GPUs one replica of {m} needs"))
-                        continue
-                    candidates.append((gpus, caps, most))
-                switching = switching_cost > 0 and bool(np.isfinite(unit_prices[TIERS.index("on_demand")]))
-                for gpus, caps, most in candidates:
-                    smaller = None if switching else _dominating_tp(gpus, caps, candidates)
-                    if smaller is not None:
-                        excluded.append((r, f"{s} x{gpus}", m, f"dominated by {smaller} x {s}: {gpus // smaller} of "
-                                                               f"those replicas carry as much of every class on the "
-                                                               "same GPUs"))
-                        continue
-                    for key, value in zip(rows, (ri, si, mi, gpus, unit_prices, caps, most), strict=True):
-                        rows[key].append(value)
-    eligible = np.zeros((len(origins), len(classes), len(regions)), dtype=bool)
-    for oi, o in enumerate(origins):
-        for ki, k in enumerate(classes):
-            for r in scenario.eligible_serving(o, k):
-                eligible[oi, ki, regions.index(r)] = True
+                _add_units(units, scenario, _Offer(ri, skus.index(s), mi, r, s, m), tables, quota)
     n_classes = len(classes)
     return PlacementInstance(
         origins=origins,
@@ -228,15 +174,15 @@ def build_instance(
         tiers=tiers,
         periods=demand.periods,
         demand_rps=demand.rps,
-        unit_region=np.asarray(rows["r"], dtype=np.int64),
-        unit_sku=np.asarray(rows["s"], dtype=np.int64),
-        unit_model=np.asarray(rows["m"], dtype=np.int64),
-        unit_gpus=np.asarray(rows["g"], dtype=np.int64),
-        unit_price=np.asarray(rows["price"], dtype=float).reshape(-1, len(TIERS)),
-        unit_cap_rps=np.asarray(rows["cap"], dtype=float).reshape(-1, n_classes),
-        unit_max_replicas=np.asarray(rows["max"], dtype=np.int64),
+        unit_region=np.asarray(units.region, dtype=np.int64),
+        unit_sku=np.asarray(units.sku, dtype=np.int64),
+        unit_model=np.asarray(units.model, dtype=np.int64),
+        unit_gpus=np.asarray(units.gpus, dtype=np.int64),
+        unit_price=np.asarray(units.price, dtype=float).reshape(-1, len(TIERS)),
+        unit_cap_rps=np.asarray(units.cap, dtype=float).reshape(-1, n_classes),
+        unit_max_replicas=np.asarray(units.most, dtype=np.int64),
         quota_gpus=quota,
-        eligible=eligible,
+        eligible=_eligible(scenario),
         residency=np.array([[scenario.serving_region(r).zone in scenario.origin(o).residency for r in regions]
                             for o in origins], dtype=bool),
         rtt_ms=np.array([[scenario.rtt_ms(o, r) for r in regions] for o in origins], dtype=float),
@@ -247,6 +193,126 @@ def build_instance(
         redundancy=scenario.capacity.redundancy,
         budget_usd=scenario.capacity.budget_usd,
         switching_cost_usd=scenario.capacity.switching_cost_usd,
-        excluded=tuple(excluded),
+        excluded=tuple(units.excluded),
         quota_source=quota_source,
     )
+
+
+def _quotas(scenario: Scenario, catalog: Catalog, regions: tuple[str, ...], skus: tuple[str, ...],
+            tiers: tuple[str, ...]) -> tuple[np.ndarray, dict[str, str]]:
+    """GPU quota per (region, SKU) and where each came from ('scenario' or 'catalog'; module docstring)."""
+    catalog_quota = _catalog_quota(catalog.offers[catalog.offers["region_key"].isin(regions)], tiers)
+    quota = np.zeros((len(regions), len(skus)), dtype=np.int64)
+    quota_source: dict[str, str] = {}
+    for ri, r in enumerate(regions):
+        for si, s in enumerate(skus):
+            override = scenario.quota_gpus(r, s)
+            quota[ri, si] = override if override is not None else catalog_quota.get((r, s), 0)
+            quota_source[f"{r}|{s}"] = "scenario" if override is not None else "catalog"
+    return quota, quota_source
+
+
+def _eligible(scenario: Scenario) -> np.ndarray:
+    """[o, k, r] bool: residency and the class's latency budget let origin o's class k go to region r."""
+    origins, classes, regions = scenario.origin_names, scenario.class_names, scenario.serving_keys
+    eligible = np.zeros((len(origins), len(classes), len(regions)), dtype=bool)
+    for oi, o in enumerate(origins):
+        for ki, k in enumerate(classes):
+            for r in scenario.eligible_serving(o, k):
+                eligible[oi, ki, regions.index(r)] = True
+    return eligible
+
+
+@dataclass(frozen=True)
+class _Tables:
+    """The input tables as lookups: prices of the enabled offers, TP degrees profiled, raw capacity."""
+
+    price: dict[tuple[str, str, str], float]  # (region, SKU, tier) -> USD per GPU-hour
+    tps: dict[tuple[str, str], list[int]]  # (model, SKU) -> profiled TP degrees
+    cap: dict[tuple[str, str, int, str], float]  # (model, SKU, TP, class) -> max req/s per replica
+
+    @classmethod
+    def read(cls, catalog: Catalog, regions: tuple[str, ...], tiers: tuple[str, ...], profiles: pd.DataFrame,
+             capacity: pd.DataFrame) -> _Tables:
+        offers = catalog.offers[catalog.offers["region_key"].isin(regions) & catalog.offers["available"]]
+        offers = offers[offers["tier"].isin(tiers)]
+        price = {(str(r), str(s), str(t)): float(p)
+                 for r, s, t, p in offers[["region_key", "sku", "tier", "usd_per_gpu_hour"]].itertuples(index=False)}
+        tps: dict[tuple[str, str], list[int]] = {}
+        for m, s, g in profiles[["model", "sku", "tp_degree"]].itertuples(index=False):
+            tps.setdefault((str(m), str(s)), []).append(int(g))
+        cap = {
+            (str(m), str(s), int(g), str(k)): float(v)
+            for m, s, g, k, v in capacity[["model", "sku", "tp_degree", "traffic_class", "max_rps_per_replica"]]
+            .itertuples(index=False)
+        }
+        return cls(price, tps, cap)
+
+
+@dataclass(frozen=True)
+class _Offer:
+    """One (model, SKU, region) whose TP degrees may become units, by index and by name."""
+
+    ri: int
+    si: int
+    mi: int
+    region: str
+    sku: str
+    model: str
+
+
+@dataclass
+class _Units:
+    """The units found so far, column by column, and the candidates left out with their reasons."""
+
+    excluded: list[tuple[str, str, str, str]]
+    region: list[int] = field(default_factory=list)
+    sku: list[int] = field(default_factory=list)
+    model: list[int] = field(default_factory=list)
+    gpus: list[int] = field(default_factory=list)
+    price: list[list[float]] = field(default_factory=list)
+    cap: list[list[float]] = field(default_factory=list)
+    most: list[int] = field(default_factory=list)
+
+
+def _add_units(units: _Units, scenario: Scenario, offer: _Offer, tables: _Tables, quota: np.ndarray) -> None:
+    """The units of one (model, SKU, region), one per TP degree kept; the rest go to ``excluded`` with a reason."""
+    r, s, m = offer.region, offer.sku, offer.model
+    unit_prices = [tables.price.get((r, s, t), np.nan) for t in TIERS]
+    if not np.isfinite(unit_prices).any():
+        units.excluded.append((r, s, m, f"no available offer of {s} in {r} on the enabled tiers"))
+        return
+    tps, cap = tables.tps, tables.cap
+    if (m, s) not in tps:
+        units.excluded.append((r, s, m, f"no profile of {m} on {s}"))
+        return
+    util = scenario.capacity.utilisation_cap
+    limit = quota[offer.ri, offer.si]
+    candidates = []
+    for gpus in sorted(tps[(m, s)]):
+        caps = [util * cap.get((m, s, gpus, k), 0.0) for k in scenario.class_names]
+        if max(caps) <= 0:
+            units.excluded.append((r, f"{s} x{gpus}", m,
+                                   f"no capacity coefficient for {m} on {gpus} x {s} for any class"))
+            continue
+        most = int(limit // gpus)
+        if most < 1:
+            units.excluded.append((r, f"{s} x{gpus}", m, f"quota of {limit} {s} GPUs in {r} is below "
+                                                         f"the {gpus} GPUs one replica of {m} needs"))
+            continue
+        candidates.append((gpus, caps, most))
+    switching = scenario.capacity.switching_cost_usd > 0 and bool(np.isfinite(unit_prices[TIERS.index("on_demand")]))
+    for gpus, caps, most in candidates:
+        smaller = None if switching else _dominating_tp(gpus, caps, candidates)
+        if smaller is not None:
+            units.excluded.append((r, f"{s} x{gpus}", m, f"dominated by {smaller} x {s}: {gpus // smaller} of "
+                                                         f"those replicas carry as much of every class on the "
+                                                         "same GPUs"))
+            continue
+        units.region.append(offer.ri)
+        units.sku.append(offer.si)
+        units.model.append(offer.mi)
+        units.gpus.append(gpus)
+        units.price.append(unit_prices)
+        units.cap.append(caps)
+        units.most.append(most)

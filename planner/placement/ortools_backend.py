@@ -1,16 +1,10 @@
 """OR-Tools backend: the arrays loaded through ``model_builder`` and solved by SCIP.
 
-Choice of engine, by measurement on this problem (``benchmarks/placement_speed.py``,
-``scenarios/global.toml``, 168 hourly periods, 2 cores, 120 s, the same decomposition and
-warm starts for every backend):
-
-* SCIP: 34,006 USD, bound 33,167 (2.5 % gap); HiGHS in the same run 34,055 / 33,267 (2.3 %),
-  CBC 34,113 / 33,033 (3.2 %);
-* CP-SAT: rejects the model (it has continuous flows; CP-SAT takes integer variables only);
-* HiGHS through OR-Tools would duplicate the direct HiGHS path.
-
-So the OR-Tools path is SCIP. ``fill_model_from_sparse_data`` takes the CSR matrix as it is
-(no per-coefficient Python calls); names are set only when asked, for LP/MPS dumps.
+SCIP, because CP-SAT takes integer variables only (the model has continuous flows) and
+HiGHS through OR-Tools would duplicate the direct HiGHS path (figures:
+``docs/decisions/0006-placement-backends.md``). ``fill_model_from_sparse_data`` takes
+the CSR matrix as it is (no per-coefficient Python calls); names are set only when asked,
+for LP/MPS dumps.
 """
 
 from __future__ import annotations
@@ -21,30 +15,31 @@ import time
 import numpy as np
 from ortools.linear_solver.python import model_builder as mb
 
-from planner.placement.problem import Milp
+from planner.placement.milp import Milp
 from planner.placement.status import SolveOutcome, SolveStatus, classify
 
 ENGINE = "scip"
 
 
 def build(milp: Milp, names: bool = False) -> mb.Model:
-    model = mb.Model()
+    """The MILP's arrays in an OR-Tools model (infinite bounds as ±1e30), with names when asked."""
+    model = mb.Model()  # type: ignore[no-untyped-call]  # OR-Tools leaves the constructor unannotated
     helper = model.helper
     big = 1e30
-    helper.fill_model_from_sparse_data(
-        np.asarray(milp.col_lo, dtype=float),
-        np.where(np.isinf(milp.col_hi), big, milp.col_hi).astype(float),
-        np.asarray(milp.c, dtype=float),
-        np.where(np.isinf(milp.row_lo), -big, milp.row_lo).astype(float),
-        np.where(np.isinf(milp.row_hi), big, milp.row_hi).astype(float),
-        milp.A.tocsr().astype(float),
-    )
+    col_lo = np.asarray(milp.col_lo, dtype=float)
+    col_hi = np.where(np.isinf(milp.col_hi), big, milp.col_hi).astype(float)
+    cost = np.asarray(milp.c, dtype=float)
+    row_lo = np.where(np.isinf(milp.row_lo), -big, milp.row_lo).astype(float)
+    row_hi = np.where(np.isinf(milp.row_hi), big, milp.row_hi).astype(float)
+    # OR-Tools' stub puts float64 in ndarray's shape parameter, which no real array matches
+    helper.fill_model_from_sparse_data(col_lo, col_hi, cost, row_lo, row_hi,  # type: ignore[arg-type]
+                                       milp.A.tocsr().astype(float))
     for j in np.flatnonzero(milp.integer):
         helper.set_var_integrality(int(j), True)
     helper.set_objective_offset(float(milp.offset))
     if names:
-        for j, name in enumerate(milp.col_names()):
-            helper.set_var_name(j, name)
+        for col, name in enumerate(milp.col_names()):
+            helper.set_var_name(col, name)
         for i, name in enumerate(milp.row_names()):
             helper.set_constraint_name(i, name)
     return model
@@ -93,7 +88,7 @@ def solve(
     values = solver.values(model.get_variables())
     outcome.x = np.asarray(values, dtype=float)
     outcome.objective = float(milp.c @ outcome.x + milp.offset)
-    bound = solver.best_objective_bound
+    bound: float | None = solver.best_objective_bound
     if status == mb.SolveStatus.OPTIMAL and not milp.integer.any():
         bound = outcome.objective
     outcome.bound = float(bound) if bound is not None and math.isfinite(bound) else -math.inf

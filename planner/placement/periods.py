@@ -165,7 +165,9 @@ def _window_hours(hours_given: np.ndarray, window: PlanningWindow) -> np.ndarray
             f"window is {window.describe()}",
             "forecast every hour of the window, from the first hour after the history to the window's end",
         )
-    return hours_given[(given >= window.start) & (given < window.end)]
+    inside = np.asarray((given >= window.start) & (given < window.end), dtype=bool)
+    kept: np.ndarray = hours_given[inside]
+    return kept
 
 
 def demand_from_forecast(

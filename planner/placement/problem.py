@@ -64,81 +64,26 @@ when a backend or an LP/MPS dump needs them (``col_names``, ``row_names``).
 
 from __future__ import annotations
 
-import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import numpy as np
 import scipy.sparse as sp
 
 from planner.placement.instance import TIERS, PlacementInstance
+from planner.placement.milp import Block, Milp
+from planner.placement.strengthen import group_cuts
+
+__all__ = ["ELASTIC_PENALTY_USD_PER_REQUEST", "Block", "Milp", "formulate", "with_budget"]
 
 ELASTIC_PENALTY_USD_PER_REQUEST = 10.0
 """Price of one unserved request in the elastic variant: far above any rental cost per request."""
-_UNSAFE = re.compile(r"[^A-Za-z0-9_.]")
 
-
-@dataclass(frozen=True)
-class Block:
-    """A contiguous range of columns or rows and the instance indices of each entry."""
-
-    name: str
-    start: int
-    size: int
-    index: dict[str, np.ndarray]
-
-    @property
-    def stop(self) -> int:
-        return self.start + self.size
-
-
-@dataclass(eq=False)
-class Milp:
-    """min c·x + offset  s.t.  row_lo ≤ A x ≤ row_hi,  col_lo ≤ x ≤ col_hi,  x_j integer where ``integer``."""
-
-    instance: PlacementInstance
-    c: np.ndarray
-    cost_usd: np.ndarray  # the rental + switching part of c (no latency penalty, no slack)
-    A: sp.csr_matrix
-    row_lo: np.ndarray
-    row_hi: np.ndarray
-    col_lo: np.ndarray
-    col_hi: np.ndarray
-    integer: np.ndarray
-    cols: dict[str, Block]
-    rows: dict[str, Block]
-    models: tuple[int, ...]
-    offset: float = 0.0
-    _names: dict[str, list[str]] = field(default_factory=dict)
-
-    @property
-    def n_cols(self) -> int:
-        return len(self.c)
-
-    @property
-    def n_rows(self) -> int:
-        return len(self.row_lo)
-
-    @property
-    def n_integer(self) -> int:
-        return int(self.integer.sum())
-
-    def col_names(self) -> list[str]:
-        if "cols" not in self._names:
-            self._names["cols"] = _names(self.instance, self.cols.values())
-        return self._names["cols"]
-
-    def row_names(self) -> list[str]:
-        if "rows" not in self._names:
-            self._names["rows"] = _names(self.instance, self.rows.values())
-        return self._names["rows"]
-
-    def relaxed(self) -> Milp:
-        """The LP relaxation: the same arrays with no integrality."""
-        return Milp(self.instance, self.c, self.cost_usd, self.A, self.row_lo, self.row_hi, self.col_lo,
-                    self.col_hi, np.zeros_like(self.integer), self.cols, self.rows, self.models, self.offset)
+Values = np.ndarray | float
 
 
 class _Builder:
+    """Collects column blocks, row blocks and matrix entries in the order they are added."""
+
     def __init__(self) -> None:
         self.n_cols = 0
         self.n_rows = 0
@@ -148,8 +93,8 @@ class _Builder:
         self.row_parts: list[tuple[np.ndarray, np.ndarray]] = []
         self.entries: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []
 
-    def add_cols(self, name: str, index: dict[str, np.ndarray], cost: np.ndarray, hi: np.ndarray,
-                 integer: bool, usd: np.ndarray | None = None) -> Block:
+    def add_cols(self, name: str, index: dict[str, np.ndarray], cost: Values, hi: Values,
+                 integer: bool, usd: Values | None = None) -> Block:
         size = len(next(iter(index.values())))
         block = Block(name, self.n_cols, size, index)
         self.cols[name] = block
@@ -160,8 +105,7 @@ class _Builder:
                                np.full(size, integer)))
         return block
 
-    def add_rows(self, name: str, index: dict[str, np.ndarray], lo: float | np.ndarray,
-                 hi: float | np.ndarray) -> Block:
+    def add_rows(self, name: str, index: dict[str, np.ndarray], lo: Values, hi: Values) -> Block:
         size = len(next(iter(index.values())))
         block = Block(name, self.n_rows, size, index)
         self.rows[name] = block
@@ -170,7 +114,7 @@ class _Builder:
                                np.broadcast_to(np.asarray(hi, dtype=float), (size,))))
         return block
 
-    def add(self, rows: np.ndarray, cols: np.ndarray, values: np.ndarray | float) -> None:
+    def add(self, rows: np.ndarray, cols: np.ndarray, values: Values) -> None:
         rows, cols = np.asarray(rows, dtype=np.int64), np.asarray(cols, dtype=np.int64)
         self.entries.append((rows, cols, np.broadcast_to(np.asarray(values, dtype=float), rows.shape)))
 
@@ -189,6 +133,40 @@ def _grid(*sizes: int) -> list[np.ndarray]:
     return [g.ravel() for g in np.meshgrid(*[np.arange(n) for n in sizes], indexing="ij")]
 
 
+@dataclass(frozen=True)
+class _Replicas:
+    """The replica columns R, D, S and the units each tier is offered for."""
+
+    R: Block
+    D: Block
+    S: Block
+    reserved: np.ndarray  # units with an R column
+    on_demand: np.ndarray  # units with D columns
+    spot: np.ndarray  # units with S columns
+
+    def steady(self, units: np.ndarray) -> np.ndarray:
+        """The units in ``units`` with reserved or on-demand columns."""
+        return units[np.isin(units, np.union1d(self.reserved, self.on_demand))]
+
+    def touching(self, T: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(column, u, t) of every replica column in period t, reserved repeated in every period."""
+        ui, ti = _grid(len(self.reserved), T)
+        col = np.concatenate([self.R.start + ui, self.D.start + np.arange(self.D.size),
+                              self.S.start + np.arange(self.S.size)])
+        u = np.concatenate([self.reserved[ui], self.D.index["u"], self.S.index["u"]])
+        t = np.concatenate([ti, self.D.index["t"], self.S.index["t"]])
+        return col, u, t
+
+
+@dataclass(frozen=True)
+class _Flows:
+    """The flow columns f and the key of the route row each one feeds."""
+
+    f: Block
+    route: Block
+    route_keys: np.ndarray  # sorted keys ((r · M + m) · K + k) · T + t of the route rows
+
+
 def formulate(
     inst: PlacementInstance,
     models: tuple[int, ...] | None = None,
@@ -200,15 +178,31 @@ def formulate(
     """Build the MILP above for the given models (default: all); quota rows always use the full Q_rs."""
     models = tuple(range(len(inst.models))) if models is None else tuple(models)
     units = np.flatnonzero(np.isin(inst.unit_model, models))
-    T, h = inst.n_periods, inst.periods.hours
-    H = inst.total_hours
     b = _Builder()
+    reps = _replica_columns(b, inst, units)
+    flows = _flow_columns(b, inst, models, units, reps, elastic)
+    a = _load_columns(b, inst, flows, reps.steady(units), np.ones(len(inst.classes), dtype=bool), "a")
+    spot_loads = _load_columns(b, inst, flows, reps.spot, inst.spot_tolerant, "b")
+    _capacity_rows(b, inst, units, reps, a, spot_loads)
+    rep_col, rep_u, rep_t = reps.touching(inst.n_periods)
+    _quota_rows(b, inst, units, reps, rep_col, rep_u, rep_t)
+    _serving_rows(b, inst, units, flows.f, reps, rep_col, rep_u, rep_t, elastic)
+    _switching_rows(b, inst, reps.D)
+    milp = b.build(inst, models)
+    if cuts:
+        milp = group_cuts(milp)
+    if budget and inst.budget_usd is not None:
+        milp = with_budget(milp, inst.budget_usd)
+    return milp
+
+
+def _replica_columns(b: _Builder, inst: PlacementInstance, units: np.ndarray) -> _Replicas:
+    """R_u, D_ut and S_ut for the units offered on each enabled tier (spot only where φ > 0)."""
+    T, h = inst.n_periods, inst.periods.hours
     cost_per_hour = inst.unit_gpus[:, None] * inst.unit_price  # [u, tier] USD per replica-hour
     tier_on = {t: t in inst.tiers for t in TIERS}
-
-    # ---- replicas
     rsv = units[inst.offered("reserved")[units]] if tier_on["reserved"] else units[:0]
-    R = b.add_cols("R", {"u": rsv}, H * cost_per_hour[rsv, 0], inst.unit_max_replicas[rsv], True)
+    R = b.add_cols("R", {"u": rsv}, inst.total_hours * cost_per_hour[rsv, 0], inst.unit_max_replicas[rsv], True)
     ond = units[inst.offered("on_demand")[units]] if tier_on["on_demand"] else units[:0]
     ui, ti = _grid(len(ond), T)
     D = b.add_cols("D", {"u": ond[ui], "t": ti}, h[ti] * cost_per_hour[ond[ui], 1],
@@ -218,12 +212,16 @@ def formulate(
     ui, ti = _grid(len(spt), T)
     S = b.add_cols("S", {"u": spt[ui], "t": ti}, h[ti] * cost_per_hour[spt[ui], 2],
                    inst.unit_max_replicas[spt[ui]], True)
+    return _Replicas(R, D, S, rsv, ond, spt)
 
-    # ---- flows: only for (o, m, k, t) with demand, to eligible regions that have a unit for (m, k)
-    n_r, n_k = len(inst.regions), len(inst.classes)
-    runs = np.zeros((n_r, len(inst.models), n_k), dtype=bool)  # region r has a unit of m that can carry k
-    steady = np.isin(units, np.union1d(rsv, ond))[:, None]
-    on_spot = np.isin(units, spt)[:, None] & inst.spot_tolerant[None, :]
+
+def _flow_columns(b: _Builder, inst: PlacementInstance, models: tuple[int, ...], units: np.ndarray,
+                  reps: _Replicas, elastic: bool) -> _Flows:
+    """(demand) rows, flow columns to the eligible regions that run (m, k), slack columns and (route) rows."""
+    T, n_r, n_m, n_k = inst.n_periods, len(inst.regions), len(inst.models), len(inst.classes)
+    runs = np.zeros((n_r, n_m, n_k), dtype=bool)  # region r has a unit of m that can carry k
+    steady = np.isin(units, np.union1d(reps.reserved, reps.on_demand))[:, None]
+    on_spot = np.isin(units, reps.spot)[:, None] & inst.spot_tolerant[None, :]
     np.logical_or.at(runs, (inst.unit_region[units], inst.unit_model[units]),
                      (inst.unit_cap_rps[units] > 0) & (steady | on_spot))
     d = inst.demand_rps
@@ -233,7 +231,7 @@ def formulate(
     dem = b.add_rows("demand", {"o": oi, "m": mi, "k": ki, "t": ti}, d[oi, mi, ki, ti], d[oi, mi, ki, ti])
     reach = inst.eligible[oi, ki] & runs[:, mi, ki].T  # [demand row, r]
     row_i, ri = np.nonzero(reach)
-    seconds = 3600.0 * h
+    seconds = 3600.0 * inst.periods.hours
     f = b.add_cols("f", {"o": oi[row_i], "r": ri, "m": mi[row_i], "k": ki[row_i], "t": ti[row_i]},
                    inst.latency_penalty * seconds[ti[row_i]] * inst.rtt_ms[oi[row_i], ri], np.inf, False, usd=0.0)
     b.add(dem.start + row_i, f.start + np.arange(f.size), 1.0)
@@ -241,149 +239,148 @@ def formulate(
         e = b.add_cols("e", {"o": oi, "m": mi, "k": ki, "t": ti}, ELASTIC_PENALTY_USD_PER_REQUEST * seconds[ti],
                        np.inf, False, usd=0.0)
         b.add(dem.start + np.arange(dem.size), e.start + np.arange(e.size), 1.0)
-
-    # ---- route rows per (r, m, k, t) that receive flow
-    key = ((f.index["r"] * len(inst.models) + f.index["m"]) * n_k + f.index["k"]) * T + f.index["t"]
+    key = ((f.index["r"] * n_m + f.index["m"]) * n_k + f.index["k"]) * T + f.index["t"]
     route_keys, f_route = np.unique(key, return_inverse=True)
-    rr, rem = np.divmod(route_keys, len(inst.models) * n_k * T)
+    rr, rem = np.divmod(route_keys, n_m * n_k * T)
     rm, rem = np.divmod(rem, n_k * T)
     rk, rt = np.divmod(rem, T)
     route = b.add_rows("route", {"r": rr, "m": rm, "k": rk, "t": rt}, 0.0, 0.0)
     b.add(route.start + f_route, f.start + np.arange(f.size), 1.0)
+    return _Flows(f, route, route_keys)
 
-    def loads(name: str, pool: np.ndarray, classes_ok: np.ndarray) -> Block:
-        """Load columns (u, k, t) for units in ``pool`` whose (r, m, k, t) has a route row."""
-        uu, kk, tt = _grid(len(pool), n_k, T)
-        uu = pool[uu]
-        ok = (inst.unit_cap_rps[uu, kk] > 0) & classes_ok[kk]
-        uu, kk, tt = uu[ok], kk[ok], tt[ok]
-        keys = ((inst.unit_region[uu] * len(inst.models) + inst.unit_model[uu]) * n_k + kk) * T + tt
-        pos = np.searchsorted(route_keys, keys)
-        if route_keys.size:
-            hit = (pos < len(route_keys)) & (route_keys[np.minimum(pos, len(route_keys) - 1)] == keys)
-        else:
-            hit = np.zeros(keys.size, dtype=bool)
-        uu, kk, tt, pos = uu[hit], kk[hit], tt[hit], pos[hit]
-        block = b.add_cols(name, {"u": uu, "k": kk, "t": tt}, 0.0, np.inf, False)
-        b.add(route.start + pos, block.start + np.arange(block.size), -1.0)
-        return block
 
-    a = loads("a", units[np.isin(units, np.union1d(rsv, ond))], np.ones(n_k, dtype=bool))
-    bs = loads("b", spt, inst.spot_tolerant)
+def _load_columns(b: _Builder, inst: PlacementInstance, flows: _Flows, pool: np.ndarray, classes_ok: np.ndarray,
+                  name: str) -> Block:
+    """Load columns (u, k, t) for units in ``pool`` whose (r, m, k, t) has a route row."""
+    T, n_m, n_k = inst.n_periods, len(inst.models), len(inst.classes)
+    route_keys = flows.route_keys
+    uu, kk, tt = _grid(len(pool), n_k, T)
+    uu = pool[uu]
+    ok = (inst.unit_cap_rps[uu, kk] > 0) & classes_ok[kk]
+    uu, kk, tt = uu[ok], kk[ok], tt[ok]
+    keys = ((inst.unit_region[uu] * n_m + inst.unit_model[uu]) * n_k + kk) * T + tt
+    pos = np.searchsorted(route_keys, keys)
+    if route_keys.size:
+        hit = (pos < len(route_keys)) & (route_keys[np.minimum(pos, len(route_keys) - 1)] == keys)
+    else:
+        hit = np.zeros(keys.size, dtype=bool)
+    uu, kk, tt, pos = uu[hit], kk[hit], tt[hit], pos[hit]
+    block = b.add_cols(name, {"u": uu, "k": kk, "t": tt}, 0.0, np.inf, False)
+    b.add(flows.route.start + pos, block.start + np.arange(block.size), -1.0)
+    return block
 
-    # ---- capacity rows per (u, t)
-    n_u = inst.n_units
 
-    def unit_period_rows(name: str, pool: np.ndarray) -> tuple[Block, np.ndarray]:
-        lookup = np.full((n_u, T), -1, dtype=np.int64)
-        ui, ti = _grid(len(pool), T)
-        block = b.add_rows(name, {"u": pool[ui], "t": ti}, -np.inf, 0.0)
-        lookup[pool[ui], ti] = block.start + np.arange(block.size)
-        return block, lookup
+def _unit_period_rows(b: _Builder, inst: PlacementInstance, name: str, pool: np.ndarray) -> np.ndarray:
+    """One ≤ 0 row per (u, t) of ``pool``; returns the [u, t] -> row lookup (-1: no row)."""
+    T = inst.n_periods
+    lookup = np.full((inst.n_units, T), -1, dtype=np.int64)
+    ui, ti = _grid(len(pool), T)
+    block = b.add_rows(name, {"u": pool[ui], "t": ti}, -np.inf, 0.0)
+    lookup[pool[ui], ti] = block.start + np.arange(block.size)
+    return lookup
 
-    _, cap_row = unit_period_rows("cap", units[np.isin(units, np.union1d(rsv, ond))])
+
+def _capacity_rows(b: _Builder, inst: PlacementInstance, units: np.ndarray, reps: _Replicas, a: Block,
+                   spot_loads: Block) -> None:
+    """(cap) and (spotcap): each class's load charged by its share of a replica (Mélange form)."""
+    cap_row = _unit_period_rows(b, inst, "cap", reps.steady(units))
     b.add(cap_row[a.index["u"], a.index["t"]], a.start + np.arange(a.size),
           1.0 / inst.unit_cap_rps[a.index["u"], a.index["k"]])
-    ui, ti = _grid(len(rsv), T)
-    b.add(cap_row[rsv[ui], ti], R.start + ui, -1.0)
+    ui, ti = _grid(len(reps.reserved), inst.n_periods)
+    b.add(cap_row[reps.reserved[ui], ti], reps.R.start + ui, -1.0)
+    D, S = reps.D, reps.S
     b.add(cap_row[D.index["u"], D.index["t"]], D.start + np.arange(D.size), -1.0)
-    _, spot_row = unit_period_rows("spotcap", spt)
+    spot_row = _unit_period_rows(b, inst, "spotcap", reps.spot)
+    bs = spot_loads
     b.add(spot_row[bs.index["u"], bs.index["t"]], bs.start + np.arange(bs.size),
           1.0 / (inst.spot_fraction * inst.unit_cap_rps[bs.index["u"], bs.index["k"]]))
     b.add(spot_row[S.index["u"], S.index["t"]], S.start + np.arange(S.size), -1.0)
 
-    # replica columns touching (u, t): (column, u, t) triples, reserved repeated in every period
-    ui, ti = _grid(len(rsv), T)
-    rep_col = np.concatenate([R.start + ui, D.start + np.arange(D.size), S.start + np.arange(S.size)])
-    rep_u = np.concatenate([rsv[ui], D.index["u"], S.index["u"]])
-    rep_t = np.concatenate([ti, D.index["t"], S.index["t"]])
 
-    # ---- quota rows per (r, s, t), only where the units could exceed it
-    n_s = len(inst.skus)
+def _quota_rows(b: _Builder, inst: PlacementInstance, units: np.ndarray, reps: _Replicas, rep_col: np.ndarray,
+                rep_u: np.ndarray, rep_t: np.ndarray) -> None:
+    """(quota) per (r, s, t), only where the units could exceed it with every replica column at M_u."""
+    T, n_r, n_s = inst.n_periods, len(inst.regions), len(inst.skus)
     reach_gpus = np.zeros((n_r, n_s))
-    tier_columns = np.zeros(n_u)  # how many replica columns (R, D, S) of a unit count in one period
-    for block in (R, D, S):
+    tier_columns = np.zeros(inst.n_units)  # how many replica columns (R, D, S) of a unit count in one period
+    for block in (reps.R, reps.D, reps.S):
         np.add.at(tier_columns, block.index["u"], 1.0 / (T if block.name != "R" else 1))
     np.add.at(reach_gpus, (inst.unit_region[units], inst.unit_sku[units]),
               inst.unit_gpus[units] * inst.unit_max_replicas[units] * tier_columns[units])
     quota_t = inst.quota_per_period()  # [r, s, t]
     binding = reach_gpus > quota_t.min(axis=2)
     rs_r, rs_s = np.nonzero(binding)
-    if rs_r.size:
-        qr, qt = _grid(len(rs_r), T)
-        quota = b.add_rows("quota", {"r": rs_r[qr], "s": rs_s[qr], "t": qt}, -np.inf,
-                           quota_t[rs_r[qr], rs_s[qr], qt])
-        lookup = np.full((n_r, n_s, T), -1, dtype=np.int64)
-        lookup[rs_r[qr], rs_s[qr], qt] = quota.start + np.arange(quota.size)
-        rows = lookup[inst.unit_region[rep_u], inst.unit_sku[rep_u], rep_t]
-        ok = rows >= 0
-        b.add(rows[ok], rep_col[ok], inst.unit_gpus[rep_u[ok]])
+    if not rs_r.size:
+        return
+    qr, qt = _grid(len(rs_r), T)
+    quota = b.add_rows("quota", {"r": rs_r[qr], "s": rs_s[qr], "t": qt}, -np.inf, quota_t[rs_r[qr], rs_s[qr], qt])
+    lookup = np.full((n_r, n_s, T), -1, dtype=np.int64)
+    lookup[rs_r[qr], rs_s[qr], qt] = quota.start + np.arange(quota.size)
+    rows = lookup[inst.unit_region[rep_u], inst.unit_sku[rep_u], rep_t]
+    ok = rows >= 0
+    b.add(rows[ok], rep_col[ok], inst.unit_gpus[rep_u[ok]])
 
-    # ---- serving indicators, redundancy and the strengthening rows
-    n_m = len(inst.models)
+
+def _serving_rows(b: _Builder, inst: PlacementInstance, units: np.ndarray, f: Block, reps: _Replicas,
+                  rep_col: np.ndarray, rep_u: np.ndarray, rep_t: np.ndarray, elastic: bool) -> None:
+    """Serving indicators y_rm with their (redundancy), (vub) and (cover) rows.
+
+    With N >= 1 every flow needs y and y needs N steady (reserved or on-demand) replicas
+    in every period; with N = 0 only flows of classes that may not use spot need it, and
+    it needs one steady replica.
+    """
+    T, n_r, n_m = inst.n_periods, len(inst.regions), len(inst.models)
     pairs, unit_pair = np.unique(inst.unit_region[units] * n_m + inst.unit_model[units], return_inverse=True)
-    pair_of_unit = np.full(n_u, -1, dtype=np.int64)
+    pair_of_unit = np.full(inst.n_units, -1, dtype=np.int64)
     pair_of_unit[units] = unit_pair
     pair_r, pair_m = pairs // n_m, pairs % n_m
     tolerant = inst.spot_tolerant[f.index["k"]]
-    steady_rep = rep_col < S.start  # reserved and on-demand columns come before spot
-    indicator_of: dict[str, np.ndarray] = {}
-    # y_rm: region r serves model m. With N >= 1 every flow needs it and it needs N steady
-    # (reserved or on-demand) replicas in every period; with N = 0 only flows of classes
-    # that may not use spot need it, and it needs one steady replica.
+    steady_rep = rep_col < reps.S.start  # reserved and on-demand columns come before spot
     need = max(inst.redundancy, 1)
-    needs_indicator = tolerant if inst.redundancy < 1 else np.zeros(tolerant.size, dtype=bool)
-    if pairs.size and (~needs_indicator).any():
-        y = b.add_cols("y", {"r": pair_r, "m": pair_m}, 0.0, 1.0, True)
-        indicator_of["y"] = y.start + np.arange(y.size)
-        pr, pt = _grid(len(pairs), T)
-        red = b.add_rows("redundancy", {"r": pair_r[pr], "m": pair_m[pr], "t": pt}, 0.0, np.inf)
-        b.add(red.start + pair_of_unit[rep_u[steady_rep]] * T + rep_t[steady_rep], rep_col[steady_rep], 1.0)
-        b.add(red.start + np.arange(red.size), y.start + pr, -float(need))
+    unbound = tolerant if inst.redundancy < 1 else np.zeros(tolerant.size, dtype=bool)  # flows that need no y
+    if not (pairs.size and (~unbound).any()):
+        return
+    y = b.add_cols("y", {"r": pair_r, "m": pair_m}, 0.0, 1.0, True)
+    indicator = y.start + np.arange(y.size)
+    pr, pt = _grid(len(pairs), T)
+    red = b.add_rows("redundancy", {"r": pair_r[pr], "m": pair_m[pr], "t": pt}, 0.0, np.inf)
+    b.add(red.start + pair_of_unit[rep_u[steady_rep]] * T + rep_t[steady_rep], rep_col[steady_rep], 1.0)
+    b.add(red.start + np.arange(red.size), y.start + pr, -float(need))
     pair_index = np.full((n_r, n_m), -1, dtype=np.int64)
     pair_index[pair_r, pair_m] = np.arange(len(pairs))
-    for name, classes_mask in (("y", ~needs_indicator),):
-        if name not in indicator_of or not classes_mask.any():
-            continue
-        sel = np.flatnonzero(classes_mask)
-        ind = indicator_of[name][pair_index[f.index["r"][sel], f.index["m"][sel]]]
-        fo, fm, fk, ft = (f.index[key][sel] for key in ("o", "m", "k", "t"))
-        vub = b.add_rows(f"vub_{name}", {key: f.index[key][sel] for key in ("o", "r", "m", "k", "t")}, -np.inf, 0.0)
-        n = np.arange(vub.size)
-        b.add(vub.start + n, f.start + sel, 1.0)
-        b.add(vub.start + n, ind, -d[fo, fm, fk, ft])
-        if elastic:
-            continue  # demand may go unserved, so no region has to serve it
-        okm, okm_row = np.unique(np.stack([fo, fm, fk]), axis=1, return_inverse=True)
-        cover = b.add_rows(f"cover_{name}", {"o": okm[0], "m": okm[1], "k": okm[2]}, 1.0, np.inf)
-        cov = np.unique(np.stack([okm_row.ravel(), ind]), axis=1)
-        b.add(cover.start + cov[0], cov[1], 1.0)
+    sel = np.flatnonzero(~unbound)
+    ind = indicator[pair_index[f.index["r"][sel], f.index["m"][sel]]]
+    fo, fm, fk, ft = (f.index[key][sel] for key in ("o", "m", "k", "t"))
+    vub = b.add_rows("vub_y", {key: f.index[key][sel] for key in ("o", "r", "m", "k", "t")}, -np.inf, 0.0)
+    n = np.arange(vub.size)
+    b.add(vub.start + n, f.start + sel, 1.0)
+    b.add(vub.start + n, ind, -inst.demand_rps[fo, fm, fk, ft])
+    if elastic:
+        return  # demand may go unserved, so no region has to serve it
+    okm, okm_row = np.unique(np.stack([fo, fm, fk]), axis=1, return_inverse=True)
+    cover = b.add_rows("cover_y", {"o": okm[0], "m": okm[1], "k": okm[2]}, 1.0, np.inf)
+    cov = np.unique(np.stack([okm_row.ravel(), ind]), axis=1)
+    b.add(cover.start + cov[0], cov[1], 1.0)
 
-    # ---- switching between consecutive periods
-    if inst.switching_cost_usd > 0 and T > 1:
-        for tier_cols in (D,):
-            t = tier_cols.index["t"]
-            has_prev = (t > 0) | inst.periods.cyclic
-            cur = tier_cols.start + np.flatnonzero(has_prev)
-            prev_t = (t[has_prev] - 1) % T
-            prev = cur - t[has_prev] + prev_t
-            w = b.add_cols("w" + tier_cols.name, {"u": tier_cols.index["u"][has_prev], "t": t[has_prev]},
-                           inst.switching_cost_usd, np.inf, False)
-            for sign, name in ((1.0, "up"), (-1.0, "down")):
-                rows = b.add_rows(f"switch{tier_cols.name}_{name}", w.index, 0.0, np.inf)
-                n = np.arange(rows.size)
-                b.add(rows.start + n, w.start + n, 1.0)
-                b.add(rows.start + n, cur, -sign)
-                b.add(rows.start + n, prev, sign)
 
-    milp = b.build(inst, models)
-    if cuts:
-        from planner.placement.strengthen import group_cuts
-
-        milp = group_cuts(milp)
-    if budget and inst.budget_usd is not None:
-        milp = with_budget(milp, inst.budget_usd)
-    return milp
+def _switching_rows(b: _Builder, inst: PlacementInstance, D: Block) -> None:
+    """w_ut ≥ |D_ut − D_u,prev(t)| for on-demand replicas, when switching has a cost."""
+    T = inst.n_periods
+    if not (inst.switching_cost_usd > 0 and T > 1):
+        return
+    t = D.index["t"]
+    has_prev = (t > 0) | inst.periods.cyclic
+    cur = D.start + np.flatnonzero(has_prev)
+    prev_t = (t[has_prev] - 1) % T
+    prev = cur - t[has_prev] + prev_t
+    w = b.add_cols("w" + D.name, {"u": D.index["u"][has_prev], "t": t[has_prev]}, inst.switching_cost_usd, np.inf,
+                   False)
+    for sign, name in ((1.0, "up"), (-1.0, "down")):
+        rows = b.add_rows(f"switch{D.name}_{name}", w.index, 0.0, np.inf)
+        n = np.arange(rows.size)
+        b.add(rows.start + n, w.start + n, 1.0)
+        b.add(rows.start + n, cur, -sign)
+        b.add(rows.start + n, prev, sign)
 
 
 def with_budget(milp: Milp, budget_usd: float) -> Milp:
@@ -395,27 +392,3 @@ def with_budget(milp: Milp, budget_usd: float) -> Milp:
     return Milp(milp.instance, milp.c, milp.cost_usd, sp.vstack([milp.A, row], format="csr"),
                 np.append(milp.row_lo, -np.inf), np.append(milp.row_hi, budget_usd), milp.col_lo, milp.col_hi,
                 milp.integer, milp.cols, rows, milp.models, milp.offset)
-
-
-_LABELS = {"o": "origins", "r": "regions", "s": "skus", "m": "models", "k": "classes"}
-
-
-def _names(inst: PlacementInstance, blocks) -> list[str]:
-    """Names built from indices, e.g. D_aws_us_east_1_H100_llama_3_1_8b_t12 (LP/MPS-safe characters)."""
-    out: list[str] = []
-    for block in blocks:
-        parts: list[list[str]] = []
-        for key, idx in block.index.items():
-            if key == "u":
-                parts.append(["_".join(inst.unit_name(int(u))) for u in idx])
-            elif key == "t":
-                parts.append([f"t{int(t)}" for t in idx])
-            elif key in _LABELS:
-                names = getattr(inst, _LABELS[key])
-                parts.append([names[int(i)] for i in idx])
-            else:
-                parts.append([str(int(i)) for i in idx])
-        for i in range(block.size):
-            text = "_".join([block.name, *(p[i] for p in parts)])
-            out.append(_UNSAFE.sub("_", text))
-    return out

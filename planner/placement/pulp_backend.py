@@ -2,29 +2,32 @@
 
 Every column and row gets the name ``problem.Milp`` builds from its indices
 (``D_aws_us_east_1_H100_llama_3_1_8b_t12``, ``quota_gcp_us_central1_H100_t5``), so a PuLP
-LP file reads as the formulation does. Building PuLP objects costs tenths of a second per
-10k columns, which is why the default path hands arrays to HiGHS directly; this backend is
-the reference the others are checked against, and the CBC path.
+LP file reads as the formulation does. Building PuLP objects is slow next to handing the
+arrays to HiGHS directly, which is why the default path does that; this backend is the
+reference the others are checked against, and the CBC path.
 
-CBC does not return its best bound through PuLP, so the solver log is written to a
-temporary file and its summary (``Objective value`` / ``Lower bound``, and ``Stopped on
-time`` when the wall-clock safety net cut it) is read back. Both solvers run on one
-thread with a node limit, so a search stops after the same work on any machine.
+CBC does not return its best bound through PuLP, only in its log. The log is gathered in
+memory (a pipe drained by a thread, handed to PuLP through its ``get_pipe`` hook) and its
+summary (``Objective value`` / ``Lower bound``, and ``Stopped on time`` when the
+wall-clock safety net cut it) is read back; no file of ours is written or read. Both
+solvers run on one thread with a node limit, so a search stops after the same work on
+any machine.
 """
 
 from __future__ import annotations
 
 import math
+import os
 import re
-import tempfile
+import threading
 import time
 import warnings
-from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pulp
 
-from planner.placement.problem import Milp
+from planner.placement.milp import Milp
 from planner.placement.status import SolveOutcome, SolveStatus, classify
 
 _LOWER_BOUND = re.compile(r"^Lower bound:\s*([-+0-9.eE]+)", re.MULTILINE)
@@ -68,49 +71,91 @@ def build(milp: Milp) -> tuple[pulp.LpProblem, list[pulp.LpVariable]]:
     return problem, variables
 
 
-def solve(
-    milp: Milp,
-    *,
-    solver: str = "cbc",
-    time_limit_s: float,
-    gap: float,
-    node_limit: int | None = None,
-    start: np.ndarray | None = None,
-) -> SolveOutcome:
-    """Solve with PuLP's CBC (``solver='cbc'``) or HiGHS (``'highs'``); never raises on solver trouble.
+class CapturedOutput:
+    """The write end of a pipe for a child process's output; a thread gathers what comes out, in memory.
 
-    ``node_limit`` caps the branch-and-bound nodes (None: no cap); ``time_limit_s`` is the
-    wall-clock safety net.
+    The thread keeps the pipe drained while the child runs, so a long log never blocks it.
     """
+
+    def __init__(self) -> None:
+        read_end, self._write_end = os.pipe()
+        self._chunks: list[bytes] = []
+        self._reader = threading.Thread(target=self._drain, args=(read_end,), daemon=True)
+        self._reader.start()
+
+    def fileno(self) -> int:
+        return self._write_end
+
+    def close(self) -> None:
+        """Close this process's write end (the reader sees the end once the child's copy is closed too)."""
+        if self._write_end >= 0:
+            os.close(self._write_end)
+            self._write_end = -1
+
+    def text(self) -> str:
+        """Everything written, once the writers are done."""
+        self.close()
+        self._reader.join()
+        return b"".join(self._chunks).decode(errors="replace")
+
+    def _drain(self, read_end: int) -> None:
+        try:
+            while chunk := os.read(read_end, 1 << 16):
+                self._chunks.append(chunk)
+        finally:
+            os.close(read_end)
+
+
+class _LoggedCbc(pulp.PULP_CBC_CMD):  # type: ignore[misc]  # pulp is untyped (Any) to mypy
+    """PuLP's bundled CBC with its output sent to a :class:`CapturedOutput` (PuLP's ``get_pipe`` hook)."""
+
+    def __init__(self, log: CapturedOutput, **options: Any) -> None:
+        with warnings.catch_warnings():  # the CBC binary bundled with PuLP; COIN_CMD needs a separate CBC
+            warnings.simplefilter("ignore", DeprecationWarning)
+            super().__init__(msg=False, **options)
+        self.log = log
+
+    def get_pipe(self) -> CapturedOutput:
+        return self.log
+
+
+def solve_cbc(milp: Milp, *, time_limit_s: float, gap: float, node_limit: int | None = None,
+              start: np.ndarray | None = None) -> SolveOutcome:
+    """Solve with PuLP's bundled CBC, its bound and time-limit stop read from its log; never raises."""
+    log = CapturedOutput()
+    try:
+        engine = _LoggedCbc(log, timeLimit=max(1, math.ceil(time_limit_s)), gapRel=gap, warmStart=start is not None,
+                            threads=1, maxNodes=None if node_limit is None else int(max(node_limit, 1)))
+        return _solve(milp, engine, "cbc", gap=gap, start=start, log=log)
+    finally:
+        log.close()
+
+
+def solve_highs(milp: Milp, *, time_limit_s: float, gap: float, node_limit: int | None = None,
+                start: np.ndarray | None = None) -> SolveOutcome:
+    """Solve with HiGHS through PuLP (a cross-check of the direct path); never raises on solver trouble."""
+    nodes = {} if node_limit is None else {"mip_max_nodes": int(max(node_limit, 1))}
+    engine = pulp.HiGHS(msg=False, timeLimit=float(time_limit_s), gapRel=gap, threads=1, **nodes)
+    return _solve(milp, engine, "highs", gap=gap, start=start, log=None)
+
+
+def _solve(milp: Milp, engine: Any, solver: str, *, gap: float, start: np.ndarray | None,
+           log: CapturedOutput | None) -> SolveOutcome:
+    """Build the PuLP problem, solve it with ``engine`` (its limits already set) and read the outcome back."""
     began = time.perf_counter()
     problem, variables = build(milp)
     if start is not None:
         for var, value in zip(variables, start, strict=True):
             var.setInitialValue(float(round(value)) if var.cat == pulp.LpInteger else float(value))
     built = time.perf_counter() - began
-    backend = f"pulp-{solver}"
-    outcome = SolveOutcome(status=SolveStatus.ERROR, backend=backend, build_time_s=built)
-    with tempfile.TemporaryDirectory(prefix="planner-pulp-") as folder:
-        log = Path(folder) / "solver.log"
-        if solver == "cbc":
-            with warnings.catch_warnings():  # the CBC binary bundled with PuLP; COIN_CMD needs a separate CBC
-                warnings.simplefilter("ignore", DeprecationWarning)
-                engine = pulp.PULP_CBC_CMD(msg=False, timeLimit=max(1, math.ceil(time_limit_s)), gapRel=gap,
-                                           warmStart=start is not None, logPath=str(log), threads=1,
-                                           maxNodes=None if node_limit is None else int(max(node_limit, 1)))
-        elif solver == "highs":
-            nodes = {} if node_limit is None else {"mip_max_nodes": int(max(node_limit, 1))}
-            engine = pulp.HiGHS(msg=False, timeLimit=float(time_limit_s), gapRel=gap, threads=1, **nodes)
-        else:
-            outcome.message = f"unknown PuLP solver {solver!r}"
-            return outcome
-        try:
-            problem.solve(engine)
-        except pulp.PulpSolverError as exc:
-            outcome.message = str(exc)
-            outcome.solve_time_s = time.perf_counter() - began - built
-            return outcome
-        log_text = log.read_text(errors="replace") if log.exists() else ""
+    outcome = SolveOutcome(status=SolveStatus.ERROR, backend=f"pulp-{solver}", build_time_s=built)
+    try:
+        problem.solve(engine)
+    except pulp.PulpSolverError as exc:
+        outcome.message = str(exc)
+        outcome.solve_time_s = time.perf_counter() - began - built
+        return outcome
+    log_text = log.text() if log is not None else ""
     outcome.solve_time_s = time.perf_counter() - began - built
     outcome.message = pulp.LpStatus.get(problem.status, str(problem.status))
     outcome.hit_time_limit = _hit_time_limit(solver, problem, log_text)

@@ -16,7 +16,7 @@ import numpy as np
 
 from planner.placement.backends import run_backend
 from planner.placement.instance import PlacementInstance
-from planner.placement.problem import Milp
+from planner.placement.milp import Milp
 from planner.placement.status import SolveOutcome
 
 

@@ -21,7 +21,7 @@ import pandas as pd
 
 from planner.placement.check import FLOW_COLUMNS, LOAD_COLUMNS, PLAN_COLUMNS
 from planner.placement.instance import TIERS, PlacementInstance
-from planner.placement.problem import Milp
+from planner.placement.milp import Milp
 from planner.placement.status import SolveStatus
 
 RPS_DECIMALS = 6

@@ -1,8 +1,8 @@
 """How the placement MILP is solved: blocks by model and region component, side by side.
 
 * **Blocks.** Models share nothing but the quota rows (and the budget), and within a model
-  the components of the origin–region graph share nothing at all (``components.py``):
-  on the global scenario each model splits into Europe and the US with Tokyo. Each block
+  the components of the origin–region graph share nothing at all (``components.py``).
+  Each block
   is solved with the full quota, a relaxation of the joint problem, so the blocks' bounds
   add up to a valid bound. The blocks are dealt to worker processes, heaviest first to
   the least loaded worker; each block's search is bounded by counts alone
@@ -42,7 +42,8 @@ from planner.placement.components import Part, lift, split
 from planner.placement.heuristics import warm_start
 from planner.placement.instance import PlacementInstance
 from planner.placement.limits import DEFAULT_NODE_LIMIT, DEFAULT_TIME_LIMIT_S, SafetyNet
-from planner.placement.problem import Milp, formulate
+from planner.placement.milp import Milp
+from planner.placement.problem import formulate
 from planner.placement.quota_repair import local_repair, with_quota
 from planner.placement.result import (
     Fleet,
@@ -304,8 +305,8 @@ def _solve_blocks(inst: PlacementInstance, backend: str, node_limit: int, gap: f
     results: dict[int, dict[str, Any]] = {}
     for members, outcomes_of_bin in zip(bins, done, strict=True):
         results.update(zip(members, outcomes_of_bin, strict=True))
-    for outcome in results.values():
-        net.hits.extend(outcome["time_limit_hits"])
+    for result in results.values():
+        net.hits.extend(result["time_limit_hits"])
     order = sorted(range(len(parts)), key=lambda i: (weights[i], i))
     quota = inst.quota_per_period()
     used = np.zeros_like(quota, dtype=float)
@@ -317,7 +318,7 @@ def _solve_blocks(inst: PlacementInstance, backend: str, node_limit: int, gap: f
         part = parts[i]
         names, regions = part.label(inst)
         outcome = BlockOutcome(models=names, milp=milps[i], regions=regions if not direct else (), **results[i])
-        if not outcome.status.has_solution:
+        if not outcome.status.has_solution or outcome.x is None:
             return SolveSummary(outcome.status, None, math.nan, outcome.bound, outcome.lp_bound,
                                 [*outcomes, outcome], strategy, message=outcome.message)
         piece = lift(inst, part, add_solution(empty_fleet(part.inst), outcome.milp, outcome.x))
@@ -346,17 +347,19 @@ def _solve_blocks(inst: PlacementInstance, backend: str, node_limit: int, gap: f
 def _repair(inst: PlacementInstance, part: Part, outcome: BlockOutcome, residual: np.ndarray, over: np.ndarray,
             backend: str, gap: float, node_limit: int, net: SafetyNet) -> tuple[BlockOutcome, Fleet] | None:
     """Fit one block's plan into the residual quota (see ``_solve_blocks``)."""
+    if outcome.x is None:  # only a block with a plan is repaired
+        return None
     began = time.perf_counter()
     hits_before = len(net.hits)
     sub = with_quota(part.inst, residual, keep_units=True)
     sub_milp = formulate(sub, part.models, budget=False, cuts=False)
     local = net.watch(local_repair(sub_milp, outcome.x, over, backend, gap, node_limit, net.left()),
                       "a quota repair")
-    if local.status.has_solution:
+    if local.status.has_solution and local.x is not None:
         x, objective = local.x, local.objective
     else:
         again = solve_block(sub_milp, outcome.models, backend=backend, gap=gap, node_limit=node_limit, net=net)
-        if not again.status.has_solution:
+        if not again.status.has_solution or again.x is None:
             return None
         x, objective = again.x, again.objective
     bound = min(outcome.bound, objective)
