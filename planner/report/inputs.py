@@ -116,7 +116,8 @@ def utc(values: pd.Series) -> pd.Series:
 
 
 def iso(stamp: pd.Timestamp) -> str:
-    return stamp.tz_convert("UTC").strftime("%Y-%m-%dT%H:%M:%SZ")
+    text: str = stamp.tz_convert("UTC").strftime("%Y-%m-%dT%H:%M:%SZ")
+    return text
 
 
 def rounded(frame: pd.DataFrame, digits: dict[str, int] | None = None, default: int = 3) -> pd.DataFrame:
