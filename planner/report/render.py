@@ -165,7 +165,7 @@ def _environment(autoescape: bool) -> jinja2.Environment:
         loader=jinja2.PackageLoader(TEMPLATE_PACKAGE, "templates"),
         autoescape=autoescape, finalize=html_escape if autoescape else None,
         trim_blocks=True, lstrip_blocks=True, keep_trailing_newline=True, undefined=jinja2.StrictUndefined)
-    environment.filters.update(md=markdown_escape, markdown_alignment=markdown_alignment,
+    environment.filters.update(markdown_cell=markdown_escape, markdown_alignment=markdown_alignment,
                                break_at_underscores=break_at_underscores)
     environment.globals.update(status_badge=status_badge)
     return environment
@@ -183,6 +183,7 @@ def html_environment() -> jinja2.Environment:
 
 # ---------------------------------------------------------------------------------- Markdown and HTML
 def render_markdown(model: ReportModel, generated_at: str) -> str:
+    """The report as Markdown, ending in exactly one newline."""
     text = markdown_environment().get_template(MARKDOWN_TEMPLATE).render(
         model=model, generated=generated_line(generated_at), meta=meta_line(model), tables=_shown_tables(model))
     return text.rstrip("\n") + "\n"
