@@ -147,6 +147,12 @@ def test_loop_converges_on_a_scenario_built_to_fail_the_first_round(small):
     assert (final < 4 * start).all() and (final >= 0.5 * start - 1e-9).all()
 
 
+def test_a_loop_without_rounds_is_refused_before_any_work(small):
+    scenario, forecast, table, cache = small
+    with pytest.raises(ValueError, match="at least one round"):
+        run_loop(scenario, forecast, load_catalog(), load_profiles(), _settings(cache, rounds=0), capacity=table)
+
+
 @pytest.mark.slow
 def test_every_round_of_the_loop_plans_the_window_it_was_given(small):
     scenario, forecast, table, cache = small

@@ -17,6 +17,7 @@ import pandas as pd
 from planner.catalog import Catalog
 from planner.errors import InputError
 from planner.loop.run import LoopResult, LoopSettings, Notify, capacity_key, run_loop
+from planner.placement.result import PlacementResult
 from planner.placement.window import PlanningWindow
 from planner.scenario import Scenario
 from planner.sim.policies import get_policy
@@ -93,9 +94,9 @@ def compare_policies(scenario: Scenario, forecast: pd.DataFrame, catalog: Catalo
     Every policy plans the same hours: the scenario's horizon, or ``planning_window`` when given.
     """
     outcomes = []
-    placements: dict[str, object] = {}
-    for result in (known or {}).values():
-        placements[capacity_key(result.capacity)] = result.placement
+    placements: dict[str, PlacementResult] = {}
+    for earlier in (known or {}).values():
+        placements[capacity_key(earlier.capacity)] = earlier.placement
     for policy in policies:
         result = (known or {}).get(policy)
         if result is None:

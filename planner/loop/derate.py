@@ -71,7 +71,7 @@ class Miss:
 
 def _value(row: dict[str, Any], column: str) -> float:
     """A finite number, or +inf for a missing, non-numeric or NaN value (a p99 the simulator could not give)."""
-    value = row.get(column)
+    value: Any = row.get(column)
     try:
         number = float(value)
     except (TypeError, ValueError):

@@ -34,8 +34,9 @@ from planner.catalog import Catalog
 from planner.loop.derate import Miss, derate, find_misses
 from planner.loop.windows import loop_windows
 from planner.placement.limits import DEFAULT_NODE_LIMIT, DEFAULT_TIME_LIMIT_S
+from planner.placement.result import PlacementResult
 from planner.placement.window import PlanningWindow
-from planner.placement.workflow import DEFAULT_GAP, DEFAULT_PERIODS, PlacementResult, place_plan
+from planner.placement.workflow import DEFAULT_GAP, DEFAULT_PERIODS, place_plan
 from planner.scenario import Scenario
 from planner.sim.simulate import simulate_plan
 
@@ -141,6 +142,70 @@ def _round_record(number: int, placement: PlacementResult, misses: list[Miss], c
     }
 
 
+@dataclass
+class _Inputs:
+    """What every round of one policy's loop reads."""
+
+    scenario: Scenario
+    forecast: pd.DataFrame
+    catalog: Catalog
+    profiles: pd.DataFrame
+    settings: LoopSettings
+    policy: str
+    histogram: pd.DataFrame | None
+    input_hashes: dict[str, str] | None
+    planning_window: PlanningWindow | None
+    say: Notify
+
+
+@dataclass
+class _Simulated:
+    """One round's simulation of a plan's windows: per-class results, run metadata and the SLO misses."""
+
+    slo: pd.DataFrame
+    meta: list[dict[str, Any]]
+    misses: list[Miss]
+    windows: list[str]
+
+
+def _place(run: _Inputs, table: pd.DataFrame, number: int,
+           placements: dict[str, PlacementResult] | None) -> PlacementResult:
+    """The plan for ``table``: a plan already placed with the same capacity table, or a new solve."""
+    key = capacity_key(table)
+    known = placements.get(key) if placements is not None else None
+    if known is not None:
+        run.say(f"{run.policy}: round {number}, same capacity table as an earlier policy: same plan")
+        return known
+    settings = run.settings
+    placement = place_plan(run.scenario, run.forecast, run.catalog, run.profiles, capacity=table,
+                           solver=settings.solver, node_limit=settings.node_limit,
+                           time_limit_s=settings.time_limit_s, gap=settings.gap, quantile=settings.quantile,
+                           periods=settings.periods, input_hashes=run.input_hashes, window=run.planning_window)
+    if placements is not None:
+        placements[key] = placement
+    return placement
+
+
+def _simulate(run: _Inputs, placement: PlacementResult, number: int) -> _Simulated:
+    """Replay the plan's peak and trough windows under the policy and collect the SLO misses."""
+    settings = run.settings
+    frames, meta, misses = [], [], []
+    windows = loop_windows(placement.plan, placement.flows)
+    for window in windows:
+        run.say(f"{run.policy}: round {number}, simulating the {window.name} ({window.period})")
+        result = simulate_plan(run.scenario, placement.plan, window.demand, run.profiles, run.catalog,
+                               policy=run.policy, duration_s=settings.sim_duration_s,
+                               replications=settings.sim_replications, seed=settings.seed,
+                               histogram=run.histogram, period=window.period, engine=settings.engine,
+                               workers=settings.workers)
+        frames.append(result.per_class.assign(window=window.name, period=window.period))
+        meta.append({"window": window.name, **result.meta})
+        misses += find_misses(result.per_class, window.name, window.period,
+                              _pool_units(placement.plan, window.period))
+    slo = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
+    return _Simulated(slo, meta, misses, [f"{w.name} {w.period}" for w in windows])
+
+
 def run_loop(scenario: Scenario, forecast: pd.DataFrame, catalog: Catalog, profiles: pd.DataFrame,
              settings: LoopSettings, *, policy: str | None = None, capacity: pd.DataFrame | None = None,
              histogram: pd.DataFrame | None = None, input_hashes: dict[str, str] | None = None,
@@ -155,52 +220,32 @@ def run_loop(scenario: Scenario, forecast: pd.DataFrame, catalog: Catalog, profi
     through that table, so two policies whose calibrations agree share one solve, and
     each is still simulated under its own policy.
     """
-    say = notify or (lambda _text: None)
-    policy_name = policy or scenario.policy.name
+    if settings.max_rounds < 1:
+        raise ValueError(f"the loop needs at least one round, got max_rounds={settings.max_rounds}")
+    run = _Inputs(scenario, forecast, catalog, profiles, settings, policy or scenario.policy.name, histogram,
+                  input_hashes, planning_window, notify or (lambda _text: None))
     calibration = None
     if capacity is None:
         from planner.calibrate import calibrate
 
-        say(f"calibrating capacity for {policy_name}")
-        calibration = calibrate(scenario, profiles, policy=policy_name, histogram=histogram, seed=settings.seed,
+        run.say(f"calibrating capacity for {run.policy}")
+        calibration = calibrate(scenario, profiles, policy=run.policy, histogram=histogram, seed=settings.seed,
                                 search_settings=settings.search_settings,
                                 engine=settings.engine, workers=settings.workers, cache_dir=settings.cache_dir)
         capacity = calibration.table
     table = capacity.copy()
     rounds: list[dict[str, Any]] = []
-    misses: list[Miss] = []
     for number in range(1, settings.max_rounds + 1):
         began = time.perf_counter()
-        say(f"{policy_name}: round {number}, placing")
-        key = capacity_key(table)
-        placement = placements.get(key) if placements is not None else None
-        if placement is None:
-            placement = place_plan(scenario, forecast, catalog, profiles, capacity=table, solver=settings.solver,
-                                   node_limit=settings.node_limit, time_limit_s=settings.time_limit_s,
-                                   gap=settings.gap, quantile=settings.quantile,
-                                   periods=settings.periods, input_hashes=input_hashes, window=planning_window)
-            if placements is not None:
-                placements[key] = placement
-        else:
-            say(f"{policy_name}: round {number}, same capacity table as an earlier policy: same plan")
-        frames, sim_meta, misses = [], [], []
-        windows = loop_windows(placement.plan, placement.flows)
-        for window in windows:
-            say(f"{policy_name}: round {number}, simulating the {window.name} ({window.period})")
-            result = simulate_plan(scenario, placement.plan, window.demand, profiles, catalog, policy=policy_name,
-                                   duration_s=settings.sim_duration_s, replications=settings.sim_replications,
-                                   seed=settings.seed, histogram=histogram, period=window.period,
-                                   engine=settings.engine, workers=settings.workers)
-            frames.append(result.per_class.assign(window=window.name, period=window.period))
-            sim_meta.append({"window": window.name, **result.meta})
-            misses += find_misses(result.per_class, window.name, window.period,
-                                  _pool_units(placement.plan, window.period))
-        slo = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
+        run.say(f"{run.policy}: round {number}, placing")
+        placement = _place(run, table, number, placements)
+        simulated = _simulate(run, placement, number)
         changes: list[dict[str, Any]] = []
-        if misses and number < settings.max_rounds:
-            table, changes = derate(table, misses)
-        rounds.append(_round_record(number, placement, misses, changes, [f"{w.name} {w.period}" for w in windows],
+        if simulated.misses and number < settings.max_rounds:
+            table, changes = derate(table, simulated.misses)
+        rounds.append(_round_record(number, placement, simulated.misses, changes, simulated.windows,
                                     time.perf_counter() - began))
-        if not misses or not changes:
+        if not simulated.misses or not changes:
             break
-    return LoopResult(policy_name, table, placement, slo, rounds, not misses, misses, calibration, sim_meta)
+    return LoopResult(run.policy, table, placement, simulated.slo, rounds, not simulated.misses, simulated.misses,
+                      calibration, simulated.meta)

@@ -20,7 +20,7 @@ import pandas as pd
 from planner.errors import InputError
 from planner.report.demand import accuracy_section, forecast_measure, forecast_section
 from planner.report.evidence import policy_section, slo_section
-from planner.report.fleet import PLAN_COLUMNS, cost_section, fleet_peak_gpus, plan_section
+from planner.report.fleet import PLAN_COLUMNS, cost_section, fleet_peak_gpus_by, plan_section
 from planner.report.inputs import NOT_REPORTED, ReportInputs, check_header, iso, money, number, pick, present
 from planner.report.model import ReportModel, Section, Table
 from planner.report.risks import risks_section
@@ -62,7 +62,7 @@ def summary_section(inputs: ReportInputs, sections: dict[str, Section]) -> Secti
         spend = float(cost.facts["usd"])
         hours = _horizon_hours(inputs, sections["forecast"])
         per_30d = spend * HOURS_PER_30_DAYS / hours if hours else None
-        by_sku = fleet_peak_gpus(inputs.plan, ["sku"])
+        by_sku = fleet_peak_gpus_by(inputs.plan, ["sku"])
         sku_text = ", ".join(f"{float(v):g} {k}" for k, v in by_sku.sort_index().items())
         section.paragraphs.append(
             f"Spend: {money(spend)} over the plan's {f'{hours:g}-hour ' if hours else ''}horizon"

@@ -15,7 +15,7 @@ from __future__ import annotations
 import io
 import math
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import matplotlib
 import numpy as np
@@ -24,17 +24,21 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.dates import AutoDateLocator, ConciseDateFormatter
 from matplotlib.figure import Figure
 from matplotlib.patches import Patch
+from matplotlib.rcsetup import cycler
 from matplotlib.ticker import FuncFormatter
 
 from planner.report.model import Chart
 
+if TYPE_CHECKING:
+    from matplotlib.typing import RcKeyType
+
 DPI = 100
 WIDTH_IN = 10.0
-STYLE = {
+STYLE: dict[RcKeyType, Any] = {
     "font.family": "DejaVu Sans", "font.size": 9, "axes.titlesize": 10, "axes.labelsize": 9,
     "legend.fontsize": 8, "xtick.labelsize": 8, "ytick.labelsize": 8, "svg.hashsalt": "planner-report",
     "axes.spines.top": False, "axes.spines.right": False, "figure.dpi": DPI, "savefig.dpi": DPI,
-    "path.simplify": True, "axes.prop_cycle": matplotlib.cycler(color=[
+    "path.simplify": True, "axes.prop_cycle": cycler(color=[
         "#1f77b4", "#ff7f0e", "#2ca02c", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f", "#bcbd22", "#17becf"]),
 }
 MET, MISSED, NEUTRAL = "#2ca02c", "#d62728", "#4c72b0"
@@ -149,9 +153,10 @@ def draw_forecast_bands(fig: Figure, frame: pd.DataFrame, options: dict[str, Any
         ax.plot(ts[fc], part.loc[fc, y_col], color="#1f77b4", lw=1.0, label="forecast mean")
         if fc.any():
             ax.axvline(ts[fc].iloc[0], color="0.5", lw=0.8, ls=":")
-        locator = AutoDateLocator(minticks=3, maxticks=7)
+        # matplotlib.dates carries no annotations for these two constructors
+        locator = AutoDateLocator(minticks=3, maxticks=7)  # type: ignore[no-untyped-call]
         ax.xaxis.set_major_locator(locator)
-        ax.xaxis.set_major_formatter(ConciseDateFormatter(locator))
+        ax.xaxis.set_major_formatter(ConciseDateFormatter(locator))  # type: ignore[no-untyped-call]
         ax.yaxis.set_major_formatter(_thousands)
         ax.set_ylim(bottom=0)
         ax.set_title(f"{region} / {model}", loc="left")
@@ -171,9 +176,9 @@ CHART_KINDS: dict[str, Callable[[Figure, pd.DataFrame, dict[str, Any]], None]] =
 
 def _height_in(chart: Chart, frame: pd.DataFrame) -> float:
     if chart.kind == "forecast_bands":
-        panels = frame.groupby(["region", "model"]).ngroups
+        panels: int = frame.groupby(["region", "model"]).ngroups
         return 0.6 + 3.0 * math.ceil(panels / (2 if panels > 1 else 1))
-    rows = len(frame) if chart.kind != "stacked_bars" else frame.groupby(list(chart.options["label"])).ngroups
+    rows: int = len(frame) if chart.kind != "stacked_bars" else frame.groupby(list(chart.options["label"])).ngroups
     bars = rows * (len(chart.options.get("values", [1])) if chart.kind == "grouped_bars" else 1)
     return min(1.4 + 0.28 * bars, 14.0)
 

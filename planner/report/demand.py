@@ -49,25 +49,20 @@ def _history_hours(history: pd.DataFrame | None, measure: str) -> pd.DataFrame:
     return frame.groupby(["region", "model", "ts"], as_index=False, sort=True)[measure].sum()
 
 
-def forecast_section(inputs: ReportInputs, as_of: pd.Timestamp) -> Section:
-    section = Section("forecast", "Demand forecast")
-    fc = inputs.forecast
-    if not present(fc, *SERIES_KEY, "ts", "mean"):
-        return section.no_data("no demand forecast was given to this report run, so there is nothing to show "
-                               "for the coming month; run `planner forecast` (or `planner plan`) first.")
-    measure = forecast_measure(inputs)
-    unit = f"{measure}_per_hour"
-    qcols = [q for q in QUANTILES if q in fc.columns]
-    fc = fc.copy()
+def _forecast_hours(forecast: pd.DataFrame) -> pd.DataFrame:
+    """The forecast with UTC timestamps and its series key as text."""
+    fc = forecast.copy()
     fc["ts"] = utc(fc["ts"])
     for column in SERIES_KEY:
         fc[column] = fc[column].astype(str)
-    start, end = fc["ts"].min(), fc["ts"].max()
-    hours = int(fc["ts"].nunique())
-    totals = fc.groupby(["region", "model", "ts"], as_index=False, sort=True)[["mean", *qcols]].sum()
-    hist = _history_hours(inputs.history, measure)
-    hist = hist[hist["ts"] < min(start, as_of)]
+    return fc
 
+
+def _by_region_model(fc: pd.DataFrame, totals: pd.DataFrame, hist: pd.DataFrame, measure: str,
+                     qcols: list[str]) -> pd.DataFrame:
+    """Per region and model: forecast total, mean and peak rate, and the change against as many hours of history."""
+    unit = f"{measure}_per_hour"
+    hours = int(fc["ts"].nunique())
     rows = []
     for (region, model), part in totals.groupby(["region", "model"], sort=True):
         recent = hist[(hist["region"] == region) & (hist["model"] == model)].tail(hours)
@@ -82,27 +77,66 @@ def forecast_section(inputs: ReportInputs, as_of: pd.Timestamp) -> Section:
             f"recent_{unit}": recent_mean,
             "change_pct": 100.0 * (mean_rate - recent_mean) / recent_mean if recent_mean else None,
         })
-    by_rm = rounded(pd.DataFrame(rows), default=1)
+    return rounded(pd.DataFrame(rows), default=1)
 
-    fallbacks = _fallbacks(inputs.forecast_meta)
-    series_rows = []
+
+def _by_series(fc: pd.DataFrame, fallbacks: dict[tuple[str, str, str], str], unit: str,
+               qcols: list[str]) -> pd.DataFrame:
+    """Per series: mean and peak rate, the forecaster used and why a fallback was taken."""
+    rows = []
     for key, part in fc.groupby(list(SERIES_KEY), sort=True):
-        series_rows.append({
+        rows.append({
             "region": key[0], "model": key[1], "traffic_class": key[2],
             f"mean_{unit}": float(part["mean"].mean()),
             f"peak_q99_{unit}": float(part["q99"].max()) if "q99" in qcols else None,
             "model_used": str(part["model_used"].iloc[0]) if "model_used" in part else "not reported",
             "fallback": fallbacks.get(key, ""),
         })
-    by_series = rounded(pd.DataFrame(series_rows), default=1)
+    return rounded(pd.DataFrame(rows), default=1)
 
+
+def _chart_data(hist: pd.DataFrame, totals: pd.DataFrame, start: pd.Timestamp, measure: str,
+                qcols: list[str]) -> pd.DataFrame:
+    """The forecast chart's rows: the last week of history, then the forecast summed over classes."""
+    unit = f"{measure}_per_hour"
     tail = hist[hist["ts"] >= start - pd.Timedelta(hours=HISTORY_TAIL_HOURS)].rename(columns={measure: unit})
     tail = tail.assign(source="history")
     ahead = totals.rename(columns={"mean": unit}).assign(source="forecast")
     chart_data = pd.concat([tail, ahead], ignore_index=True)[["region", "model", "ts", "source", unit, *qcols]]
     chart_data = chart_data.sort_values(["region", "model", "ts", "source"], kind="stable").reset_index(drop=True)
     chart_data["ts"] = chart_data["ts"].map(iso)
-    chart_data = rounded(chart_data, default=1)
+    return rounded(chart_data, default=1)
+
+
+def _backtest_paragraph(forecast_meta: dict[str, Any]) -> str:
+    overall = pick(forecast_meta, "backtest_overall", default={})
+    backtest = pick(overall, "model", default={})
+    mase = number(pick(backtest, "mase"))
+    if mase is None:
+        return "Backtest: not reported (the forecast ran without --backtest)."
+    ratio = number(pick(overall, "mase_ratio_vs_best_naive"))
+    coverage = number(pick(backtest, "coverage90"))
+    return (f"Backtest (rolling origin): MASE {mase:.3f}"
+            + (f", {ratio:.3f} times the better seasonal naive" if ratio is not None else "")
+            + (f"; {100 * coverage:.1f} % of hours inside the 90 % interval" if coverage is not None else "") + ".")
+
+
+def forecast_section(inputs: ReportInputs, as_of: pd.Timestamp) -> Section:
+    section = Section("forecast", "Demand forecast")
+    if not present(inputs.forecast, *SERIES_KEY, "ts", "mean"):
+        return section.no_data("no demand forecast was given to this report run, so there is nothing to show "
+                               "for the coming month; run `planner forecast` (or `planner plan`) first.")
+    measure = forecast_measure(inputs)
+    unit = f"{measure}_per_hour"
+    fc = _forecast_hours(inputs.forecast)
+    qcols = [q for q in QUANTILES if q in fc.columns]
+    start, end = fc["ts"].min(), fc["ts"].max()
+    hours = int(fc["ts"].nunique())
+    totals = fc.groupby(["region", "model", "ts"], as_index=False, sort=True)[["mean", *qcols]].sum()
+    hist = _history_hours(inputs.history, measure)
+    hist = hist[hist["ts"] < min(start, as_of)]
+    by_rm = _by_region_model(fc, totals, hist, measure, qcols)
+    fallbacks = _fallbacks(inputs.forecast_meta)
 
     total = float(fc["mean"].sum())
     recent_total = by_rm[f"recent_{unit}"].sum() if by_rm[f"recent_{unit}"].notna().all() else None
@@ -111,16 +145,7 @@ def forecast_section(inputs: ReportInputs, as_of: pd.Timestamp) -> Section:
         f"Forecast of {measure} per hour for {fc.groupby(list(SERIES_KEY)).ngroups} series, {hours} hours from "
         f"{iso(start)} to {iso(end)}: {total:,.0f} {measure} in total, {pct(change, signed=True)} per hour "
         f"against the {hours} hours of history before it.")
-    backtest = pick(pick(inputs.forecast_meta, "backtest_overall", default={}), "model", default={})
-    ratio = pick(inputs.forecast_meta.get("backtest_overall") or {}, "mase_ratio_vs_best_naive")
-    if number(pick(backtest, "mase")) is not None:
-        section.paragraphs.append(
-            f"Backtest (rolling origin): MASE {number(backtest['mase']):.3f}"
-            + (f", {number(ratio):.3f} times the better seasonal naive" if number(ratio) is not None else "")
-            + (f"; {100 * number(backtest['coverage90']):.1f} % of hours inside the 90 % interval"
-               if number(pick(backtest, "coverage90")) is not None else "") + ".")
-    else:
-        section.paragraphs.append("Backtest: not reported (the forecast ran without --backtest).")
+    section.paragraphs.append(_backtest_paragraph(inputs.forecast_meta))
     if fallbacks:
         section.paragraphs.append(f"{len(fallbacks)} series use a seasonal-naive fallback (listed under risks).")
     section.paragraphs.append("Bands in the chart add the class quantiles, which assumes the classes peak "
@@ -128,8 +153,9 @@ def forecast_section(inputs: ReportInputs, as_of: pd.Timestamp) -> Section:
     section.tables += [
         Table("forecast_by_region_model", "Forecast per region and model", by_rm,
               f"{measure} per hour, summed over traffic classes; change against the {hours} hours before."),
-        Table("forecast_by_series", "Forecast per series", by_series, "model_used names the fitted forecaster."),
-        Table("forecast_chart", "Forecast chart data", chart_data,
+        Table("forecast_by_series", "Forecast per series", _by_series(fc, fallbacks, unit, qcols),
+              "model_used names the fitted forecaster."),
+        Table("forecast_chart", "Forecast chart data", _chart_data(hist, totals, start, measure, qcols),
               "history: the last 7 days observed; forecast: mean and quantiles summed over classes.", show=False),
     ]
     section.charts.append(Chart("forecast", "Demand forecast per region and model", "forecast_bands",

@@ -47,8 +47,8 @@ def ci_upper(point: float | None, ci: Any) -> float | None:
         return point + float(ci) if point is not None else None
     else:
         values = [number(v) for v in _NUMBERS.findall(str(ci))]
-    values = [v for v in values if v is not None]
-    return max(values) if len(values) >= 2 else None
+    known = [v for v in values if v is not None]
+    return max(known) if len(known) >= 2 else None
 
 
 def _ci_text(ci: Any) -> str | None:
@@ -69,13 +69,14 @@ def slo_table(slo: pd.DataFrame) -> pd.DataFrame:
         for name, p99_col, ci_col, target_col in METRICS:
             p99, target = number(record.get(p99_col)), number(record.get(target_col))
             row[p99_col], row[ci_col], row[target_col] = p99, _ci_text(record.get(ci_col)), target
-            ratio = p99 / target if p99 is not None and target else None
-            row[f"{name}_p99_over_slo"] = ratio
-            if ratio is not None:
+            ratio = None
+            if p99 is not None and target:
+                ratio = p99 / target
                 ratios.append(ratio)
                 meets.append(ratio <= 1.0)
                 upper = ci_upper(p99, record.get(ci_col))
                 marginal |= ratio <= 1.0 and upper is not None and upper > target
+            row[f"{name}_p99_over_slo"] = ratio
         given = record.get("slo_met")
         met = bool(given) if given is not None and not (isinstance(given, float) and np.isnan(given)) else (
             all(meets) if meets else None)

@@ -71,11 +71,14 @@ def plan_by_unit(plan: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=[*PLAN_KEY, "replicas_peak", "gpus_peak", "gpus_mean", "usd"])
 
 
-def fleet_peak_gpus(plan: pd.DataFrame, by: list[str] | None = None) -> pd.Series | float:
-    """max over periods of Σ gpus in the period, overall or per group ``by``."""
+def fleet_peak_gpus(plan: pd.DataFrame) -> float:
+    """max over periods of Σ gpus in the period."""
+    return float(_normalised(plan).groupby("period")["gpus"].sum().max())
+
+
+def fleet_peak_gpus_by(plan: pd.DataFrame, by: list[str]) -> pd.Series:
+    """Per group ``by``: max over periods of Σ gpus of the group in the period."""
     frame = _normalised(plan)
-    if not by:
-        return float(frame.groupby("period")["gpus"].sum().max())
     return frame.groupby([*by, "period"])["gpus"].sum().groupby(level=list(range(len(by)))).max()
 
 
@@ -142,7 +145,7 @@ def plan_section(inputs: ReportInputs) -> Section:
     _deployments(section, inputs.deployments)
     section.facts = {"placements": len(units), "gpus_peak": peak, "usd": round(total, 2)}
     chart_table = "plan_gpus_by_region_sku"
-    by_rs = fleet_peak_gpus(inputs.plan, ["region", "sku"]).rename("gpus_peak").reset_index()
+    by_rs = fleet_peak_gpus_by(inputs.plan, ["region", "sku"]).rename("gpus_peak").reset_index()
     if present(inputs.previous_plan, *PLAN_COLUMNS):
         delta = rounded(plan_delta(inputs.plan, inputs.previous_plan))
         before = float(delta["usd_previous"].sum())
@@ -154,7 +157,7 @@ def plan_section(inputs: ReportInputs) -> Section:
         section.bullets = biggest_changes(delta)
         section.tables.append(Table("plan", "Plan per placement, against last month", delta,
                                     "gpus_peak: most GPUs in any period; usd: cost over the horizon."))
-        previous = fleet_peak_gpus(inputs.previous_plan, ["region", "sku"]).rename("gpus_peak_previous")
+        previous = fleet_peak_gpus_by(inputs.previous_plan, ["region", "sku"]).rename("gpus_peak_previous")
         by_rs = by_rs.merge(previous.reset_index(), on=["region", "sku"], how="outer").fillna(0.0)
         section.facts.update({"previous_gpus_peak": prev_peak, "previous_usd": round(before, 2),
                               "changes": section.bullets})
@@ -225,7 +228,7 @@ def cost_section(inputs: ReportInputs) -> Section:
     frame = _normalised(inputs.plan)
     total = float(frame["usd"].sum())
     by = frame.groupby(["region", "sku", "tier"], sort=True)["usd"].sum().rename("usd").reset_index()
-    by = by.merge(fleet_peak_gpus(inputs.plan, ["region", "sku", "tier"]).rename("gpus_peak").reset_index(),
+    by = by.merge(fleet_peak_gpus_by(inputs.plan, ["region", "sku", "tier"]).rename("gpus_peak").reset_index(),
                   on=["region", "sku", "tier"])
     by["share_pct"] = 100.0 * by["usd"] / total if total else np.nan
     by = rounded(by[["region", "sku", "tier", "gpus_peak", "usd", "share_pct"]])

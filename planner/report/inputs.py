@@ -12,7 +12,7 @@ from __future__ import annotations
 import math
 import re
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeGuard
 
 import numpy as np
 import pandas as pd
@@ -81,8 +81,8 @@ def check_header(inputs: ReportInputs) -> pd.Timestamp:
     return as_of.tz_localize("UTC") if as_of.tzinfo is None else as_of.tz_convert("UTC")
 
 
-def present(frame: pd.DataFrame | None, *columns: str) -> bool:
-    """True when ``frame`` has rows and every named column."""
+def present(frame: pd.DataFrame | None, *columns: str) -> TypeGuard[pd.DataFrame]:
+    """True when ``frame`` has rows and every named column (and so is not None)."""
     return frame is not None and not frame.empty and all(c in frame.columns for c in columns)
 
 
@@ -116,7 +116,8 @@ def utc(values: pd.Series) -> pd.Series:
 
 
 def iso(stamp: pd.Timestamp) -> str:
-    return stamp.tz_convert("UTC").strftime("%Y-%m-%dT%H:%M:%SZ")
+    text: str = stamp.tz_convert("UTC").strftime("%Y-%m-%dT%H:%M:%SZ")
+    return text
 
 
 def rounded(frame: pd.DataFrame, digits: dict[str, int] | None = None, default: int = 3) -> pd.DataFrame:

@@ -7,6 +7,10 @@ or archived as one file; JSON has every shown table in full, for machines (a tab
 only feeds a chart, such as the hourly forecast chart data, is named with its CSV path
 and row count, and its rows are left to the CSV).
 
+Markdown and HTML come from the Jinja templates in ``planner/report/templates``; this
+module prepares what they show (:class:`TableView`: the rows and columns printed, each
+cell formatted) and holds the escaping rules.
+
 Each output differs between two runs on the same inputs in exactly one line: the
 "generated at" line (``generated_at`` in JSON). Tables in Markdown and HTML show at most
 ``MAX_ROWS`` rows and say where the full table is; the CSV and the JSON are complete.
@@ -18,40 +22,23 @@ import base64
 import html
 import json
 import math
+from dataclasses import dataclass
+from functools import cache
 from typing import Any
 
+import jinja2
 import pandas as pd
+from markupsafe import Markup
 
 from planner import __version__
-from planner.report.model import STATUS_NO_DATA, ReportModel, Section, Table, frame_records, plain
+from planner.report.model import STATUS_NO_DATA, STATUS_OK, ReportModel, Table, frame_records, plain
 
 MAX_ROWS = 40
-NUM_CLASS = ' class="num"'
-WRAP_CLASS = ' class="wrap"'
 WRAP_CHARS = 40  # text columns longer than this wrap; shorter ones (keys) never break
 JSON_SCHEMA_VERSION = 1
-CSS = """
-body{font-family:system-ui,-apple-system,"Segoe UI",Roboto,"DejaVu Sans",Arial,sans-serif;margin:0;color:#1d2330;
-background:#f6f7f9;line-height:1.45}
-main{max-width:1100px;margin:0 auto;padding:24px 32px 48px;background:#fff}
-h1{font-size:1.6rem;margin:0 0 4px}h2{font-size:1.25rem;margin:36px 0 8px;padding-top:8px;border-top:2px solid #e3e6eb}
-h3{font-size:1rem;margin:18px 0 6px;color:#333}
-.generated,.meta{color:#5b6472;font-size:.85rem;margin:2px 0}
-nav ol{columns:2;font-size:.9rem;padding-left:20px}nav a{color:#1f5fae;text-decoration:none}
-.status{display:inline-block;font-size:.75rem;font-weight:600;padding:1px 8px;border-radius:9px;margin-left:8px;
-vertical-align:middle}.status.no_data{background:#fff3cd;color:#7a5b00}.status.partial{background:#e7f0ff;color:#1f5fae}
-.table-wrap{overflow-x:auto;margin:6px 0 4px}
-table{border-collapse:collapse;font-size:.8rem;min-width:50%}
-th,td{padding:3px 7px;border-bottom:1px solid #e3e6eb;text-align:left;vertical-align:top}
-td{white-space:nowrap}td.wrap{white-space:normal;min-width:260px}
-th{background:#f0f2f5;font-weight:600;white-space:normal;vertical-align:bottom}
-tr:nth-child(even) td{background:#fafbfc}td.num{text-align:right;white-space:nowrap;
-font-variant-numeric:tabular-nums}
-.caption,.more{color:#5b6472;font-size:.8rem;margin:2px 0 10px}
-figure{margin:12px 0}figure img{max-width:100%;height:auto;border:1px solid #e3e6eb}
-figcaption{color:#5b6472;font-size:.8rem}
-ul.bullets li{margin:2px 0}
-"""
+TEMPLATE_PACKAGE = "planner.report"
+MARKDOWN_TEMPLATE = "report.md.j2"
+HTML_TEMPLATE = "report.html.j2"
 
 
 def generated_line(generated_at: str) -> str:
@@ -87,11 +74,41 @@ def format_cell(column: str, value: Any) -> str:
     return str(value)
 
 
+def status_badge(status: str) -> str:
+    """The label shown beside a section's title; empty for a section with data."""
+    if status == STATUS_OK:
+        return ""
+    return "no data yet" if status == STATUS_NO_DATA else "partial"
+
+
+@dataclass(frozen=True)
+class TableView:
+    """A table as Markdown and HTML print it: at most ``MAX_ROWS`` rows, the display columns, cells as text.
+
+    ``more`` says what was left out and where to find it (empty when nothing was); ``numeric``
+    marks right-aligned columns and ``wraps`` the text columns long enough to wrap.
+    """
+
+    name: str
+    title: str
+    caption: str
+    more: str
+    columns: tuple[str, ...]
+    numeric: tuple[bool, ...]
+    wraps: tuple[bool, ...]
+    rows: tuple[tuple[str, ...], ...]
+
+
 def _is_number(frame: pd.DataFrame, column: str) -> bool:
-    return pd.api.types.is_numeric_dtype(frame[column]) and not pd.api.types.is_bool_dtype(frame[column])
+    return bool(pd.api.types.is_numeric_dtype(frame[column]) and not pd.api.types.is_bool_dtype(frame[column]))
 
 
-def _shown(table: Table) -> tuple[pd.DataFrame, str]:
+def _wraps(frame: pd.DataFrame, column: str) -> bool:
+    return bool(len(frame) and frame[column].astype(str).str.len().max() > WRAP_CHARS)
+
+
+def table_view(table: Table) -> TableView:
+    """What Markdown and HTML print of ``table``: its display columns, its first ``MAX_ROWS`` rows, cells as text."""
     frame = table.frame
     notes = []
     if table.display:
@@ -100,109 +117,84 @@ def _shown(table: Table) -> tuple[pd.DataFrame, str]:
     if len(frame) > MAX_ROWS:
         frame = frame.head(MAX_ROWS)
         notes.append(f"Showing {MAX_ROWS} of {len(table.frame)} rows; every row is in tables/{table.name}.csv.")
-    return frame, " ".join(notes)
+    columns = tuple(str(c) for c in frame.columns)
+    numeric = tuple(_is_number(frame, c) for c in columns)
+    rows = tuple(tuple(format_cell(c, v) for c, v in zip(columns, row, strict=True))
+                 for row in frame.itertuples(index=False))
+    return TableView(name=table.name, title=table.title, caption=table.caption, more=" ".join(notes),
+                     columns=columns, numeric=numeric,
+                     wraps=tuple(not n and _wraps(frame, c) for c, n in zip(columns, numeric, strict=True)),
+                     rows=rows)
 
 
-# ---------------------------------------------------------------------------------- Markdown
-def _md_escape(text: str) -> str:
+def _shown_tables(model: ReportModel) -> dict[str, list[TableView]]:
+    """Per section key, the views of the tables printed in Markdown and HTML (chart-only tables are not)."""
+    return {s.key: [table_view(t) for t in s.tables if t.show] for s in model.sections}
+
+
+# ---------------------------------------------------------------------------------- templates
+def markdown_escape(text: str) -> str:
+    """Text safe inside a Markdown table cell: pipes escaped, line breaks as spaces."""
     return text.replace("|", "\\|").replace("\n", " ")
 
 
-def _md_table(table: Table) -> list[str]:
-    frame, more = _shown(table)
-    columns = [str(c) for c in frame.columns]
-    lines = [f"**{table.title}** (`tables/{table.name}.csv`)", ""]
-    lines.append("| " + " | ".join(_md_escape(c) for c in columns) + " |")
-    lines.append("|" + "|".join("---:" if _is_number(frame, c) else "---" for c in columns) + "|")
-    for row in frame.itertuples(index=False):
-        lines.append("| " + " | ".join(_md_escape(format_cell(c, v)) for c, v in zip(columns, row, strict=True))
-                     + " |")
-    if not columns:
-        lines = lines[:2]
-    extra = " ".join(t for t in (table.caption, more) if t)
-    return [*lines, *([""] + [f"_{extra}_"] if extra else []), ""]
+def markdown_alignment(numeric: bool) -> str:
+    return "---:" if numeric else "---"
 
 
+def html_escape(value: Any) -> Markup:
+    """Escape a value for HTML unless it is markup already.
+
+    The report has always escaped with :func:`html.escape`, which spells quotes as ``&quot;`` and
+    ``&#x27;``; markupsafe's own escaping spells them ``&#34;`` and ``&#39;``. Escaping here, as the
+    environment's ``finalize``, keeps every output byte as it was, while autoescape still guarantees
+    that nothing reaches the page unescaped.
+    """
+    if isinstance(value, Markup):
+        return value
+    return Markup(html.escape(str(value)))
+
+
+def break_at_underscores(column: str) -> Markup:
+    """A column name that may break after each underscore (``<wbr>``), so long names wrap in narrow headers."""
+    return Markup(html.escape(column).replace("_", "_<wbr>"))
+
+
+def _environment(autoescape: bool) -> jinja2.Environment:
+    environment = jinja2.Environment(
+        loader=jinja2.PackageLoader(TEMPLATE_PACKAGE, "templates"),
+        autoescape=autoescape, finalize=html_escape if autoescape else None,
+        trim_blocks=True, lstrip_blocks=True, keep_trailing_newline=True, undefined=jinja2.StrictUndefined)
+    environment.filters.update(markdown_cell=markdown_escape, markdown_alignment=markdown_alignment,
+                               break_at_underscores=break_at_underscores)
+    environment.globals.update(status_badge=status_badge)
+    return environment
+
+
+@cache
+def markdown_environment() -> jinja2.Environment:
+    return _environment(autoescape=False)
+
+
+@cache
+def html_environment() -> jinja2.Environment:
+    return _environment(autoescape=True)
+
+
+# ---------------------------------------------------------------------------------- Markdown and HTML
 def render_markdown(model: ReportModel, generated_at: str) -> str:
-    lines = [f"# {model.title}", "", generated_line(generated_at), "", meta_line(model), ""]
-    for section in model.sections:
-        lines += [f"## {section.title}", ""]
-        for paragraph in section.paragraphs:
-            lines += [paragraph, ""]
-        if section.bullets:
-            lines += [f"- {b}" for b in section.bullets] + [""]
-        for chart in section.charts:
-            lines += [f"![{chart.alt or chart.title}](charts/{chart.name}.png)", "",
-                      f"_Chart data: `tables/{chart.table}.csv`._", ""]
-        for table in section.tables:
-            lines += _md_table(table) if table.show else []
-    return "\n".join(lines).rstrip("\n") + "\n"
-
-
-# ---------------------------------------------------------------------------------- HTML
-def _html_table(table: Table) -> str:
-    frame, more = _shown(table)
-    columns = [str(c) for c in frame.columns]
-    numeric = {c: _is_number(frame, c) for c in columns}
-    wrap = {c: not numeric[c] and frame[c].astype(str).str.len().max() > WRAP_CHARS for c in columns} if len(
-        frame) else {}
-    head = "".join(f"<th>{html.escape(c).replace('_', '_<wbr>')}</th>" for c in columns)
-    body = []
-    for row in frame.itertuples(index=False):
-        cells = "".join(f"<td{NUM_CLASS if numeric[c] else WRAP_CLASS if wrap[c] else ''}>"
-                        f"{html.escape(format_cell(c, v))}</td>"
-                        for c, v in zip(columns, row, strict=True))
-        body.append(f"<tr>{cells}</tr>")
-    parts = [f"<h3>{html.escape(table.title)}</h3>",
-             f'<div class="table-wrap"><table><thead><tr>{head}</tr></thead><tbody>',
-             *body, "</tbody></table></div>"]
-    note = " ".join(t for t in (table.caption, more, f"Data: tables/{table.name}.csv.") if t)
-    parts.append(f'<p class="caption">{html.escape(note)}</p>')
-    return "\n".join(parts)
-
-
-def _html_section(section: Section, pngs: dict[str, bytes]) -> str:
-    badge = "" if section.status == "ok" else (
-        f' <span class="status {section.status}">{"no data yet" if section.status == STATUS_NO_DATA else "partial"}'
-        "</span>")
-    parts = [f'<section id="{section.key}">', f"<h2>{html.escape(section.title)}{badge}</h2>"]
-    parts += [f"<p>{html.escape(p)}</p>" for p in section.paragraphs]
-    if section.bullets:
-        parts.append('<ul class="bullets">' + "".join(f"<li>{html.escape(b)}</li>" for b in section.bullets) + "</ul>")
-    for chart in section.charts:
-        data = base64.b64encode(pngs[chart.name]).decode("ascii")
-        parts.append(f'<figure><img alt="{html.escape(chart.alt or chart.title)}" '
-                     f'src="data:image/png;base64,{data}"><figcaption>{html.escape(chart.title)}. Data: '
-                     f"tables/{html.escape(chart.table)}.csv.</figcaption></figure>")
-    parts += [_html_table(t) for t in section.tables if t.show]
-    parts.append("</section>")
-    return "\n".join(parts)
+    """The report as Markdown, ending in exactly one newline."""
+    text = markdown_environment().get_template(MARKDOWN_TEMPLATE).render(
+        model=model, generated=generated_line(generated_at), meta=meta_line(model), tables=_shown_tables(model))
+    return text.rstrip("\n") + "\n"
 
 
 def render_html(model: ReportModel, generated_at: str, pngs: dict[str, bytes]) -> str:
     """One self-contained HTML page; ``pngs`` maps chart name to its PNG bytes."""
-    nav = "".join(f'<li><a href="#{s.key}">{html.escape(s.title)}</a></li>' for s in model.sections)
-    body = "\n".join(_html_section(s, pngs) for s in model.sections)
-    return "\n".join([
-        "<!DOCTYPE html>",
-        '<html lang="en">',
-        "<head>",
-        '<meta charset="utf-8">',
-        '<meta name="viewport" content="width=device-width, initial-scale=1">',
-        f"<title>{html.escape(model.title)}</title>",
-        f"<style>{CSS}</style>",
-        "</head>",
-        "<body>",
-        "<main>",
-        f"<h1>{html.escape(model.title)}</h1>",
-        f'<p class="generated">{html.escape(generated_line(generated_at))}</p>',
-        f'<p class="meta">{html.escape(meta_line(model))}</p>',
-        f"<nav><ol>{nav}</ol></nav>",
-        body,
-        "</main>",
-        "</body>",
-        "</html>",
-    ]) + "\n"
+    images = {c.name: base64.b64encode(pngs[c.name]).decode("ascii") for c in model.charts()}
+    return html_environment().get_template(HTML_TEMPLATE).render(
+        model=model, generated=generated_line(generated_at), meta=meta_line(model), tables=_shown_tables(model),
+        images=images)
 
 
 # ---------------------------------------------------------------------------------- JSON

@@ -58,7 +58,8 @@ def _quota_rows(meta: dict[str, Any]) -> list[dict[str, Any]] | None:
     if usage is None:
         return None
     if isinstance(usage, pd.DataFrame):
-        return usage.to_dict("records")
+        records: list[dict[str, Any]] = usage.to_dict("records")
+        return records
     if isinstance(usage, dict):
         return [{"where": k, **(v if isinstance(v, dict) else {"used_gpus": v})} for k, v in sorted(usage.items())]
     return [u for u in usage if isinstance(u, dict)]
