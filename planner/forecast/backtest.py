@@ -1,8 +1,8 @@
-"""Rolling-origin backtest of the model and both seasonal-naive baselines, in one run.
+"""Rolling-origin backtest of the selected forecaster and both seasonal-naive baselines, in one run.
 
 Windows. With ``n`` hours of history, horizon ``H``, ``W = 3`` windows
-and ``M`` the model's minimum history (``ModelSpec.min_history_hours``, 2 weeks, so
-that every window tests the model rather than its short-history fallback), the
+and ``M`` the forecaster's minimum history (``ModelSpec.min_history_hours``, 2 weeks, so
+that every window tests the forecaster rather than its short-history fallback), the
 window length is ``L = H`` when ``n >= M + W*H``; otherwise
 ``L = min(H, floor((n - M) / W))`` rounded down to whole days (the stated
 fraction ``L/H`` is recorded), and with less than one day per window the backtest
@@ -16,7 +16,8 @@ forecast ``f`` and quantile forecasts ``Q(tau)``:
 
 - MASE = mean|x - f| / s, with ``s`` the in-sample mean absolute error of the
   **weekly (168 h)** seasonal naive over the trailing 8 weeks before the origin
-  (one scale for model and baselines alike, so their MASE are directly comparable);
+  (one scale for model and baselines alike, so their MASE are directly comparable;
+  the daily naive's when no weekly pair was observed, and 1 when it is 0);
 - sMAPE = mean 200 |x - f| / (|x| + |f|)  (in percent; 0 where both are 0);
 - pinball loss at tau: mean of max(tau (x - Q), (tau - 1)(x - Q)), in the
   measure's units; ``pinball_scaled`` divides by ``s`` so series can be averaged;
@@ -26,6 +27,10 @@ forecast ``f`` and quantile forecasts ``Q(tau)``:
 Per series, each metric pools the scored hours of all windows. Overall, MASE,
 sMAPE and scaled pinball are the mean over series (every series weighs the same);
 coverage pools every scored hour of every series.
+
+These few lines of numpy stay ours rather than a metrics library's: the library measured
+scales MASE differently and is far slower per series
+(``docs/decisions/0006-forecast-metrics.md``).
 """
 
 from __future__ import annotations

@@ -25,7 +25,7 @@ Order selection (all by an information criterion, deterministic):
    correction for the residual autocorrelation (plain OLS AIC overfits harmonics
    when errors are autocorrelated):  AIC = n' log(s_e^2) + 2 (k + 2),  where
    e_t = r_t - rho r_{t-1} over consecutive observed pairs.
-2. ARMA (p, q) screened by Hannan-Rissanen (regression-only, milliseconds):
+2. ARMA (p, q) screened by Hannan-Rissanen (regressions only, cheap):
    AIC = n log(sigma_HR^2) + 2 (p + q).
 3. The best ``n_exact`` screened orders are re-estimated by exact Gaussian
    maximum likelihood (Kalman filter; missing and masked hours are missing
@@ -64,7 +64,11 @@ from planner.forecast.forecaster import FitFailure, SeriesForecast, SeriesHistor
 
 @dataclass(frozen=True)
 class ModelSpec:
-    """Search space and budgets for one series fit. Defaults chosen by measurement."""
+    """Settings of the forecast step: the history a series needs before it gets the selected
+    forecaster (``min_history_hours``), and the harmonic model's search space and budgets.
+
+    The defaults and their measurements: ``docs/decisions/0004-forecast-harmonic-regression-with-arma-errors.md``.
+    """
 
     window_hours: int = 24 * 168
     arma_window_hours: int = 8 * 168
@@ -259,9 +263,8 @@ def fit(values: np.ndarray, t_start_abs: int, spec: ModelSpec = ModelSpec()) -> 
     ``t_start_abs`` is the absolute hour (hours since the Unix epoch) of ``values[0]``.
     Raises FitFailure with a reason when no candidate converges.
 
-    BLAS runs single-threaded inside: the matrices are small, threads only add
-    contention (a fit measured ~10x slower with OpenBLAS threads on a busy 2-core
-    machine), and one thread makes the bits independent of the caller.
+    BLAS runs single-threaded inside: the matrices are small, so threads only add
+    contention, and one thread makes the bits independent of the caller.
     """
     with threadpool_limits(limits=1):
         return _fit(values, t_start_abs, spec)

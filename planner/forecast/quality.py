@@ -57,9 +57,9 @@ BUSY_MIN_LEVEL = 20.0
 OUTAGE_FRACTION = 0.02
 MAX_RANGES_REPORTED = 20
 SPIKE_FACTOR = 50.0
-"""An hour above this many times the series' median positive hour is reported as a spike. The demo
-history's largest hour is 7.2 times its series' median; real daily and weekly peaks stay within
-about 10 times, so 50 leaves room for seasonality and still catches a mis-scaled or duplicated load."""
+"""An hour above this many times the series' median positive hour is reported as a spike: well above
+daily and weekly peaks, low enough to catch a mis-scaled or duplicated load (figures in
+``docs/decisions/0004-forecast-harmonic-regression-with-arma-errors.md``)."""
 
 
 @dataclass
