@@ -4,7 +4,9 @@
 ``ForecastResult`` out (long forecast frame + JSON-able metadata), no files, no
 terminal. The data-quality pass runs here in the calling process, so an input error
 (duplicate timestamps, bad values) is raised before any work is fanned out; the
-per-series fit, forecast and backtest run through ``planner.engine.run_tasks``.
+per-series fit, forecast and backtest run through ``planner.engine.run_tasks``. The
+forecaster is chosen by name from ``planner.forecast.registry`` (the harmonic model by
+default); the fallback rules and the backtest treat every forecaster alike.
 
 Horizon alignment: every series is forecast for the same hours, the ``horizon``
 hours after the last hour of the *whole* history. A series that ends earlier is
