@@ -28,8 +28,8 @@ Per series, each metric pools the scored hours of all windows. Overall, MASE,
 sMAPE and scaled pinball are the mean over series (every series weighs the same);
 coverage pools every scored hour of every series.
 
-These few lines of numpy stay ours rather than a metrics library's: the library measured
-scales MASE differently and is far slower per series
+The metrics are these few lines of numpy rather than a metrics library: the library we
+measured defines the MASE scale differently and is far slower per series
 (``docs/decisions/0006-forecast-metrics.md``).
 """
 
