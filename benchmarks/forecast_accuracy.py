@@ -52,7 +52,8 @@ sys.path.insert(0, str(ROOT))
 from planner.engine import run_tasks  # noqa: E402
 from planner.forecast import backtest as bt  # noqa: E402
 from planner.forecast.fallback import forecast_series  # noqa: E402
-from planner.forecast.model import ModelSpec  # noqa: E402
+from planner.forecast.forecaster import SeriesHistory  # noqa: E402
+from planner.forecast.model import HarmonicForecaster, ModelSpec  # noqa: E402
 from planner.forecast.quality import HOUR_NS  # noqa: E402
 from planner.forecast.run import clean_history, forecast_history  # noqa: E402
 
@@ -153,7 +154,8 @@ def _mstl_vs_model(task: tuple) -> dict:
         seconds["mstl"].append(time.perf_counter() - began)
         acc["mstl"].add(x, mean[scored], {lvl: quants[lvl][scored] for lvl in levels}, scale)
         began = time.perf_counter()
-        run = forecast_series(values[:origin], filled[:origin], observed[:origin], t0, length, levels, ModelSpec())
+        run = forecast_series(HarmonicForecaster(), SeriesHistory(values, filled, observed, t0).head(origin), length,
+                              levels, ModelSpec().min_history_hours)
         seconds["model"].append(time.perf_counter() - began)
         acc["model"].add(x, run.mean[scored], {lvl: run.quantiles[lvl][scored] for lvl in levels}, scale)
     return {name: {**acc[name].result(), "seconds": statistics.median(seconds[name])} for name in acc}

@@ -35,7 +35,8 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from planner.forecast.fallback import forecast_series  # noqa: E402
-from planner.forecast.model import ModelSpec  # noqa: E402
+from planner.forecast.forecaster import SeriesHistory  # noqa: E402
+from planner.forecast.model import HarmonicForecaster, ModelSpec  # noqa: E402
 from planner.forecast.quality import HOUR_NS, clean_series  # noqa: E402
 from planner.forecast.run import forecast_history  # noqa: E402
 from planner.forecast.synthetic import START, synthetic_history, synthetic_series  # noqa: E402
@@ -58,7 +59,8 @@ def one_series(repeats: int) -> None:
             clean = clean_series("bench", ts_ns, values)
             clean_s.append(time.perf_counter() - began)
             began = time.perf_counter()
-            out = forecast_series(clean.values, clean.filled, clean.observed, t0, HORIZON, LEVELS, ModelSpec())
+            history = SeriesHistory(clean.values, clean.filled, clean.observed, t0)
+            out = forecast_series(HarmonicForecaster(), history, HORIZON, LEVELS, ModelSpec().min_history_hours)
             fit_s.append(time.perf_counter() - began)
             models.append(out.model_used)
     median = statistics.median(fit_s)

@@ -228,7 +228,8 @@ def estimate_section(history: pd.DataFrame, local: Timing | None, workers: int, 
     import cloudpickle
     from distributed import Client
 
-    from planner.forecast.model import ModelSpec
+    from planner.forecast.forecaster import SeriesHistory
+    from planner.forecast.model import HarmonicForecaster, ModelSpec
     from planner.forecast.run import SeriesTask, clean_history, forecast_history
 
     n = history.groupby(["region", "model", "traffic_class"]).ngroups
@@ -242,8 +243,9 @@ def estimate_section(history: pd.DataFrame, local: Timing | None, workers: int, 
     t_parent = max(0.0, local.cpu_s - n * t_fit) / n
 
     series = clean_history(history)
-    tasks = [SeriesTask(key, 0, c.values, c.filled, c.observed, HORIZON_HOURS, HORIZON_HOURS, tuple(QUANTILES),
-                        ModelSpec(), False) for key, c in series]
+    tasks = [SeriesTask(key, SeriesHistory(c.values, c.filled, c.observed, 0), HORIZON_HOURS, HORIZON_HOURS,
+                        tuple(QUANTILES), HarmonicForecaster(), ModelSpec().min_history_hours, False)
+             for key, c in series]
     payload_kib = np.mean([len(cloudpickle.dumps(t, protocol=5)) for t in tasks[:50]]) / 1024
     noop = operator.attrgetter("horizon")
     began = time.perf_counter()

@@ -8,7 +8,8 @@ import pytest
 from planner.contracts import quantile_column
 from planner.forecast import backtest as bt
 from planner.forecast.baselines import naive_point, seasonal_naive
-from planner.forecast.model import ModelSpec
+from planner.forecast.forecaster import SeriesHistory
+from planner.forecast.model import HarmonicForecaster, ModelSpec
 from planner.forecast.synthetic import START, synthetic_series
 
 T0_ABS = int(START.value // 3_600_000_000_000)
@@ -77,7 +78,8 @@ def test_quantile_column_names():
 def test_backtest_series_scores_model_and_both_baselines():
     values, _ = synthetic_series(8 * 168, np.random.default_rng(1))
     obs = np.ones(values.size, bool)
-    out = bt.backtest_series(values, values, obs, T0_ABS, 48, [0.5, 0.9], ModelSpec())
+    out = bt.backtest_series(HarmonicForecaster(), SeriesHistory(values, values, obs, T0_ABS), 48, [0.5, 0.9],
+                             ModelSpec().min_history_hours)
     assert out["window_hours"] == 48 and len(out["windows"]) == 3
     for method in bt.METHODS:
         assert set(out[method]) >= {"mase", "smape", "pinball", "pinball_scaled", "coverage80", "coverage90"}
@@ -96,5 +98,6 @@ def test_backtest_skips_masked_hours():
     obs = np.ones(values.size, bool)
     obs[-10:] = False
     vals = np.where(obs, values, np.nan)
-    out = bt.backtest_series(vals, values, obs, T0_ABS, 24, [0.5], ModelSpec())
+    out = bt.backtest_series(HarmonicForecaster(), SeriesHistory(vals, values, obs, T0_ABS), 24, [0.5],
+                             ModelSpec().min_history_hours)
     assert out["model"]["hours_scored"] == 72 - 10

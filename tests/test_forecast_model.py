@@ -3,9 +3,20 @@
 from __future__ import annotations
 
 import numpy as np
+import pandas as pd
 import pytest
+from statsmodels.tsa.deterministic import Fourier
 
-from planner.forecast.model import FitFailure, ModelSpec, _column_index, design, fit, forecast, log_forecast
+from planner.forecast.model import (
+    FitFailure,
+    ModelSpec,
+    _column_index,
+    design,
+    fit,
+    forecast,
+    log_forecast,
+    weekly_set,
+)
 from planner.forecast.synthetic import START, Truth, log_mean, synthetic_series
 
 T0_ABS = int(START.value // 3_600_000_000_000)
@@ -134,6 +145,18 @@ def test_candidate_columns_match_the_design_of_each_candidate():
     for daily, weekly, trend in [(3, 0, False), (5, 6, True), (11, 20, True), (8, 13, False)]:
         cols = _column_index(daily, weekly, trend, 11, True)
         np.testing.assert_array_equal(full[:, cols], design(t, int(t[-1]), daily, weekly, trend))
+
+
+def test_harmonic_columns_are_statsmodels_fourier_terms_of_the_hour_phase():
+    """Same terms, order and phase as statsmodels' Fourier(period, order) at phase t mod period; the
+    design rounds the phase differently, on purpose (docs/decisions/0007-forecast-fourier-terms.md)."""
+    t = np.arange(2 * 168, dtype=np.int64) + T0_ABS + 5
+    X = design(t, int(t[-1]), 11, 20, False)
+    daily = Fourier(24, 11).in_sample(pd.RangeIndex(24)).to_numpy()[t % 24]
+    weekly = Fourier(168, 20).in_sample(pd.RangeIndex(168)).to_numpy()[t % 168]
+    kept = [2 * (j - 1) + part for j in weekly_set(20) for part in (0, 1)]
+    np.testing.assert_allclose(X[:, 1:23], daily, rtol=0, atol=1e-13)
+    np.testing.assert_allclose(X[:, 23:], weekly[:, kept], rtol=0, atol=1e-13)
 
 
 def test_trailing_window_limits_the_fit():

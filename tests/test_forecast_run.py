@@ -181,12 +181,12 @@ def test_local_and_process_engines_give_identical_outputs(history, result):
 
 
 def test_numerical_error_in_the_fit_falls_back_visibly(history, monkeypatch):
-    import planner.forecast.fallback as fallback
+    import planner.forecast.model as model
 
     def broken_fit(*args, **kwargs):
         raise np.linalg.LinAlgError("SVD did not converge")
 
-    monkeypatch.setattr(fallback, "fit", broken_fit)
+    monkeypatch.setattr(model, "fit", broken_fit)
     out = forecast_history(history, horizon_hours=24, quantiles=[0.5], backtest=False)
     assert (out.forecast["model_used"] == "seasonal_naive(168)").all()
     assert out.metadata["series"][0]["fallback_reason"] == "fit failed: LinAlgError: SVD did not converge"

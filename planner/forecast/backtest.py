@@ -1,8 +1,8 @@
-"""Rolling-origin backtest of the model and both seasonal-naive baselines, in one run.
+"""Rolling-origin backtest of the selected forecaster and both seasonal-naive baselines, in one run.
 
 Windows. With ``n`` hours of history, horizon ``H``, ``W = 3`` windows
-and ``M`` the model's minimum history (``ModelSpec.min_history_hours``, 2 weeks, so
-that every window tests the model rather than its short-history fallback), the
+and ``M`` the forecaster's minimum history (``ModelSpec.min_history_hours``, 2 weeks, so
+that every window tests the forecaster rather than its short-history fallback), the
 window length is ``L = H`` when ``n >= M + W*H``; otherwise
 ``L = min(H, floor((n - M) / W))`` rounded down to whole days (the stated
 fraction ``L/H`` is recorded), and with less than one day per window the backtest
@@ -16,7 +16,8 @@ forecast ``f`` and quantile forecasts ``Q(tau)``:
 
 - MASE = mean|x - f| / s, with ``s`` the in-sample mean absolute error of the
   **weekly (168 h)** seasonal naive over the trailing 8 weeks before the origin
-  (one scale for model and baselines alike, so their MASE are directly comparable);
+  (one scale for model and baselines alike, so their MASE are directly comparable;
+  the daily naive's when no weekly pair was observed, and 1 when it is 0);
 - sMAPE = mean 200 |x - f| / (|x| + |f|)  (in percent; 0 where both are 0);
 - pinball loss at tau: mean of max(tau (x - Q), (tau - 1)(x - Q)), in the
   measure's units; ``pinball_scaled`` divides by ``s`` so series can be averaged;
@@ -26,6 +27,10 @@ forecast ``f`` and quantile forecasts ``Q(tau)``:
 Per series, each metric pools the scored hours of all windows. Overall, MASE,
 sMAPE and scaled pinball are the mean over series (every series weighs the same);
 coverage pools every scored hour of every series.
+
+The metrics are these few lines of numpy rather than a metrics library: the library we
+measured defines the MASE scale differently and is far slower per series
+(``docs/decisions/0006-forecast-metrics.md``).
 """
 
 from __future__ import annotations
@@ -36,14 +41,15 @@ import numpy as np
 
 from planner.contracts import quantile_column
 from planner.forecast import baselines
-from planner.forecast.fallback import forecast_series, naive_forecast
-from planner.forecast.model import ModelSpec
+from planner.forecast.fallback import forecast_series
+from planner.forecast.forecaster import Forecaster, SeriesHistory
 
 N_WINDOWS = 3
 SCALE_PERIOD = 168
 SCALE_WINDOW_HOURS = 8 * 168
 INTERVAL_LEVELS = (0.05, 0.10, 0.90, 0.95)
 METHODS = ("model", "naive24", "naive168")
+BASELINES: dict[str, Forecaster] = {"naive24": baselines.SeasonalNaive(24), "naive168": baselines.SeasonalNaive(168)}
 
 
 def window_plan(n_hours: int, horizon: int, min_train_hours: int,
@@ -71,7 +77,8 @@ def in_sample_scale(filled: np.ndarray, observed: np.ndarray) -> float:
 
 def pinball(x: np.ndarray, q: np.ndarray, tau: float) -> np.ndarray:
     diff = x - q
-    return np.maximum(tau * diff, (tau - 1.0) * diff)
+    loss: np.ndarray = np.maximum(tau * diff, (tau - 1.0) * diff)
+    return loss
 
 
 def _smape_terms(x: np.ndarray, f: np.ndarray) -> np.ndarray:
@@ -114,32 +121,32 @@ class _Accumulator:
         }
 
 
+def backtest_series(forecaster: Forecaster, history: SeriesHistory, horizon: int, levels: list[float],
+                    min_history_hours: int, n_windows: int = N_WINDOWS) -> dict[str, Any]:
+    """Backtest ``forecaster`` (with its fallbacks) and the baselines on one cleaned series.
 
-
-def backtest_series(values: np.ndarray, filled: np.ndarray, observed: np.ndarray, t_start_abs: int,
-                    horizon: int, levels: list[float], spec: ModelSpec,
-                    n_windows: int = N_WINDOWS) -> dict[str, Any]:
-    """Backtest one cleaned series; returns the per-series metadata block."""
+    ``min_history_hours`` is the fallback threshold of :func:`forecast_series`, so that
+    every window has enough training history for the forecaster itself. Returns the
+    per-series metadata block.
+    """
     all_levels = sorted(set(levels) | set(INTERVAL_LEVELS))
-    length, origins, skip = window_plan(values.size, horizon, spec.min_history_hours, n_windows)
+    length, origins, skip = window_plan(history.n_hours, horizon, min_history_hours, n_windows)
     if skip:
         return {"skipped": skip}
     acc = {m: _Accumulator(all_levels) for m in METHODS}
-    windows = []
+    windows: list[dict[str, Any]] = []
     for origin in origins:
-        test = slice(origin, origin + length)
-        scored = observed[test]
+        scored = history.observed[origin:origin + length]
         if not scored.any():
             windows.append({"origin_index": origin, "hours_scored": 0})
             continue
-        x = values[test][scored]
-        scale = in_sample_scale(filled[:origin], observed[:origin])
-        model = forecast_series(values[:origin], filled[:origin], observed[:origin], t_start_abs,
-                                length, all_levels, spec)
+        x = history.values[origin:origin + length][scored]
+        past = history.head(origin)
+        scale = in_sample_scale(past.filled, past.observed)
+        model = forecast_series(forecaster, past, length, all_levels, min_history_hours)
         runs = {"model": model}
-        for name, period in (("naive24", 24), ("naive168", 168)):
-            runs[name] = naive_forecast(filled[:origin], observed[:origin], length, all_levels,
-                                        reason="baseline", period=period)
+        for name, baseline in BASELINES.items():
+            runs[name] = baseline.fit(past).predict(length, all_levels)
         for name, run in runs.items():
             acc[name].add(x, run.mean[scored], {lvl: run.quantiles[lvl][scored] for lvl in all_levels}, scale)
         windows.append({"origin_index": origin, "hours_scored": int(scored.sum()),

@@ -19,7 +19,12 @@ in ``tau`` (a running maximum), so q50 <= q90 <= q95 <= q99 always holds.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+
 import numpy as np
+
+from planner.forecast.forecaster import SeriesForecast, SeriesHistory
 
 DEFAULT_ERROR_WINDOW_HOURS = 8 * 168
 
@@ -41,7 +46,8 @@ def naive_errors(filled: np.ndarray, observed: np.ndarray, period: int,
     lo = max(period, filled.size - error_window_hours)
     t = np.arange(lo, filled.size)
     ok = observed[t] & observed[t - period]
-    return filled[t[ok]] - filled[t[ok] - period]
+    errors: np.ndarray = filled[t[ok]] - filled[t[ok] - period]
+    return errors
 
 
 def seasonal_naive(filled: np.ndarray, observed: np.ndarray, period: int, horizon: int,
@@ -67,3 +73,39 @@ def seasonal_naive(filled: np.ndarray, observed: np.ndarray, period: int, horizo
 
 def model_used_name(period: int) -> str:
     return f"seasonal_naive({period})"
+
+
+def naive_period(n_hours: int) -> int:
+    """The longest seasonal-naive period the history supports: 168, 24, else 1."""
+    for period in (168, 24):
+        if n_hours >= period:
+            return period
+    return 1
+
+
+@dataclass(frozen=True, eq=False)
+class SeasonalNaive:
+    """The seasonal naive as a :class:`~planner.forecast.forecaster.Forecaster`.
+
+    ``period`` None takes the longest period the fitted history supports
+    (:func:`naive_period`), which is what makes it a fallback for any series.
+    """
+
+    period: int | None = None
+    error_window_hours: int = DEFAULT_ERROR_WINDOW_HOURS
+    history: SeriesHistory | None = None
+
+    @property
+    def name(self) -> str:
+        return "seasonal_naive"
+
+    def fit(self, history: SeriesHistory) -> SeasonalNaive:
+        return replace(self, history=history)
+
+    def predict(self, horizon: int, levels: Sequence[float]) -> SeriesForecast:
+        if self.history is None:
+            raise RuntimeError("SeasonalNaive.predict called before fit")
+        period = self.period or naive_period(self.history.filled.size)
+        mean, quants = seasonal_naive(self.history.filled, self.history.observed, period, horizon, list(levels),
+                                      self.error_window_hours)
+        return SeriesForecast(mean, quants, model_used_name(period))

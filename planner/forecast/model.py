@@ -25,7 +25,7 @@ Order selection (all by an information criterion, deterministic):
    correction for the residual autocorrelation (plain OLS AIC overfits harmonics
    when errors are autocorrelated):  AIC = n' log(s_e^2) + 2 (k + 2),  where
    e_t = r_t - rho r_{t-1} over consecutive observed pairs.
-2. ARMA (p, q) screened by Hannan-Rissanen (regression-only, milliseconds):
+2. ARMA (p, q) screened by Hannan-Rissanen (regressions only, cheap):
    AIC = n log(sigma_HR^2) + 2 (p + q).
 3. The best ``n_exact`` screened orders are re-estimated by exact Gaussian
    maximum likelihood (Kalman filter; missing and masked hours are missing
@@ -49,7 +49,8 @@ from __future__ import annotations
 
 import time
 import warnings
-from dataclasses import dataclass, field
+from collections.abc import Sequence
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
@@ -58,14 +59,16 @@ from statsmodels.tsa.arima.estimators.hannan_rissanen import hannan_rissanen
 from statsmodels.tsa.statespace.sarimax import SARIMAX
 from threadpoolctl import threadpool_limits
 
-
-class FitFailure(Exception):
-    """The model could not be fitted or gave an unusable forecast; carries the reason."""
+from planner.forecast.forecaster import FitFailure, SeriesForecast, SeriesHistory
 
 
 @dataclass(frozen=True)
 class ModelSpec:
-    """Search space and budgets for one series fit. Defaults chosen by measurement."""
+    """Settings of the forecast step: the history a series needs before it gets the selected
+    forecaster (``min_history_hours``), and the harmonic model's search space and budgets.
+
+    The defaults and their measurements: ``docs/decisions/0004-forecast-harmonic-regression-with-arma-errors.md``.
+    """
 
     window_hours: int = 24 * 168
     arma_window_hours: int = 8 * 168
@@ -141,11 +144,18 @@ class FittedModel:
 
 
 def weekly_set(weekly: int) -> list[int]:
+    """Weekly harmonics 1..``weekly`` without the multiples of 7, which repeat daily ones."""
     return [j for j in range(1, weekly + 1) if j % 7]
 
 
 def design(t_abs: np.ndarray, t_end_abs: int, daily: int, weekly: int, trend: bool) -> np.ndarray:
-    """Regression matrix for absolute hours ``t_abs`` (see the module docstring)."""
+    """Regression matrix for absolute hours ``t_abs`` (see the module docstring).
+
+    Columns: intercept, the trend when asked, then a sine and a cosine per daily and per
+    weekly harmonic. The phase is ``(2 pi (t mod period)) / period``, in that order of
+    operations: the fitted numbers depend on it to the last bit
+    (``docs/decisions/0007-forecast-fourier-terms.md``).
+    """
     cols = [np.ones(t_abs.size)]
     if trend:
         cols.append((t_abs - t_end_abs) / 168.0)
@@ -253,9 +263,8 @@ def fit(values: np.ndarray, t_start_abs: int, spec: ModelSpec = ModelSpec()) -> 
     ``t_start_abs`` is the absolute hour (hours since the Unix epoch) of ``values[0]``.
     Raises FitFailure with a reason when no candidate converges.
 
-    BLAS runs single-threaded inside: the matrices are small, threads only add
-    contention (a fit measured ~10x slower with OpenBLAS threads on a busy 2-core
-    machine), and one thread makes the bits independent of the caller.
+    BLAS runs single-threaded inside: the matrices are small, so threads only add
+    contention, and one thread makes the bits independent of the caller.
     """
     with threadpool_limits(limits=1):
         return _fit(values, t_start_abs, spec)
@@ -365,4 +374,26 @@ def forecast(fitted: FittedModel, horizon: int, levels: list[float], *,
     return mean, quants
 
 
-__all__ = ["FitFailure", "FittedModel", "ModelSpec", "design", "fit", "forecast", "log_forecast"]
+@dataclass(frozen=True, eq=False)
+class HarmonicForecaster:
+    """The harmonic model as a :class:`~planner.forecast.forecaster.Forecaster`."""
+
+    spec: ModelSpec = ModelSpec()
+    fitted: FittedModel | None = None
+
+    @property
+    def name(self) -> str:
+        return "harmonic"
+
+    def fit(self, history: SeriesHistory) -> HarmonicForecaster:
+        return replace(self, fitted=fit(history.values, history.t_start_abs, self.spec))
+
+    def predict(self, horizon: int, levels: Sequence[float]) -> SeriesForecast:
+        if self.fitted is None:
+            raise RuntimeError("HarmonicForecaster.predict called before fit")
+        mean, quants = forecast(self.fitted, horizon, list(levels), max_growth_factor=self.spec.max_growth_factor)
+        return SeriesForecast(mean, quants, self.fitted.model_used, details=self.fitted.describe())
+
+
+__all__ = ["FitFailure", "FittedModel", "HarmonicForecaster", "ModelSpec", "design", "fit", "forecast",
+           "log_forecast"]

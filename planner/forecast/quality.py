@@ -57,9 +57,9 @@ BUSY_MIN_LEVEL = 20.0
 OUTAGE_FRACTION = 0.02
 MAX_RANGES_REPORTED = 20
 SPIKE_FACTOR = 50.0
-"""An hour above this many times the series' median positive hour is reported as a spike. The demo
-history's largest hour is 7.2 times its series' median; real daily and weekly peaks stay within
-about 10 times, so 50 leaves room for seasonality and still catches a mis-scaled or duplicated load."""
+"""An hour above this many times the series' median positive hour is reported as a spike: well above
+daily and weekly peaks, low enough to catch a mis-scaled or duplicated load (figures in
+``docs/decisions/0004-forecast-harmonic-regression-with-arma-errors.md``)."""
 
 
 @dataclass
@@ -89,7 +89,8 @@ class CleanSeries:
 
 def format_ts(ts: pd.Timestamp) -> str:
     """ISO-8601 UTC with a ``Z`` suffix, the project's one timestamp spelling."""
-    return ts.strftime("%Y-%m-%dT%H:%M:%SZ")
+    text: str = ts.strftime("%Y-%m-%dT%H:%M:%SZ")
+    return text
 
 
 def _runs(mask: np.ndarray) -> list[tuple[int, int]]:
@@ -152,7 +153,8 @@ def expected_level(values: np.ndarray) -> np.ndarray:
     positive[:n] = np.where(values > 0, values, np.nan)
     grid = pd.DataFrame(positive.reshape(days, 24))
     med = grid.rolling(15, center=True, min_periods=3).median().ffill().bfill()
-    return med.to_numpy().reshape(-1)[:n]
+    levels: np.ndarray = med.to_numpy().reshape(-1)[:n]
+    return levels
 
 
 def detect_outages(values: np.ndarray, *, busy_min_level: float = BUSY_MIN_LEVEL,
@@ -178,7 +180,8 @@ def spike_hours(values: np.ndarray, factor: float = SPIKE_FACTOR) -> np.ndarray:
     if positive.size == 0:
         return np.zeros(values.size, dtype=bool)
     with np.errstate(invalid="ignore"):
-        return np.nan_to_num(values, nan=0.0) > factor * float(np.median(positive))
+        spikes: np.ndarray = np.nan_to_num(values, nan=0.0) > factor * float(np.median(positive))
+    return spikes
 
 
 def regularise(key: str, ts_ns: np.ndarray,

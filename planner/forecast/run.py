@@ -4,7 +4,9 @@
 ``ForecastResult`` out (long forecast frame + JSON-able metadata), no files, no
 terminal. The data-quality pass runs here in the calling process, so an input error
 (duplicate timestamps, bad values) is raised before any work is fanned out; the
-per-series fit, forecast and backtest run through ``planner.engine.run_tasks``.
+per-series fit, forecast and backtest run through ``planner.engine.run_tasks``. The
+forecaster is chosen by name from ``planner.forecast.registry`` (the harmonic model by
+default); the fallback rules and the backtest treat every forecaster alike.
 
 Horizon alignment: every series is forecast for the same hours, the ``horizon``
 hours after the last hour of the *whole* history. A series that ends earlier is
@@ -34,9 +36,11 @@ from planner.engine import run_tasks
 from planner.errors import InputError
 from planner.forecast import backtest as bt
 from planner.forecast.fallback import forecast_series
+from planner.forecast.forecaster import Forecaster, SeriesHistory
 from planner.forecast.history_input import DEFAULT_SOURCE, KEY_COLUMNS, validated_history
 from planner.forecast.model import ModelSpec
 from planner.forecast.quality import HOUR_NS, CleanSeries, clean_series, format_ts
+from planner.forecast.registry import DEFAULT_FORECASTER, make_forecaster
 from planner.sources import source_of
 
 MEASURES = ("requests", "prompt_tokens_sum", "output_tokens_sum")
@@ -81,25 +85,22 @@ def parse_quantiles(text: str) -> list[float]:
 
 @dataclass(frozen=True)
 class SeriesTask:
-    """Everything one worker needs for one series (pickles cheaply: numpy arrays)."""
+    """Everything one worker needs for one series (pickles cheaply: numpy arrays and an unfitted forecaster)."""
 
     key: tuple[str, str, str]
-    t_start_abs: int
-    values: np.ndarray
-    filled: np.ndarray
-    observed: np.ndarray
+    history: SeriesHistory
     horizon_total: int
     horizon: int
     levels: tuple[float, ...]
-    spec: ModelSpec
+    forecaster: Forecaster
+    min_history_hours: int
     backtest: bool
 
 
 def run_series(task: SeriesTask) -> dict[str, Any]:
     """Fit, forecast and (optionally) backtest one series. Top-level so it pickles."""
     levels = sorted(set(task.levels) | set(bt.INTERVAL_LEVELS))
-    result = forecast_series(task.values, task.filled, task.observed, task.t_start_abs,
-                             task.horizon_total, levels, task.spec)
+    result = forecast_series(task.forecaster, task.history, task.horizon_total, levels, task.min_history_hours)
     cut = task.horizon_total - task.horizon
     out: dict[str, Any] = {
         "mean": result.mean[cut:],
@@ -109,8 +110,8 @@ def run_series(task: SeriesTask) -> dict[str, Any]:
         "details": result.details,
     }
     if task.backtest:
-        out["backtest"] = bt.backtest_series(task.values, task.filled, task.observed, task.t_start_abs,
-                                             task.horizon, levels, task.spec)
+        out["backtest"] = bt.backtest_series(task.forecaster, task.history, task.horizon, levels,
+                                             task.min_history_hours)
     return out
 
 
@@ -170,10 +171,14 @@ def clean_history(history: pd.DataFrame, measure: str = "requests") -> list[tupl
     return cleaned
 
 
+Key = tuple[str, str, str]
+
+
 def forecast_history(history: pd.DataFrame, *, horizon_hours: int, quantiles: list[float],
                      measure: str = "requests", backtest: bool = True, seed: int = 0, engine: str = "local",
                      workers: int | None = None, progress: Callable[[int, int], None] | None = None,
-                     spec: ModelSpec | None = None, scheduler: str | None = None) -> ForecastResult:
+                     spec: ModelSpec | None = None, scheduler: str | None = None,
+                     forecaster: str = DEFAULT_FORECASTER) -> ForecastResult:
     """Forecast every (region, model, traffic_class) series of ``history``; see the module docstring.
 
     ``horizon_hours``: hours after the history's last hour (``parse_horizon``).
@@ -183,7 +188,9 @@ def forecast_history(history: pd.DataFrame, *, horizon_hours: int, quantiles: li
     ``engine``/``workers``/``scheduler``: ``planner.engine.run_tasks`` (``local``,
     ``processes``, ``dask`` or ``auto``; ``scheduler`` is a Dask scheduler address for
     ``dask``); they never change the output. ``progress(done, total)`` is called per series.
-    ``spec``: the model's search space (``ModelSpec()`` by default).
+    ``spec``: the forecast settings (``ModelSpec()`` by default): the history a series needs
+    before it gets the forecaster rather than the seasonal naive, and the harmonic model's
+    search space. ``forecaster``: a name in ``planner.forecast.registry.FORECASTERS``.
     Raises InputError for invalid input; model failures become visible fallbacks.
     """
     if not 1 <= int(horizon_hours) <= MAX_HORIZON_HOURS:
@@ -192,19 +199,11 @@ def forecast_history(history: pd.DataFrame, *, horizon_hours: int, quantiles: li
                          fix="forecast between 1 hour and 92 days ahead: shorten the scenario's horizon (or --horizon)")
     levels = parse_quantiles(",".join(repr(float(q)) for q in quantiles))
     spec = spec or ModelSpec()
+    model = make_forecaster(forecaster, spec)
     series = clean_history(history, measure)
     global_end = max(_start_hour(clean) + clean.n_hours - 1 for _, clean in series)
-    tasks, cleans = [], []
-    for key, clean in series:
-        name = "/".join(key)
-        t_start_abs = _start_hour(clean)
-        gap = global_end - (t_start_abs + clean.n_hours - 1)
-        if gap > 0:
-            clean.findings.append({"kind": "ends_early", "series": name, "hours": int(gap),
-                                   "action": "forecast extended across the gap to the common horizon"})
-        cleans.append((key, name, clean))
-        tasks.append(SeriesTask(key, t_start_abs, clean.values, clean.filled, clean.observed,
-                                gap + horizon_hours, horizon_hours, tuple(levels), spec, backtest))
+    tasks = [_series_task(key, clean, global_end, horizon_hours, levels, model, spec, backtest)
+             for key, clean in series]
     outcomes = run_tasks(run_series, tasks, engine=engine, workers=workers, progress=progress, scheduler=scheduler)
 
     hour = pd.Timedelta(hours=1)
@@ -212,46 +211,81 @@ def forecast_history(history: pd.DataFrame, *, horizon_hours: int, quantiles: li
     stamps = [format_ts(start + i * hour) for i in range(horizon_hours)]
     qcols = [quantile_column(lvl) for lvl in levels]
     parts, series_meta, rows = [], [], []
-    for (key, name, clean), outcome in zip(cleans, outcomes, strict=True):
-        block = {"region": key[0], "model": key[1], "traffic_class": key[2], "ts": stamps,
-                 "mean": np.round(outcome["mean"], VALUE_DECIMALS) + 0.0}
-        for lvl, col in zip(levels, qcols, strict=True):
-            block[col] = np.round(outcome["quantiles"][lvl], VALUE_DECIMALS) + 0.0
-        block["model_used"] = outcome["model_used"]
-        parts.append(pd.DataFrame(block))
-        details = outcome["details"]
-        bt_block = outcome.get("backtest")
-        entry = {
-            "series": name, "region": key[0], "model": key[1], "traffic_class": key[2],
-            "model_used": outcome["model_used"],
-            "fallback": outcome["fallback_reason"] is not None,
-            "fallback_reason": outcome["fallback_reason"],
-            "order": details.get("arima_order"), "aic": details.get("aic"), "fit": details,
-            "history": {"start": format_ts(clean.start), "end": format_ts(clean.end), "hours": clean.n_hours,
-                        "observed_hours": int(clean.observed.sum())},
-            "data_quality": clean.findings,
-            "backtest": bt_block if backtest else None,
-        }
-        series_meta.append(entry)
-        ok = bt_block is not None and "skipped" not in bt_block
-        rows.append({
-            "series": name, "model_used": outcome["model_used"], "aic": _r(details.get("aic")),
-            "mase": _r(bt_block["model"]["mase"], 4) if ok else None,
-            "mase_naive24": _r(bt_block["naive24"]["mase"], 4) if ok else None,
-            "mase_naive168": _r(bt_block["naive168"]["mase"], 4) if ok else None,
-            "cov80": _r(bt_block["model"]["coverage80"], 4) if ok else None,
-            "cov90": _r(bt_block["model"]["coverage90"], 4) if ok else None,
-            "fallback": outcome["fallback_reason"] or "",
-        })
+    for (key, clean), outcome in zip(series, outcomes, strict=True):
+        parts.append(_forecast_block(key, outcome, stamps, levels, qcols))
+        series_meta.append(_series_entry(key, clean, outcome, backtest))
+        rows.append(_summary_row(outcome, series_meta[-1]))
     forecast = pd.concat(parts, ignore_index=True)[["region", "model", "traffic_class", "ts", "mean", *qcols,
                                                     "model_used"]]
-    metadata = {
-        "parameters": {"measure": measure, "horizon_hours": int(horizon_hours), "quantiles": levels,
-                       "quantile_columns": qcols, "backtest": bool(backtest),
-                       "seed": int(seed), "random_draws": "none: quantiles are analytic",
-                       "model_spec": spec.as_dict(), "backtest_windows": bt.N_WINDOWS,
-                       "mase_scale": "in-sample mean absolute error of the 168 h seasonal naive, "
-                                     "trailing 8 weeks before each origin"},
+    parameters = {"measure": measure, "horizon_hours": int(horizon_hours), "quantiles": levels,
+                  "quantile_columns": qcols, "backtest": bool(backtest),
+                  "seed": int(seed), "random_draws": "none: quantiles are analytic",
+                  "model_spec": spec.as_dict(), "backtest_windows": bt.N_WINDOWS,
+                  "mase_scale": "in-sample mean absolute error of the 168 h seasonal naive, "
+                                "trailing 8 weeks before each origin"}
+    metadata = _metadata(parameters, stamps, series_meta, backtest)
+    return ForecastResult(forecast=forecast, metadata=_round_tree(metadata), series_rows=rows)
+
+
+def _series_task(key: Key, clean: CleanSeries, global_end: int, horizon_hours: int, levels: list[float],
+                 forecaster: Forecaster, spec: ModelSpec, backtest: bool) -> SeriesTask:
+    """The worker's task for one series; a series that ends early is forecast across its gap (a finding)."""
+    t_start_abs = _start_hour(clean)
+    gap = global_end - (t_start_abs + clean.n_hours - 1)
+    if gap > 0:
+        clean.findings.append({"kind": "ends_early", "series": "/".join(key), "hours": int(gap),
+                               "action": "forecast extended across the gap to the common horizon"})
+    history = SeriesHistory(clean.values, clean.filled, clean.observed, t_start_abs)
+    return SeriesTask(key, history, gap + horizon_hours, horizon_hours, tuple(levels), forecaster,
+                      spec.min_history_hours, backtest)
+
+
+def _forecast_block(key: Key, outcome: dict[str, Any], stamps: list[str], levels: list[float],
+                    qcols: list[str]) -> pd.DataFrame:
+    """One series' rows of the forecast file, values rounded to ``VALUE_DECIMALS``."""
+    block: dict[str, Any] = {"region": key[0], "model": key[1], "traffic_class": key[2], "ts": stamps,
+                             "mean": np.round(outcome["mean"], VALUE_DECIMALS) + 0.0}
+    for lvl, col in zip(levels, qcols, strict=True):
+        block[col] = np.round(outcome["quantiles"][lvl], VALUE_DECIMALS) + 0.0
+    block["model_used"] = outcome["model_used"]
+    return pd.DataFrame(block)
+
+
+def _series_entry(key: Key, clean: CleanSeries, outcome: dict[str, Any], backtest: bool) -> dict[str, Any]:
+    """One series' block of the metadata: the model, its fallback, the history, data quality and backtest."""
+    details = outcome["details"]
+    return {
+        "series": "/".join(key), "region": key[0], "model": key[1], "traffic_class": key[2],
+        "model_used": outcome["model_used"],
+        "fallback": outcome["fallback_reason"] is not None,
+        "fallback_reason": outcome["fallback_reason"],
+        "order": details.get("arima_order"), "aic": details.get("aic"), "fit": details,
+        "history": {"start": format_ts(clean.start), "end": format_ts(clean.end), "hours": clean.n_hours,
+                    "observed_hours": int(clean.observed.sum())},
+        "data_quality": clean.findings,
+        "backtest": outcome.get("backtest") if backtest else None,
+    }
+
+
+def _summary_row(outcome: dict[str, Any], entry: dict[str, Any]) -> dict[str, Any]:
+    """One series' row of the CLI summary table; backtest columns are None when it was skipped or not run."""
+    bt_block = entry["backtest"]
+    ok = bt_block is not None and "skipped" not in bt_block
+    return {
+        "series": entry["series"], "model_used": outcome["model_used"], "aic": _r(outcome["details"].get("aic")),
+        "mase": _r(bt_block["model"]["mase"], 4) if ok else None,
+        "mase_naive24": _r(bt_block["naive24"]["mase"], 4) if ok else None,
+        "mase_naive168": _r(bt_block["naive168"]["mase"], 4) if ok else None,
+        "cov80": _r(bt_block["model"]["coverage80"], 4) if ok else None,
+        "cov90": _r(bt_block["model"]["coverage90"], 4) if ok else None,
+        "fallback": outcome["fallback_reason"] or "",
+    }
+
+
+def _metadata(parameters: dict[str, Any], stamps: list[str], series_meta: list[dict[str, Any]],
+              backtest: bool) -> dict[str, Any]:
+    return {
+        "parameters": parameters,
         "forecast_start": stamps[0], "forecast_end": stamps[-1],
         "n_series": len(series_meta),
         "n_fallbacks": sum(1 for s in series_meta if s["fallback"]),
@@ -259,4 +293,3 @@ def forecast_history(history: pd.DataFrame, *, horizon_hours: int, quantiles: li
         "series": series_meta,
         "backtest_overall": bt.overall([s["backtest"] for s in series_meta]) if backtest else None,
     }
-    return ForecastResult(forecast=forecast, metadata=_round_tree(metadata), series_rows=rows)

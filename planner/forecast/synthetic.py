@@ -39,7 +39,9 @@ def log_mean(n_hours: int, truth: Truth, offset: int = 0) -> np.ndarray:
     hod = t % 24
     weekend = ((t // 24) % 7) >= 5
     daily = truth.daily_amp * (np.sin(2 * np.pi * (hod - 9) / 24) + 0.3 * np.sin(4 * np.pi * hod / 24))
-    return np.log(truth.level) + np.log1p(truth.growth_per_year) * t / 8760 + daily - truth.weekend_drop * weekend
+    log_level: np.ndarray = (np.log(truth.level) + np.log1p(truth.growth_per_year) * t / 8760 + daily
+                             - truth.weekend_drop * weekend)
+    return log_level
 
 
 def ar1_noise(n_hours: int, truth: Truth, rng: np.random.Generator) -> np.ndarray:
