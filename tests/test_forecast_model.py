@@ -149,7 +149,7 @@ def test_candidate_columns_match_the_design_of_each_candidate():
 
 def test_harmonic_columns_are_statsmodels_fourier_terms_of_the_hour_phase():
     """Same terms, order and phase as statsmodels' Fourier(period, order) at phase t mod period; the
-    design rounds the phase differently, on purpose (docs/decisions/0007-forecast-fourier-terms.md)."""
+    design rounds the phase differently, on purpose (docs/decisions/0009-forecast-fourier-terms.md)."""
     t = np.arange(2 * 168, dtype=np.int64) + T0_ABS + 5
     X = design(t, int(t[-1]), 11, 20, False)
     daily = Fourier(24, 11).in_sample(pd.RangeIndex(24)).to_numpy()[t % 24]

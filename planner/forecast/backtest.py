@@ -30,7 +30,7 @@ coverage pools every scored hour of every series.
 
 The metrics are these few lines of numpy rather than a metrics library: the library we
 measured defines the MASE scale differently and is far slower per series
-(``docs/decisions/0006-forecast-metrics.md``).
+(``docs/decisions/0008-forecast-metrics.md``).
 """
 
 from __future__ import annotations

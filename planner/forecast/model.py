@@ -154,7 +154,7 @@ def design(t_abs: np.ndarray, t_end_abs: int, daily: int, weekly: int, trend: bo
     Columns: intercept, the trend when asked, then a sine and a cosine per daily and per
     weekly harmonic. The phase is ``(2 pi (t mod period)) / period``, in that order of
     operations: the fitted numbers depend on it to the last bit
-    (``docs/decisions/0007-forecast-fourier-terms.md``).
+    (``docs/decisions/0009-forecast-fourier-terms.md``).
     """
     cols = [np.ones(t_abs.size)]
     if trend:
