@@ -29,6 +29,7 @@ from planner.contracts.columns import (
     OFFER_TABLE_COLUMNS,
     PLAN_COLUMNS,
     PLAN_KEY,
+    PROFILE_KEY,
     SERIES_KEY,
     SKU_COLUMNS,
     SKU_KEY,
@@ -63,12 +64,12 @@ from planner.contracts.names import (
 from planner.contracts.quantiles import FORECAST_QUANTILES, quantile_column, quantile_columns, quantile_level
 
 __all__ = [
-    "CAPACITY_COLUMNS", "CAPACITY_KEY", "CLOUD_NAMES", "DEPLOYMENT_KEY", "ENGINE_SETTING_COLUMNS", "FLOW_COLUMNS",
-    "FLOW_KEY", "FORECAST_KEY", "FORECAST_QUANTILES", "HISTOGRAM_COLUMNS", "HISTOGRAM_KEY", "HISTORY_COLUMNS",
-    "HISTORY_KEY", "HORIZON_OPTION", "LOAD_COLUMNS", "LOAD_KEY", "MEASURES", "OFFER_COLUMNS", "OFFER_KEY",
-    "OFFER_TABLE_COLUMNS", "PLAN_COLUMNS", "PLAN_KEY", "SCENARIO_HORIZON", "SERIES_KEY", "SIMULATED_WINDOW",
-    "SKU_COLUMNS", "SKU_KEY", "SLO_METRIC_NAMES", "SUMMARY_COLUMNS", "SUMMARY_KEY", "TIER_NAMES", "ZONE_NAMES",
-    "Cloud", "DurationError", "DurationSyntax", "SloMetric", "Tier", "Zone", "duration_hours", "duration_seconds",
-    "met_column", "p99_column", "parse_duration", "quantile_column", "quantile_columns", "quantile_level",
-    "region_key", "target_column", "verdict_column",
+    "CAPACITY_COLUMNS", "CAPACITY_KEY", "CLOUD_NAMES", "DEPLOYMENT_KEY", "ENGINE_SETTING_COLUMNS",
+    "FLOW_COLUMNS", "FLOW_KEY", "FORECAST_KEY", "FORECAST_QUANTILES", "HISTOGRAM_COLUMNS", "HISTOGRAM_KEY",
+    "HISTORY_COLUMNS", "HISTORY_KEY", "HORIZON_OPTION", "LOAD_COLUMNS", "LOAD_KEY", "MEASURES", "OFFER_COLUMNS",
+    "OFFER_KEY", "OFFER_TABLE_COLUMNS", "PLAN_COLUMNS", "PLAN_KEY", "PROFILE_KEY", "SCENARIO_HORIZON",
+    "SERIES_KEY", "SIMULATED_WINDOW", "SKU_COLUMNS", "SKU_KEY", "SLO_METRIC_NAMES", "SUMMARY_COLUMNS",
+    "SUMMARY_KEY", "TIER_NAMES", "ZONE_NAMES", "Cloud", "DurationError", "DurationSyntax", "SloMetric", "Tier",
+    "Zone", "duration_hours", "duration_seconds", "met_column", "p99_column", "parse_duration",
+    "quantile_column", "quantile_columns", "quantile_level", "region_key", "target_column", "verdict_column",
 ]

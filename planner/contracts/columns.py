@@ -49,6 +49,10 @@ ENGINE_SETTING_COLUMNS: tuple[str, ...] = (
 CAPACITY_COLUMNS: tuple[str, ...] = (*CAPACITY_KEY, "max_rps_per_replica", *ENGINE_SETTING_COLUMNS, "policy", "source")
 """The capacity table placement reads (``planner calibrate`` writes it with more columns)."""
 
+# --------------------------------------------------------------------------- model profiles
+PROFILE_KEY: tuple[str, ...] = (*DEPLOYMENT_KEY, "engine")
+"""One measured or modelled profile: a deployment on one serving engine."""
+
 # --------------------------------------------------------------------------- catalog
 SKU_KEY: tuple[str, ...] = ("sku",)
 SKU_COLUMNS: tuple[str, ...] = (
