@@ -1,7 +1,10 @@
 """One schema per file format the planner reads, each reporting every problem at once.
 
-Imported on its own (``planner.contracts.schemas``), not by ``planner.contracts``, so
-that code needing only names does not load ``pandera``.
+* :mod:`.catalog`: ``skus.csv`` and ``offers.csv``;
+* :mod:`.tables`: the demand history, the forecast, the plan and routed demand.
+
+Imported on its own (``planner.contracts.schemas``), not by ``planner.contracts``, so that
+code needing only names does not load ``pandera``.
 """
 
 from __future__ import annotations
@@ -15,8 +18,23 @@ from planner.contracts.schemas.base import (
     row_check,
 )
 from planner.contracts.schemas.catalog import SKU_UNITS, offer_schema, parse_count, parse_number, sku_schema
+from planner.contracts.schemas.tables import (
+    FORECAST_FIX,
+    FORECAST_TS_FIX,
+    HISTORY_TS_FIX,
+    ORDER_TOLERANCE,
+    PARSED_TS,
+    count_check,
+    forecast_schema,
+    history_schema,
+    plan_schema,
+    rate_schema,
+    show,
+)
 
 __all__ = [
-    "MAX_PROBLEMS_SHOWN", "SKU_UNITS", "FileSchema", "Problem", "cell_check", "offer_schema", "parse_count",
-    "parse_number", "raise_problems", "row_check", "sku_schema",
+    "FORECAST_FIX", "FORECAST_TS_FIX", "HISTORY_TS_FIX", "MAX_PROBLEMS_SHOWN", "ORDER_TOLERANCE", "PARSED_TS",
+    "SKU_UNITS", "FileSchema", "Problem", "cell_check", "count_check", "forecast_schema", "history_schema",
+    "offer_schema", "parse_count", "parse_number", "plan_schema", "raise_problems", "rate_schema", "row_check",
+    "show", "sku_schema",
 ]

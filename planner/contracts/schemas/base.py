@@ -15,6 +15,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
 import pandas as pd
 import pandera.pandas as pa
 from pandera.errors import SchemaErrors
@@ -28,12 +29,20 @@ MAX_PROBLEMS_SHOWN = 20
 
 @dataclass(frozen=True)
 class Problem:
-    """One broken cell (``row`` is its 0-based position), or a header problem (``row`` None)."""
+    """One broken cell (``row`` is its 0-based position), or a problem of a whole column (``row`` None).
+
+    ``check`` names the rule broken; ``place``, when set, is where the problem is in words, for a
+    rule about several cells (two quantile columns of a row, two rows with the same key).
+    """
 
     row: int | None
     column: str
     problem: str
     fix: str
+    check: str = ""
+    place: str | None = None
+    repeats: int = 0
+    """How many further rows break the same rule (when only the first is named)."""
 
 
 def _describe(text: str | Describe) -> Describe:
@@ -41,20 +50,22 @@ def _describe(text: str | Describe) -> Describe:
 
 
 def cell_check(name: str, passes: Callable[[pd.Series], pd.Series], problem: str | Describe,
-               fix: str | Describe, *, empty_passes: bool = True) -> pa.Check:
+               fix: str | Describe, *, empty_passes: bool = True, report_as: str | None = None) -> pa.Check:
     """A check of every cell of one column: ``passes`` maps the column to True where a cell is good.
 
     ``empty_passes``: a missing cell (NaN) is not this check's business (pandera's ``ignore_na``).
+    ``report_as``: the file's column to name, when the checked column is derived from it (a
+    parsed timestamp checks the ``ts`` the user wrote).
     """
     return pa.Check(passes, name=name, ignore_na=empty_passes,
-                    statistics={"problem": _describe(problem), "fix": _describe(fix)})
+                    statistics={"column": report_as, "problem": _describe(problem), "fix": _describe(fix)})
 
 
 def row_check(column: str, name: str, passes: Callable[[pd.DataFrame], pd.Series], problem: str | Describe,
-              fix: str | Describe) -> pa.Check:
-    """A check across the columns of each row, reported in ``column``."""
+              fix: str | Describe, *, place: Describe | None = None) -> pa.Check:
+    """A check across the columns of each row, reported in ``column`` (or at ``place``, in words)."""
     return pa.Check(passes, name=name, ignore_na=False,
-                    statistics={"column": column, "problem": _describe(problem), "fix": _describe(fix)})
+                    statistics={"column": column, "place": place, "problem": _describe(problem), "fix": _describe(fix)})
 
 
 @dataclass(frozen=True)
@@ -65,9 +76,15 @@ class FileSchema:
     rows: Sequence[pa.Check] = ()
     required: Sequence[str] | None = None
     """The columns a file must have (default: every column of ``columns``)."""
+    rows_per_rule: int | None = None
+    """Name at most this many rows per broken rule, counting the others in the first one's
+    ``repeats`` (a table of a million rows may break one rule a million times); None: every row."""
     _schema: pa.DataFrameSchema = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
+        if self.rows_per_rule is not None:  # pandera then collects (and formats) only these rows
+            for check in [*self.rows, *(c for checks in self.columns.values() for c in checks)]:
+                check.n_failure_cases = self.rows_per_rule
         schema = pa.DataFrameSchema(
             {name: pa.Column(checks=list(checks), nullable=True, required=False)
              for name, checks in self.columns.items()},
@@ -81,7 +98,8 @@ class FileSchema:
 
     def problems(self, frame: pd.DataFrame, *, header_fix: Callable[[str], str]) -> list[Problem]:
         """Every problem of ``frame``: the missing columns alone if any (the cell checks need them),
-        else every failing cell, in row order and, within a row, in column order."""
+        else every failing cell (see :attr:`rows_per_rule`), in row order and, within a row, in
+        column order."""
         missing = self.missing_columns(frame)
         if missing:
             return [Problem(None, name, f"missing column '{name}'", header_fix(name)) for name in missing]
@@ -93,35 +111,56 @@ class FileSchema:
         return []
 
     def _collect(self, frame: pd.DataFrame, errors: SchemaErrors) -> list[Problem]:
-        found: dict[tuple[int, str, str], Problem] = {}
+        found: list[Problem] = []
         for error in errors.schema_errors:
             check = error.check
             if not isinstance(check, pa.Check) or error.failure_cases is None:
                 raise error  # a schema bug (a check that raised), not a bad cell
-            stats: dict[str, Any] = check.statistics
+            stats: dict[str, Any] = check.statistics or {}
             column = str(stats.get("column") or getattr(error.schema, "name", ""))
-            for row in pd.unique(error.failure_cases["index"].dropna().astype(int)):
-                key = (int(row), column, str(check.name))
-                found.setdefault(key, Problem(int(row), column, stats["problem"](frame, int(row)),
-                                              stats["fix"](frame, int(row))))
+            place: Describe | None = stats.get("place")
+            rows = np.unique(error.failure_cases["index"].dropna().to_numpy(dtype=np.int64))
+            repeats = 0 if self.rows_per_rule is None else _failing_rows(check, frame, error) - len(rows)
+            for row in (int(r) for r in rows):
+                found.append(Problem(row, column, stats["problem"](frame, row), stats["fix"](frame, row),
+                                     str(check.name), place(frame, row) if place else None, repeats))
         order = {name: rank for rank, name in enumerate(self.columns)}
-        return sorted(found.values(), key=lambda p: (p.row if p.row is not None else -1, order.get(p.column, 0)))
+        return sorted(found, key=lambda p: (p.row if p.row is not None else -1, order.get(p.column, 0)))
+
+
+def _failing_rows(check: pa.Check, frame: pd.DataFrame, error: Any) -> int:
+    """How many rows break ``check`` (pandera names only the first few when asked to)."""
+    checked = frame[error.schema.name] if isinstance(error.schema, pa.Column) else frame
+    passed = check(checked).check_output
+    if check.ignore_na:
+        passed = passed | (checked.isna() if isinstance(checked, pd.Series) else checked.isna().any(axis=1))
+    return int((~passed.to_numpy(dtype=bool)).sum())
 
 
 def raise_problems(problems: Sequence[Problem], source: str, locate: Callable[[Problem], str], *,
-                   fix_suffix: str = "", many_fix: str = "correct the cells listed above") -> None:
+                   fix_suffix: str = "", many_fix: str = "correct the cells listed above",
+                   more: Callable[[int], str] | None = None) -> None:
     """Report every problem in one :class:`InputError` (nothing when there is none).
 
-    One problem reads as before ``<file>, <row and column>: <problem>``; several are listed
-    one a line with their fixes, the first :data:`MAX_PROBLEMS_SHOWN` of them.
+    One problem reads ``<file>, <row and column>: <problem>``; several are listed one a line
+    with their fixes, the first :data:`MAX_PROBLEMS_SHOWN` of them. ``locate`` words a
+    problem's row and column (a rule about several cells says where itself, ``place``);
+    ``more`` words a problem's ``repeats`` (nothing is added when it is None).
     """
     if not problems:
         return
+
+    def where(problem: Problem) -> str:
+        return problem.place or locate(problem)
+
+    def what(problem: Problem) -> str:
+        return problem.problem + (more(problem.repeats) if more is not None and problem.repeats else "")
+
     if len(problems) == 1:
         only = problems[0]
-        raise InputError(only.problem, where=f"{source}, {locate(only)}", fix=only.fix + fix_suffix)
+        raise InputError(what(only), where=f"{source}, {where(only)}", fix=only.fix + fix_suffix)
     shown = problems[:MAX_PROBLEMS_SHOWN]
-    lines = [f"{locate(p)}: {p.problem} (fix: {p.fix})" for p in shown]
+    lines = [f"{where(p)}: {what(p)} (fix: {p.fix})" for p in shown]
     if len(problems) > len(shown):
         lines.append(f"... and {len(problems) - len(shown)} more")
     raise InputError(f"{len(problems)} problems:\n  - " + "\n  - ".join(lines), where=source,

@@ -49,9 +49,12 @@ def _positive(column: str, unit: str, *, optional: bool = False) -> pa.Check:
 
 
 def _count(column: str, minimum: int) -> pa.Check:
+    def at_least(text: str) -> bool:
+        value = parse_count(text)
+        return value is not None and value >= minimum
+
     def passes(cells: pd.Series) -> pd.Series:
-        return cells.map(lambda text: (parse_count(text) if parse_count(text) is not None else minimum - 1)
-                         >= minimum).astype(bool)
+        return cells.map(at_least).astype(bool)
 
     return cell_check("count", passes, lambda f, r: f"{f[column].iloc[r]!r} is not an integer >= {minimum}",
                       f"write a whole number >= {minimum}")
