@@ -27,14 +27,14 @@ from planner.contracts.schemas.tables import (
     count_check,
     forecast_schema,
     history_schema,
+    number_schema,
     plan_schema,
-    rate_schema,
     show,
 )
 
 __all__ = [
     "FORECAST_FIX", "FORECAST_TS_FIX", "HISTORY_TS_FIX", "MAX_PROBLEMS_SHOWN", "ORDER_TOLERANCE", "PARSED_TS",
     "SKU_UNITS", "FileSchema", "Problem", "cell_check", "count_check", "forecast_schema", "history_schema",
-    "offer_schema", "parse_count", "parse_number", "plan_schema", "raise_problems", "rate_schema", "row_check",
+    "offer_schema", "parse_count", "parse_number", "plan_schema", "raise_problems", "number_schema", "row_check",
     "show", "sku_schema",
 ]

@@ -160,6 +160,12 @@ def _quoted(value: object) -> str:
 
 
 # --------------------------------------------------------------------------- plan and routed demand
+def _whole(values: npt.NDArray[np.float64]) -> npt.NDArray[np.bool_]:
+    with np.errstate(invalid="ignore"):
+        whole: npt.NDArray[np.bool_] = np.isfinite(values) & (values >= 0) & (values == np.floor(values))
+    return whole
+
+
 def count_check(column: str, unit: str, *, whole: bool) -> pa.Check:
     """Each cell a number >= 0 (whole when asked), finite and not NaN."""
     kind = "a whole number >= 0" if whole else "a number >= 0"
@@ -194,7 +200,8 @@ def plan_schema(columns: Sequence[str], *, numeric: Sequence[str], tp_written: b
         replicas, gpus = _numbers(frame["replicas"]), _numbers(frame["gpus"])
         with np.errstate(divide="ignore", invalid="ignore"):
             tp = np.where(replicas > 0, gpus / np.maximum(replicas, 1), 1.0)
-            bad = np.isfinite(replicas) & np.isfinite(gpus) & ((tp < 1) | (tp != np.floor(tp)))
+            counted = _whole(replicas) & _whole(gpus)  # a count already refused is not divided
+            bad = counted & ((tp < 1) | (tp != np.floor(tp)))
         return pd.Series(~bad, index=frame.index)
 
     def duplicates(frame: pd.DataFrame) -> pd.Series:
@@ -224,6 +231,6 @@ def plan_schema(columns: Sequence[str], *, numeric: Sequence[str], tp_written: b
     return FileSchema(checks, rows=rows, rows_per_rule=1)
 
 
-def rate_schema(column: str, unit: str) -> FileSchema:
-    """Routed demand: each ``column`` cell a rate >= 0 in ``unit``."""
-    return FileSchema({column: [count_check(column, unit, whole=False)]}, rows_per_rule=1)
+def number_schema(column: str, unit: str, *, whole: bool) -> FileSchema:
+    """One column of numbers >= 0 in ``unit`` (whole when asked): a rate of routed demand, a count."""
+    return FileSchema({column: [count_check(column, unit, whole=whole)]}, rows_per_rule=1)
