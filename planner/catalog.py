@@ -115,8 +115,7 @@ def _validated(path: Path, schema: FileSchema, columns: tuple[str, ...]) -> pd.D
     )
     if not problems and raw.empty and columns == SKU_COLUMNS:
         problems = [Problem(None, "sku", "the file has no SKU rows", "add at least one SKU row")]
-    raise_problems(problems, str(path), _locate, fix_suffix=f", {REBUILD_HINT}",
-                   many_fix=f"correct the cells listed above, {REBUILD_HINT}")
+    raise_problems(problems, str(path), _locate, fix_suffix=f", {REBUILD_HINT}")
     return raw.reset_index(drop=True)
 
 
