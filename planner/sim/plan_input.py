@@ -19,6 +19,7 @@ data row (the header is row 0) and the column:
 from __future__ import annotations
 
 import numpy as np
+import numpy.typing as npt
 import pandas as pd
 
 from planner.contracts import PLAN_KEY
@@ -48,14 +49,15 @@ def _raise(problems: list[Problem], where: str) -> None:
                    many_fix="correct the rows listed above")
 
 
-def numbers(frame: pd.DataFrame, column: str, where: str, *, whole: bool, unit: str) -> np.ndarray:
+def numbers(frame: pd.DataFrame, column: str, where: str, *, whole: bool, unit: str) -> npt.NDArray[np.float64]:
     """``frame[column]`` as floats, each finite and >= 0 (and whole when asked), or an input error naming the row."""
     frame = frame.reset_index(drop=True)
     problems = _flags(frame, (column,), {column: unit})
     if not problems:
         problems = number_schema(column, unit, whole=whole).problems(frame, header_fix=str)
     _raise(problems, where)
-    return pd.to_numeric(frame[column], errors="coerce").to_numpy(dtype=float)
+    values: npt.NDArray[np.float64] = pd.to_numeric(frame[column], errors="coerce").to_numpy(dtype=float)
+    return values
 
 
 def validated_plan(plan: pd.DataFrame, columns: tuple[str, ...]) -> pd.DataFrame:
@@ -81,7 +83,7 @@ def validated_plan(plan: pd.DataFrame, columns: tuple[str, ...]) -> pd.DataFrame
     return plan.assign(replicas=replicas.astype(np.int64), tp_degree=tp.astype(np.int64))
 
 
-def validated_rates(frame: pd.DataFrame, column: str, where: str) -> np.ndarray:
+def validated_rates(frame: pd.DataFrame, column: str, where: str) -> npt.NDArray[np.float64]:
     """A rate column (req/s, or req/h for a forecast's mean) checked row by row."""
     unit = "requests per hour" if column == "mean" else "requests per second"
     return numbers(frame.reset_index(drop=True), column, where, whole=False, unit=unit)
