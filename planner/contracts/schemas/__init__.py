@@ -3,8 +3,8 @@
 * :mod:`.catalog`: ``skus.csv`` and ``offers.csv``;
 * :mod:`.tables`: the demand history, the forecast, the plan and routed demand.
 
-Imported on its own (``planner.contracts.schemas``), not by ``planner.contracts``, so that
-code needing only names does not load ``pandera``.
+Imported on its own (``planner.contracts.schemas``), not by ``planner.contracts``; ``pandera``
+itself loads when the first schema is built, so a command that checks no file does not pay for it.
 """
 
 from __future__ import annotations

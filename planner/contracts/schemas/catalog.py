@@ -9,13 +9,16 @@ from __future__ import annotations
 
 import math
 from collections.abc import Collection
+from typing import TYPE_CHECKING
 
 import pandas as pd
-import pandera.pandas as pa
 
 from planner.contracts.columns import OFFER_KEY, SKU_COLUMNS
 from planner.contracts.names import CLOUD_NAMES, TIER_NAMES, ZONE_NAMES, region_key
 from planner.contracts.schemas.base import FileSchema, cell_check, row_check
+
+if TYPE_CHECKING:
+    import pandera.pandas as pa
 
 SKU_UNITS = {"hbm_gb": "GB", "hbm_bandwidth_gb_per_s": "GB/s", "bf16_tflops": "TFLOP/s",
              "intranode_bandwidth_gb_per_s": "GB/s", "tdp_w": "W"}

@@ -13,14 +13,17 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 import numpy as np
 import numpy.typing as npt
 import pandas as pd
-import pandera.pandas as pa
 
 from planner.contracts.columns import PLAN_KEY, SERIES_KEY
 from planner.contracts.schemas.base import FileSchema, cell_check, row_check
+
+if TYPE_CHECKING:
+    import pandera.pandas as pa
 
 PARSED_TS = "ts_parsed"
 """The column a reader adds with ``ts`` parsed to UTC (NaT where a cell is not a time)."""
