@@ -107,14 +107,16 @@ def _read_raw(path: Path) -> pd.DataFrame:
     return frame.apply(lambda column: column.str.strip())
 
 
-def _validated(path: Path, schema: FileSchema, columns: tuple[str, ...]) -> pd.DataFrame:
-    """The file's cells as text, after every problem the schema finds is reported at once."""
+def _validated(path: Path, schema: FileSchema, columns: tuple[str, ...], *, empty: Problem | None = None
+               ) -> pd.DataFrame:
+    """The file's cells as text, after every problem the schema finds is reported at once;
+    ``empty`` is the problem of a file with no rows, if that is one."""
     raw = _read_raw(path)
     problems = schema.problems(
         raw, header_fix=lambda column: f"add a '{column}' column (expected: {', '.join(columns)})"
     )
-    if not problems and raw.empty and columns == SKU_COLUMNS:
-        problems = [Problem(None, "sku", "the file has no SKU rows", "add at least one SKU row")]
+    if not problems and raw.empty and empty is not None:
+        problems = [empty]
     raise_problems(problems, str(path), _locate, fix_suffix=f", {REBUILD_HINT}")
     return raw.reset_index(drop=True)
 
@@ -135,7 +137,8 @@ def _typed(raw: pd.DataFrame, columns: tuple[str, ...], floats: tuple[str, ...],
 def load_catalog(directory: Path | None = None) -> Catalog:
     """Read and validate ``skus.csv`` and ``offers.csv`` from ``directory`` (default: the bundled catalog)."""
     folder = Path(directory) if directory is not None else paths.catalog_dir()
-    skus = _typed(_validated(folder / "skus.csv", sku_schema(), SKU_COLUMNS), SKU_COLUMNS,
+    no_skus = Problem(None, "sku", "the file has no SKU rows", "add at least one SKU row")
+    skus = _typed(_validated(folder / "skus.csv", sku_schema(), SKU_COLUMNS, empty=no_skus), SKU_COLUMNS,
                   floats=(*SKU_UNITS, "fp8_tflops"), counts=("max_gpus_per_node",))
     offers = _typed(_validated(folder / "offers.csv", offer_schema(set(skus["sku"])), OFFER_COLUMNS), OFFER_COLUMNS,
                     floats=("usd_per_gpu_hour",), counts=("gpus_per_instance", "quota_gpus"))
