@@ -7,7 +7,8 @@ Two files make a catalog (data dictionary: data/README.md, section "catalog"):
 - ``offers.csv``: one row per (region_key, sku, tier): the price in USD per GPU-hour,
   the instance it comes from, a planning quota in GPUs, and any assumption behind it.
 
-Every problem found is reported with the file, the 1-based data row (the header is
+Each file is checked by its schema (:mod:`planner.contracts.schemas.catalog`), and every
+problem found is reported at once, with the file, the 1-based data row (the header is
 line 1 of the file, so data row N is file line N + 1, as a spreadsheet shows it), the
 column and a fix. The loaded frames are typed (floats, ints, bools) and are meant to
 be read, not mutated: placement and reports take them as values.
@@ -24,22 +25,23 @@ from typing import Any
 import pandas as pd
 
 from planner import paths
+from planner.contracts import OFFER_COLUMNS, OFFER_KEY, OFFER_TABLE_COLUMNS, SKU_COLUMNS, TIER_NAMES, ZONE_NAMES
+from planner.contracts.schemas import (
+    SKU_UNITS,
+    FileSchema,
+    Problem,
+    offer_schema,
+    parse_count,
+    parse_number,
+    raise_problems,
+    sku_schema,
+)
 from planner.errors import InputError
 
-SKU_COLUMNS: tuple[str, ...] = (
-    "sku", "vendor", "hbm_gb", "hbm_bandwidth_gb_per_s", "bf16_tflops", "fp8_tflops",
-    "intranode_bandwidth_gb_per_s", "tdp_w", "max_gpus_per_node", "source",
-)
-OFFER_COLUMNS: tuple[str, ...] = (
-    "cloud", "region", "region_key", "geo", "sku", "tier", "usd_per_gpu_hour", "gpus_per_instance",
-    "instance_type", "quota_gpus", "available", "assumption", "source",
-)
-TIERS: tuple[str, ...] = ("reserved", "on_demand", "spot")
-GEOS: tuple[str, ...] = ("us", "ca", "eu", "apac", "me", "sa")
-SKU_POSITIVE_COLUMNS = ("hbm_gb", "hbm_bandwidth_gb_per_s", "bf16_tflops", "intranode_bandwidth_gb_per_s", "tdp_w")
-TABLE_COLUMNS = ("region_key", "sku", "tier", "usd_per_gpu_hour", "quota_gpus", "assumption")
+TIERS = TIER_NAMES
+GEOS = ZONE_NAMES
+TABLE_COLUMNS = OFFER_TABLE_COLUMNS
 REBUILD_HINT = "or rebuild the bundled catalog with `python data/build/build_catalog.py`"
-MAX_PROBLEMS_SHOWN = 20
 
 
 @dataclass(frozen=True, eq=False)
@@ -65,7 +67,7 @@ class Catalog:
     ) -> pd.DataFrame:
         """Offers matching every given filter exactly (None = any), in file order."""
         mask = pd.Series(True, index=self.offers.index)
-        for column, value in (("region_key", region_key), ("sku", sku), ("tier", tier)):
+        for column, value in zip(OFFER_KEY, (region_key, sku, tier), strict=True):
             if value is not None:
                 mask &= self.offers[column] == value
         return self.offers[mask].reset_index(drop=True)
@@ -81,37 +83,11 @@ class Catalog:
 
 
 # ----------------------------------------------------------------------------- validation
-class _Problems:
-    """Collects every problem in one file, so a broken file is reported in one pass."""
-
-    def __init__(self, path: Path):
-        self.path = path
-        self.items: list[tuple[str, str, str]] = []  # (location, problem, fix)
-
-    def cell(self, row: int, column: str, problem: str, fix: str) -> None:
-        """``row`` is the 0-based frame index; users see it 1-based, the header being file line 1."""
-        location = f"row {row + 1} (file line {row + 2}; line 1 is the header), column '{column}'"
-        self.items.append((location, problem, fix))
-
-    def header(self, column: str, problem: str, fix: str) -> None:
-        self.items.append((f"header (file line 1), column '{column}'", problem, fix))
-
-    def raise_if_any(self) -> None:
-        if not self.items:
-            return
-        if len(self.items) == 1:
-            location, problem, fix = self.items[0]
-            raise InputError(problem, where=f"{self.path}, {location}", fix=f"{fix}, {REBUILD_HINT}")
-        shown = self.items[:MAX_PROBLEMS_SHOWN]
-        lines = [f"{location}: {problem} (fix: {fix})" for location, problem, fix in shown]
-        more = len(self.items) - len(shown)
-        if more:
-            lines.append(f"... and {more} more")
-        raise InputError(
-            f"{len(self.items)} problems:\n  - " + "\n  - ".join(lines),
-            where=self.path,
-            fix=f"correct the cells listed above, {REBUILD_HINT}",
-        )
+def _locate(problem: Problem) -> str:
+    """Rows 1-based as a spreadsheet shows them, the header being file line 1."""
+    if problem.row is None:
+        return f"header (file line 1), column '{problem.column}'"
+    return f"row {problem.row + 1} (file line {problem.row + 2}; line 1 is the header), column '{problem.column}'"
 
 
 def _read_raw(path: Path) -> pd.DataFrame:
@@ -131,147 +107,41 @@ def _read_raw(path: Path) -> pd.DataFrame:
     return frame.apply(lambda column: column.str.strip())
 
 
-def _check_columns(frame: pd.DataFrame, columns: tuple[str, ...], problems: _Problems) -> None:
-    for column in columns:
-        if column not in frame.columns:
-            problems.header(
-                column, f"missing column '{column}'", f"add a '{column}' column (expected: {', '.join(columns)})"
-            )
-    problems.raise_if_any()  # row checks need every column
-
-
-def _parse_float(text: str) -> float | None:
-    try:
-        value = float(text)
-    except ValueError:
-        return None
-    return value if math.isfinite(value) else None
-
-
-def _parse_int(text: str) -> int | None:
-    value = _parse_float(text)
-    return int(value) if value is not None and value.is_integer() else None
-
-
-def _positive_float(problems: _Problems, row: int, column: str, text: str, unit: str) -> float:
-    value = _parse_float(text)
-    if value is None or value <= 0:
-        problem = f"{column} is empty" if text == "" else f"{text!r} is not a positive number"
-        problems.cell(row, column, problem, f"write a number > 0 in {unit}")
-        return math.nan
-    return value
-
-
-def _count(problems: _Problems, row: int, column: str, text: str, minimum: int) -> int:
-    value = _parse_int(text)
-    if value is None or value < minimum:
-        problems.cell(row, column, f"{text!r} is not an integer >= {minimum}", f"write a whole number >= {minimum}")
-        return minimum
-    return value
-
-
-def _required_text(problems: _Problems, row: int, column: str, text: str, fix: str) -> None:
-    if text == "":
-        problems.cell(row, column, f"{column} is empty", fix)
-
-
-def _validate_skus(path: Path) -> pd.DataFrame:
+def _validated(path: Path, schema: FileSchema, columns: tuple[str, ...], *, empty: Problem | None = None
+               ) -> pd.DataFrame:
+    """The file's cells as text, after every problem the schema finds is reported at once;
+    ``empty`` is the problem of a file with no rows, if that is one."""
     raw = _read_raw(path)
-    problems = _Problems(path)
-    _check_columns(raw, SKU_COLUMNS, problems)
-    records: list[dict[str, Any]] = []
-    first_row: dict[str, int] = {}
-    for i, cells in enumerate(raw.to_dict("records")):
-        name = cells["sku"]
-        _required_text(problems, i, "sku", name, "name the SKU, e.g. H100")
-        if name and name in first_row:
-            problems.cell(
-                i, "sku", f"duplicate SKU {name!r} (first on row {first_row[name] + 1})", "keep one row per SKU"
-            )
-        first_row.setdefault(name, i)
-        record: dict[str, Any] = {"sku": name, "vendor": cells["vendor"], "source": cells["source"]}
-        _required_text(problems, i, "vendor", cells["vendor"], "name the vendor, e.g. NVIDIA")
-        for column in SKU_POSITIVE_COLUMNS:
-            record[column] = _positive_float(problems, i, column, cells[column], _unit(column))
-        fp8 = cells["fp8_tflops"]
-        record["fp8_tflops"] = math.nan if fp8 == "" else _positive_float(problems, i, "fp8_tflops", fp8, "TFLOP/s")
-        record["max_gpus_per_node"] = _count(problems, i, "max_gpus_per_node", cells["max_gpus_per_node"], 1)
-        _required_text(
-            problems, i, "source", cells["source"],
-            "say where the figures came from, e.g. 'epoch:NVIDIA H100 SXM5 80GB'",
-        )
-        records.append(record)
-    if not records:
-        problems.header("sku", "the file has no SKU rows", "add at least one SKU row")
-    problems.raise_if_any()
-    return _typed(records, SKU_COLUMNS)
+    problems = schema.problems(
+        raw, header_fix=lambda column: f"add a '{column}' column (expected: {', '.join(columns)})"
+    )
+    if not problems and raw.empty and empty is not None:
+        problems = [empty]
+    raise_problems(problems, str(path), _locate, fix_suffix=f", {REBUILD_HINT}")
+    return raw.reset_index(drop=True)
 
 
-def _unit(column: str) -> str:
-    return {"hbm_gb": "GB", "tdp_w": "W", "bf16_tflops": "TFLOP/s"}.get(column, "GB/s")
-
-
-def _validate_offers(path: Path, known_skus: set[str]) -> pd.DataFrame:
-    raw = _read_raw(path)
-    problems = _Problems(path)
-    _check_columns(raw, OFFER_COLUMNS, problems)
-    records: list[dict[str, Any]] = []
-    first_row: dict[tuple[str, str, str], int] = {}
-    for i, cells in enumerate(raw.to_dict("records")):
-        record: dict[str, Any] = {key: cells[key] for key in OFFER_COLUMNS}
-        _required_text(problems, i, "cloud", cells["cloud"], "name the cloud, e.g. aws")
-        _required_text(problems, i, "region", cells["region"], "name the cloud's region, e.g. us-east-1")
-        expected_key = f"{cells['cloud']}:{cells['region']}"
-        if cells["region_key"] != expected_key:
-            problems.cell(i, "region_key", f"{cells['region_key']!r} does not match cloud and region",
-                          f"write '{expected_key}' (\"<cloud>:<region>\")")
-        _check_choice(problems, i, "geo", cells["geo"], GEOS)
-        _check_choice(problems, i, "tier", cells["tier"], TIERS)
-        if cells["sku"] not in known_skus:
-            problems.cell(i, "sku", f"unknown SKU {cells['sku']!r} (not in skus.csv)",
-                          f"use one of {', '.join(sorted(known_skus))}, or add the SKU to skus.csv")
-        record["usd_per_gpu_hour"] = _positive_float(
-            problems, i, "usd_per_gpu_hour", cells["usd_per_gpu_hour"], "USD per GPU-hour"
-        )
-        record["gpus_per_instance"] = _count(problems, i, "gpus_per_instance", cells["gpus_per_instance"], 1)
-        record["quota_gpus"] = _count(problems, i, "quota_gpus", cells["quota_gpus"], 0)
-        available = cells["available"].lower()
-        if available not in ("true", "false"):
-            problems.cell(i, "available", f"{cells['available']!r} is not true or false", "write true or false")
-        record["available"] = available == "true"
-        _required_text(
-            problems, i, "source", cells["source"],
-            "say where the price came from, e.g. 'skypilot-catalog v8 aws/vms.csv p5.48xlarge'",
-        )
-        key = (cells["region_key"], cells["sku"], cells["tier"])
-        if key in first_row:
-            problems.cell(i, "tier", f"duplicate offer {'/'.join(key)} (first on row {first_row[key] + 1})",
-                          "keep one row per (region_key, sku, tier)")
-        first_row.setdefault(key, i)
-        records.append(record)
-    problems.raise_if_any()
-    return _typed(records, OFFER_COLUMNS)
-
-
-def _check_choice(problems: _Problems, row: int, column: str, text: str, allowed: tuple[str, ...]) -> None:
-    if text not in allowed:
-        problems.cell(row, column, f"{text!r} is not a valid {column}", f"use one of {', '.join(allowed)}")
-
-
-def _typed(records: list[dict[str, Any]], columns: tuple[str, ...]) -> pd.DataFrame:
+def _typed(raw: pd.DataFrame, columns: tuple[str, ...], floats: tuple[str, ...], counts: tuple[str, ...]
+           ) -> pd.DataFrame:
     """The contract columns in contract order, typed; extra columns in the file are not carried."""
-    frame = pd.DataFrame.from_records(records, columns=list(columns))
-    for column in columns:
-        if frame[column].dtype == object:
-            frame[column] = frame[column].astype(str)
+    frame = raw.loc[:, list(columns)].copy()
+    for column in floats:  # an empty cell (an optional figure) is NaN
+        frame[column] = frame[column].map(lambda text: math.nan if text == "" else parse_number(text)).astype(float)
+    for column in counts:
+        frame[column] = frame[column].map(parse_count).astype("int64")
+    if "available" in frame.columns:
+        frame["available"] = (frame["available"].str.lower() == "true").astype(bool)
     return frame
 
 
 def load_catalog(directory: Path | None = None) -> Catalog:
     """Read and validate ``skus.csv`` and ``offers.csv`` from ``directory`` (default: the bundled catalog)."""
     folder = Path(directory) if directory is not None else paths.catalog_dir()
-    skus = _validate_skus(folder / "skus.csv")
-    offers = _validate_offers(folder / "offers.csv", set(skus["sku"]))
+    no_skus = Problem(None, "sku", "the file has no SKU rows", "add at least one SKU row")
+    skus = _typed(_validated(folder / "skus.csv", sku_schema(), SKU_COLUMNS, empty=no_skus), SKU_COLUMNS,
+                  floats=(*SKU_UNITS, "fp8_tflops"), counts=("max_gpus_per_node",))
+    offers = _typed(_validated(folder / "offers.csv", offer_schema(set(skus["sku"])), OFFER_COLUMNS), OFFER_COLUMNS,
+                    floats=("usd_per_gpu_hour",), counts=("gpus_per_instance", "quota_gpus"))
     return Catalog(skus=skus, offers=offers)
 
 

@@ -10,8 +10,9 @@ least one; a model may override any of them for one class, ``Scenario.slo``):
 
 A metric that is not set is not checked anywhere: not by the simulator's verdicts, not by
 calibration's predicate, not by the loop's derating. Every column or field that carries a
-metric is named by the helpers below, so adding a metric is one edit to
-:data:`SLO_METRICS` (and :data:`SLO_LABELS`).
+metric is named by the helpers below and in :mod:`planner.contracts.columns`, so adding a
+metric is a member (and its label) in :class:`planner.contracts.SloMetric` and its
+``<metric>_p99_ms`` field on :class:`ClassSlo` and the scenario's traffic class.
 """
 
 from __future__ import annotations
@@ -19,33 +20,22 @@ from __future__ import annotations
 from collections.abc import Iterator
 from dataclasses import dataclass, fields
 
-SLO_METRICS: tuple[str, ...] = ("ttft", "tpot", "e2e")
-"""Every SLO metric, in the order tables and messages list them."""
-SLO_LABELS = {"ttft": "TTFT", "tpot": "TPOT", "e2e": "end to end"}
+from planner.contracts import SLO_METRIC_NAMES, SloMetric, met_column, p99_column, target_column, verdict_column
+
+SLO_METRICS: tuple[str, ...] = SLO_METRIC_NAMES
+"""Every SLO metric, in the order tables and messages list them (:class:`planner.contracts.SloMetric`)."""
+SLO_LABELS: dict[str, str] = {metric.value: metric.label for metric in SloMetric}
 """How a metric is named in prose (report paragraphs, explanations)."""
+
+__all__ = [
+    "SLO_LABELS", "SLO_METRICS", "ClassSlo", "SloMetric", "describe_metrics", "met_column", "p99_column",
+    "slo_field_names", "target_column", "target_field", "verdict_column",
+]
 
 
 def target_field(metric: str) -> str:
     """The scenario field that sets the metric's SLO: ``ttft_p99_ms``."""
     return f"{metric}_p99_ms"
-
-
-def p99_column(metric: str) -> str:
-    """The simulator's p99 over all arrivals, rejections at +inf: ``slo_ttft_p99_ms``."""
-    return f"slo_{metric}_p99_ms"
-
-
-def target_column(metric: str) -> str:
-    """The simulator's copy of the SLO it checked (empty when not set): ``slo_ttft_target_ms``."""
-    return f"slo_{metric}_target_ms"
-
-
-def met_column(metric: str) -> str:
-    return f"slo_{metric}_met"
-
-
-def verdict_column(metric: str) -> str:
-    return f"slo_{metric}_verdict"
 
 
 def slo_field_names() -> tuple[str, ...]:
@@ -73,7 +63,8 @@ class ClassSlo:
         return cls(**{name: getattr(source, name, None) for name in slo_field_names()})
 
     def target(self, metric: str) -> float | None:
-        return getattr(self, target_field(metric))
+        value: float | None = getattr(self, target_field(metric))
+        return value
 
     def targets(self) -> Iterator[tuple[str, float]]:
         """(metric, target ms) for every metric that is set, in :data:`SLO_METRICS` order."""

@@ -12,7 +12,7 @@ import pandas as pd
 import pytest
 from conftest import REPO_ROOT, sources_dir
 
-from planner.catalog import OFFER_COLUMNS, SKU_COLUMNS, Catalog, load_catalog, offers_table
+from planner.catalog import OFFER_COLUMNS, REBUILD_HINT, SKU_COLUMNS, Catalog, load_catalog, offers_table
 from planner.errors import InputError
 
 BUILD_SCRIPT = REPO_ROOT / "data" / "build" / "build_catalog.py"
@@ -312,3 +312,28 @@ def test_several_problems_are_reported_together(tmp_path):
         load_catalog(_write_catalog(tmp_path, offers))
     text = str(caught.value)
     assert "2 problems" in text and "row 1 (file line 2" in text and "row 2 (file line 3" in text
+
+
+def test_several_bad_cells_in_different_rows_and_columns_are_all_reported_in_one_error(tmp_path):
+    offers = [
+        _with_cell(GOOD_OFFERS[0], "usd_per_gpu_hour", "abc"),
+        _with_cell(_with_cell(GOOD_OFFERS[1], "quota_gpus", "-8"), "available", "yes"),
+        _with_cell(GOOD_OFFERS[2], "tier", "weekly"),
+    ]
+    with pytest.raises(InputError) as caught:
+        load_catalog(_write_catalog(tmp_path, offers))
+    text = str(caught.value)
+    assert "4 problems" in text and "offers.csv" in text, text
+    assert text.count(REBUILD_HINT) == 1 and "To fix: correct the cells listed above" in text, text
+    for row, column, problem in [(1, "usd_per_gpu_hour", "'abc' is not a positive number"),
+                                 (2, "quota_gpus", "'-8' is not an integer >= 0"),
+                                 (2, "available", "'yes' is not true or false"),
+                                 (3, "tier", "'weekly' is not a valid tier")]:
+        assert f"row {row} (file line {row + 1}; line 1 is the header), column '{column}': {problem}" in text, text
+
+
+def test_an_unknown_cloud_is_refused_naming_the_known_ones(tmp_path):
+    with pytest.raises(InputError) as caught:
+        load_catalog(_write_catalog(tmp_path, [GOOD_OFFERS[0], _with_cell(GOOD_OFFERS[1], "cloud", "azure")]))
+    text = str(caught.value)
+    assert "row 2 (file line 3" in text and "column 'cloud'" in text and "aws, gcp, nebius, lambda" in text

@@ -22,7 +22,6 @@ from __future__ import annotations
 import contextlib
 import functools
 import os
-import re
 import signal
 import sys
 import threading
@@ -35,6 +34,7 @@ import typer
 
 from planner import __version__
 from planner.console import print_error, print_table, stderr
+from planner.contracts import SIMULATED_WINDOW, DurationError, duration_seconds, parse_duration
 from planner.errors import ExitCode, InputError, PlannerError, Terminated
 from planner.runs import RunContext, RunHistory, input_hash, recording
 
@@ -270,12 +270,14 @@ def prepare_simulator() -> None:
 
 def parse_duration_s(text: str, option: str = "--duration") -> float:
     """'30min', '1h', '900s' -> seconds."""
-    units = {"s": 1, "m": 60, "min": 60, "h": 3600}
-    match = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*(s|m|min|h)\s*", text)
-    if not match or float(match.group(1)) <= 0:
+    try:
+        seconds = duration_seconds(parse_duration(text, SIMULATED_WINDOW))
+    except DurationError:
+        seconds = 0.0
+    if seconds <= 0:
         raise InputError(f"{option} {text!r} is not a positive duration", where=option,
                          fix="pass e.g. 30min, 1h or 900s")
-    return float(match.group(1)) * units[match.group(2)]
+    return seconds
 
 
 def main() -> None:

@@ -23,7 +23,6 @@ whichever engine runs the fits.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -31,7 +30,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from planner.contracts import quantile_column
+from planner.contracts import HORIZON_OPTION, DurationError, duration_hours, parse_duration, quantile_column
 from planner.engine import run_tasks
 from planner.errors import InputError
 from planner.forecast import backtest as bt
@@ -50,11 +49,11 @@ VALUE_DECIMALS = 3
 
 def parse_horizon(text: str) -> int:
     """'14d' -> 336, '36h' -> 36, '2w' -> 336. Raises InputError on anything else."""
-    match = re.fullmatch(r"\s*(\d+)\s*([hdw])\s*", str(text).lower())
-    if not match:
+    try:
+        hours = duration_hours(parse_duration(text, HORIZON_OPTION))
+    except DurationError:
         raise InputError(f"cannot read horizon '{text}'", where="--horizon",
-                         fix="write a whole number with a unit: 36h, 14d or 2w")
-    hours = int(match.group(1)) * {"h": 1, "d": 24, "w": 168}[match.group(2)]
+                         fix="write a whole number with a unit: 36h, 14d or 2w") from None
     if not 1 <= hours <= MAX_HORIZON_HOURS:
         raise InputError(f"horizon {hours} h is outside 1..{MAX_HORIZON_HOURS} h", where="--horizon",
                          fix="an hourly model is useful up to about 3 months ahead; use 1h..92d")

@@ -5,7 +5,8 @@ with a column mapping and returns per-bucket demand and token histograms;
 ``write_ingest_outputs`` writes them. See ``data/README.d/ingest.md`` for the columns.
 """
 
-from planner.ingest.aggregate import DEMAND_COLUMNS, FREQ_EXAMPLES, HISTOGRAM_COLUMNS, parse_freq
+from planner.contracts import HISTOGRAM_COLUMNS
+from planner.ingest.aggregate import DEMAND_COLUMNS, FREQ_EXAMPLES, parse_freq
 from planner.ingest.formats import FORMATS, PRESETS, parse_mapping
 from planner.ingest.pipeline import IngestResult, ingest_logs
 from planner.ingest.writer import output_paths, write_ingest_outputs

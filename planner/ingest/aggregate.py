@@ -30,6 +30,7 @@ import re
 import duckdb
 import pandas as pd
 
+from planner.contracts import HISTOGRAM_COLUMNS, HISTORY_COLUMNS
 from planner.errors import InputError
 from planner.ingest.formats import LABELS
 from planner.ingest.quantiles import (
@@ -47,18 +48,7 @@ from planner.ingest.quantiles import (
 FREQ_UNITS_S = {"min": 60, "h": 3_600, "d": 86_400}
 FREQ_EXAMPLES = ("1min", "5min", "10min", "15min", "30min", "1h", "2h", "6h", "12h", "1d")
 
-DEMAND_COLUMNS = (
-    "ts",
-    *LABELS,
-    "requests",
-    "prompt_tokens_sum",
-    "output_tokens_sum",
-    "prompt_tokens_p50",
-    "prompt_tokens_p99",
-    "output_tokens_p50",
-    "output_tokens_p99",
-)
-HISTOGRAM_COLUMNS = ("model", "traffic_class", "measure", "bin_lo_tokens", "bin_hi_tokens", "count")
+DEMAND_COLUMNS = HISTORY_COLUMNS
 FILE_GROUPING = 0b011  # GROUPING(file, p_lo, o_lo) of the per-file set
 
 

@@ -30,12 +30,13 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 
+from planner.contracts import SERIES_KEY
 from planner.errors import InputError
 
 TS = "ts"
 PROMPT = "prompt_tokens"
 OUTPUT = "output_tokens"
-LABELS: tuple[str, ...] = ("region", "model", "traffic_class")
+LABELS: tuple[str, ...] = SERIES_KEY
 REQUIRED_FIELDS: tuple[str, ...] = (TS, PROMPT, OUTPUT)
 TS_UNIT_KEY = "ts_unit"
 MAPPING_KEYS: tuple[str, ...] = (*REQUIRED_FIELDS, *LABELS, TS_UNIT_KEY)

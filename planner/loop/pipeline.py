@@ -17,14 +17,13 @@ from dataclasses import dataclass
 import pandas as pd
 
 from planner.catalog import Catalog
+from planner.contracts import FORECAST_QUANTILES
 from planner.errors import InputError
 from planner.forecast.run import MAX_HORIZON_HOURS, ForecastResult, forecast_history
 from planner.loop.compare import PolicyOutcome, compare_policies
 from planner.loop.run import LoopResult, LoopSettings, Notify, run_loop
 from planner.placement.window import HOUR, PlanningWindow, iso_hour
 from planner.scenario import Scenario
-
-FORECAST_QUANTILES = (0.5, 0.9, 0.95, 0.99)
 
 
 @dataclass

@@ -37,12 +37,10 @@ import numpy as np
 import pandas as pd
 
 from planner.catalog import Catalog
+from planner.contracts import FLOW_COLUMNS, LOAD_COLUMNS, PLAN_COLUMNS
 from planner.placement.periods import Demand, Periods
 from planner.scenario import Scenario
 
-PLAN_COLUMNS = ("period", "region", "sku", "tp_degree", "model", "tier", "replicas", "gpus", "usd")
-FLOW_COLUMNS = ("period", "origin", "region", "model", "traffic_class", "rps")
-LOAD_COLUMNS = ("period", "region", "sku", "tp_degree", "model", "pool", "traffic_class", "rps")
 TOL_ABS = 1e-5
 TOL_REL = 1e-6
 TOL_REPLICA = 1e-4

@@ -5,7 +5,9 @@ model, traffic_class, ts) with requests per hour in ``mean`` and quantile column
 Placement turns it into a plan hour by hour, so a forecast that silently lacks part of
 the scenario gives a plan that silently lacks it too (a one-row forecast would give a
 one-hour plan). :func:`check_forecast_contract` refuses, naming the file (recorded by the
-shell, :mod:`planner.sources`), the 1-based data row (the header is row 0) and the column:
+shell, :mod:`planner.sources`), the 1-based data row (the header is row 0) and the column.
+The cells are checked by one schema (:func:`planner.contracts.schemas.forecast_schema`) that
+reports every kind of problem at once; the scenario's series and hours after that:
 
 * an empty key cell (region, model, traffic_class) or a ``ts`` that is not an ISO-8601
   date-time (a bare epoch number has no unit; it is never taken as 1970);
@@ -20,22 +22,18 @@ shell, :mod:`planner.sources`), the 1-based data row (the header is row 0) and t
 
 from __future__ import annotations
 
-import re
-
 import numpy as np
 import pandas as pd
 
 from planner.ceilings import MAX_REQUESTS_PER_HOUR
+from planner.contracts import SERIES_KEY, quantile_columns
+from planner.contracts.schemas import FORECAST_FIX, FORECAST_TS_FIX, PARSED_TS, Problem, forecast_schema, raise_problems
 from planner.errors import InputError
 from planner.scenario import Scenario
 from planner.sources import data_row, source_of
 
-KEY_COLUMNS = ("region", "model", "traffic_class")
-QUANTILE_COLUMN = re.compile(r"^q(\d+(?:\.\d+)?)$")
-ORDER_TOLERANCE = 1e-6
-"""Requests per hour by which a higher quantile may sit below a lower one (rounding noise only)."""
+KEY_COLUMNS = SERIES_KEY
 HOUR = pd.Timedelta(hours=1)
-FORECAST_FIX = "re-run `planner forecast`, or correct the row"
 
 
 def _show(value: object) -> str:
@@ -47,68 +45,42 @@ def _show(value: object) -> str:
 
 def demand_columns(forecast: pd.DataFrame) -> list[str]:
     """``mean`` and the quantile columns present, quantiles in increasing level."""
-    quantiles = sorted((c for c in forecast.columns if QUANTILE_COLUMN.match(str(c))),
-                       key=lambda c: float(QUANTILE_COLUMN.match(str(c)).group(1)))  # type: ignore[union-attr]
-    return (["mean"] if "mean" in forecast.columns else []) + quantiles
+    return (["mean"] if "mean" in forecast.columns else []) + quantile_columns(forecast.columns)
 
 
-def _check_keys(forecast: pd.DataFrame, source: str) -> None:
+def _locate(problem: Problem) -> str:
+    return (f"column '{problem.column}'" if problem.row is None
+            else f"{data_row(problem.row)}, column '{problem.column}'")
+
+
+def _check_cells(forecast: pd.DataFrame, source: str) -> pd.Series:
+    """Every row's hour (UTC, floored), after every problem of the forecast's cells is reported at once."""
     missing = [c for c in (*KEY_COLUMNS, "ts") if c not in forecast.columns]
     if missing:
         raise InputError(f"the forecast lacks the column(s) {', '.join(missing)}", where=source,
                          fix="pass a forecast from `planner forecast` (columns region, model, traffic_class, ts, "
                              "mean, q50, q90, q95, q99)")
-    for column in KEY_COLUMNS:
-        cells = forecast[column]
-        empty = np.flatnonzero((cells.isna() | (cells.astype(str).str.strip() == "")).to_numpy())
-        if empty.size:
-            raise InputError(f"empty {column}", where=f"{source}, {data_row(int(empty[0]))}, column '{column}'",
-                             fix=f"every row needs a {column}; {FORECAST_FIX}")
-
-
-def _hours(forecast: pd.DataFrame, source: str) -> pd.Series:
-    ts = forecast["ts"]
-    where = f"{source}, {data_row(0)}, column 'ts'"
-    hint = "write hours as ISO-8601 UTC, e.g. 2026-11-01T00:00:00Z (a bare epoch number has no unit)"
+    frame = forecast.reset_index(drop=True)
+    ts = frame["ts"]
+    problems: list[Problem] = []
     if pd.api.types.is_bool_dtype(ts) or pd.api.types.is_numeric_dtype(ts):
-        raise InputError(f"ts holds numbers (e.g. {_show(ts.iloc[0])}), not date-times", where=where, fix=hint)
-    stamps = pd.to_datetime(ts.astype(str), utc=True, errors="coerce", format="ISO8601")
-    bad = np.flatnonzero(stamps.isna().to_numpy())
-    if bad.size:
-        raise InputError(f"ts {_show(ts.iloc[bad[0]])} is not an ISO-8601 time",
-                         where=f"{source}, {data_row(int(bad[0]))}, column 'ts'", fix=hint)
+        problems.append(Problem(0, "ts", f"ts holds numbers (e.g. {_show(ts.iloc[0])}), not date-times",
+                                FORECAST_TS_FIX))
+        stamps = None
+    else:
+        stamps = pd.to_datetime(ts.astype(str), utc=True, errors="coerce", format="ISO8601")
+        frame = frame.assign(**{PARSED_TS: stamps})
+    demand = demand_columns(frame)
+    flags = [c for c in demand if pd.api.types.is_bool_dtype(frame[c])]
+    problems += [Problem(None, c, f"{c} holds true/false values, not requests per hour", FORECAST_FIX) for c in flags]
+    numeric = [c for c in demand if c not in flags]
+    schema = forecast_schema(numeric, [c for c in numeric if c != "mean"], MAX_REQUESTS_PER_HOUR,
+                             ts_text=stamps is not None)
+    problems += schema.problems(frame, header_fix=str)
+    raise_problems(sorted(problems, key=lambda p: -1 if p.row is None else p.row), source, _locate,
+                   many_fix=f"correct the rows listed above, or {FORECAST_FIX}")
+    assert stamps is not None  # a numeric ts is a problem reported above
     return stamps.dt.floor("h")
-
-
-def _check_values(forecast: pd.DataFrame, source: str) -> None:
-    columns = demand_columns(forecast)
-    values = {}
-    for column in columns:
-        cells = forecast[column]
-        if pd.api.types.is_bool_dtype(cells):
-            raise InputError(f"{column} holds true/false values, not requests per hour",
-                             where=f"{source}, column '{column}'", fix=FORECAST_FIX)
-        numbers = pd.to_numeric(cells, errors="coerce").to_numpy(dtype=float)
-        with np.errstate(invalid="ignore"):
-            bad = np.flatnonzero(~(np.isfinite(numbers) & (numbers >= 0) & (numbers <= MAX_REQUESTS_PER_HOUR)))
-        if bad.size:
-            row = int(bad[0])
-            above = np.isfinite(numbers[row]) and numbers[row] > MAX_REQUESTS_PER_HOUR
-            problem = (f"{column} value {_show(cells.iloc[row])} is above the ceiling of "
-                       f"{MAX_REQUESTS_PER_HOUR:.3g} requests per hour per series" if above else
-                       f"{column} must be a number >= 0 (requests per hour), got {_show(cells.iloc[row])}")
-            raise InputError(problem, where=f"{source}, {data_row(row)}, column '{column}'", fix=FORECAST_FIX)
-        values[column] = numbers
-    quantiles = [c for c in columns if c != "mean"]
-    for lower, upper in zip(quantiles, quantiles[1:], strict=False):
-        crossed = np.flatnonzero(values[lower] > values[upper] + ORDER_TOLERANCE)
-        if crossed.size:
-            row = int(crossed[0])
-            raise InputError(
-                f"{lower} ({values[lower][row]:g}) is above {upper} ({values[upper][row]:g}): quantiles must not "
-                f"decrease with the level ({crossed.size} row{'s' if crossed.size != 1 else ''} in all)",
-                where=f"{source}, {data_row(row)}, columns '{lower}' and '{upper}'",
-                fix="check the column names and their order; " + FORECAST_FIX)
 
 
 def _check_coverage(forecast: pd.DataFrame, hours_of_rows: pd.Series, scenario: Scenario, source: str, *,
@@ -156,7 +128,5 @@ def check_forecast_contract(forecast: pd.DataFrame, scenario: Scenario, *, hours
     source = source_of(forecast, "forecast")
     if forecast.empty:
         raise InputError("the forecast has no rows", where=source, fix="pass a non-empty forecast")
-    _check_keys(forecast, source)
-    hours_of_rows = _hours(forecast, source)
-    _check_values(forecast, source)
+    hours_of_rows = _check_cells(forecast, source)
     _check_coverage(forecast, hours_of_rows, scenario, source, hours=hours, start=start)

@@ -31,10 +31,10 @@ import numpy as np
 import pandas as pd
 
 from planner.catalog import Catalog
+from planner.contracts import TIER_NAMES as TIERS
 from planner.placement.periods import Demand, Periods
 from planner.scenario import Scenario
 
-TIERS = ("reserved", "on_demand", "spot")
 LATENCY_PENALTY_USD_PER_REQUEST_MS = 1e-8
 """Tie-breaking latency penalty: USD per request per ms of RTT (0.01 USD per million requests per ms).
 It is a tiny fraction of any plan's cost, far below any solver gap, so it only breaks

@@ -17,12 +17,13 @@ from typing import Any
 
 import pandas as pd
 
+from planner.contracts import FORECAST_QUANTILES, quantile_column
 from planner.report.accuracy import forecast_accuracy, hours_compared, overall_accuracy, wape_pct
 from planner.report.inputs import SERIES_KEY, ReportInputs, iso, number, pct, pick, present, rounded, utc
 from planner.report.model import STATUS_PARTIAL, Chart, Section, Table
 from planner.report.period import previous_month_window
 
-QUANTILES = ("q50", "q90", "q95", "q99")
+QUANTILES = tuple(quantile_column(level) for level in FORECAST_QUANTILES)
 HISTORY_TAIL_HOURS = 7 * 24
 
 

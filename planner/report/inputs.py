@@ -17,13 +17,13 @@ from typing import Any, TypeGuard
 import numpy as np
 import pandas as pd
 
+from planner.contracts import SERIES_KEY as SERIES_KEY
 from planner.errors import InputError
 from planner.placement.window import PlanningWindow
 from planner.report.period import check_month
 
 ISO_DATE = re.compile(r"^\d{4}-\d{2}-\d{2}([T ]\d{2}:\d{2}(:\d{2}(\.\d+)?)?)?(Z|[+-]\d{2}:?\d{2})?$")
 NOT_REPORTED = "not reported"
-SERIES_KEY = ("region", "model", "traffic_class")
 PLAN_KEY = ("region", "sku", "tp_degree", "tier", "model")
 
 

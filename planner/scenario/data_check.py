@@ -15,11 +15,12 @@ from __future__ import annotations
 
 import pandas as pd
 
+from planner.contracts import OFFER_KEY, PROFILE_KEY
 from planner.errors import InputError
 from planner.scenario.model import Scenario
 
-OFFER_COLUMNS = ("region_key", "sku", "tier")
-PROFILE_COLUMNS = ("model", "sku", "tp_degree", "engine")
+OFFER_COLUMNS = OFFER_KEY
+PROFILE_COLUMNS = PROFILE_KEY
 
 
 def _require(frame: pd.DataFrame, columns: tuple[str, ...], what: str) -> None:

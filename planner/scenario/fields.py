@@ -20,22 +20,34 @@ from typing import Annotated, Literal, get_args
 from pydantic import AfterValidator, Strict
 from pydantic_core import PydanticCustomError
 
-# Fixed names shared by the whole project (catalog, profiles, placement, reports).
+from planner.contracts import (
+    CLOUD_NAMES,
+    SCENARIO_HORIZON,
+    TIER_NAMES,
+    ZONE_NAMES,
+    DurationError,
+    duration_hours,
+    parse_duration,
+)
+from planner.contracts import FORECAST_QUANTILES as FORECAST_QUANTILES
+from planner.contracts import Tier as Tier
+from planner.contracts import Zone as Zone
+
+# Fixed names shared by the whole project (catalog, profiles, placement, reports). Tiers, zones
+# and clouds are enums of planner.contracts; the scenario models store their plain text values
+# (``use_enum_values``), so a loaded scenario holds the same strings as before.
 Sku = Literal["A100-40GB", "A100-80GB", "H100", "H200", "B200", "B300", "L40S", "L4", "MI300X"]
-Zone = Literal["us", "ca", "eu", "apac", "me", "sa"]
 PolicyName = Literal["fcfs", "cmu", "wspt", "srpt", "priority-aging", "drr-fcfs", "drr-wspt"]
-Tier = Literal["reserved", "on_demand", "spot"]
 Engine = Literal["vllm", "sglang", "trtllm"]
 TpDegree = Literal[1, 2, 4, 8]
 
 SKU_NAMES: tuple[str, ...] = get_args(Sku)
-ZONES: tuple[str, ...] = get_args(Zone)
+ZONES: tuple[str, ...] = ZONE_NAMES
 POLICY_NAMES: tuple[str, ...] = get_args(PolicyName)
-TIERS: tuple[str, ...] = get_args(Tier)
+TIERS: tuple[str, ...] = TIER_NAMES
 ENGINES: tuple[str, ...] = get_args(Engine)
 TP_DEGREES: tuple[int, ...] = get_args(TpDegree)
-CLOUDS: tuple[str, ...] = ("aws", "gcp", "nebius", "lambda")
-FORECAST_QUANTILES: tuple[float, ...] = (0.5, 0.9, 0.95, 0.99)
+CLOUDS: tuple[str, ...] = CLOUD_NAMES
 
 Float = Annotated[float, Strict()]
 Int = Annotated[int, Strict()]
@@ -44,8 +56,6 @@ Str = Annotated[str, Strict()]
 
 _SLUG = re.compile(r"^[a-z0-9][a-z0-9._-]*$")
 _REGION = re.compile(r"^[a-z0-9][a-z0-9-]*$")
-_HORIZON = re.compile(r"^([1-9][0-9]*)([hdw])$")
-_HOURS_PER_UNIT = {"h": 1, "d": 24, "w": 168}
 MAX_HORIZON_HOURS = 366 * 24
 """A plan covers at most a year: catalog prices, quotas and an hourly demand model mean little further
 out, and every planned hour is a period (or part of one) of the integer program."""
@@ -105,13 +115,14 @@ def _check_serving_key(value: str) -> str:
 
 
 def _check_horizon(value: str) -> str:
-    if not _HORIZON.match(value):
+    try:
+        hours = horizon_to_hours(value)
+    except DurationError:
         raise custom_error(
             "horizon",
             f"{value!r} is not a horizon",
             "write a whole number followed by h (hours), d (days) or w (weeks), e.g. '14d'",
-        )
-    hours = horizon_to_hours(value)
+        ) from None
     if hours > MAX_HORIZON_HOURS:
         raise custom_error(
             "horizon",
@@ -122,11 +133,8 @@ def _check_horizon(value: str) -> str:
 
 
 def horizon_to_hours(value: str) -> int:
-    """Turn a validated horizon such as '14d' into hours (336)."""
-    match = _HORIZON.match(value)
-    if match is None:  # only reachable with an unvalidated string
-        raise ValueError(f"not a horizon: {value!r}")
-    return int(match.group(1)) * _HOURS_PER_UNIT[match.group(2)]
+    """Hours of a scenario horizon such as '14d' (336); :class:`DurationError` when it is not one."""
+    return duration_hours(parse_duration(value, SCENARIO_HORIZON))
 
 
 Slug = Annotated[str, Strict(), AfterValidator(_check_slug)]

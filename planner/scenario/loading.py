@@ -299,7 +299,7 @@ def _friendly(error: Mapping[str, Any], loc: tuple[str | int, ...], path: str) -
             f"must be {_BOUNDS[kind]} {bound}, got {_show(value)}",
             f"use a value {_BOUNDS[kind]} {bound}{_about(info)}",
         )
-    if kind == "literal_error":
+    if kind in ("literal_error", "enum"):
         expected = str(ctx.get("expected", ""))
         # text choices come quoted ('vllm', 'sglang' or 'trtllm'), numbers bare (1, 2, 4 or 8)
         options = _QUOTED.findall(expected) or [o for o in re.split(r", | or ", expected) if o]

@@ -209,7 +209,7 @@ class Capacity(Frozen):
     """
 
     tiers: Annotated[tuple[Tier, ...], Field(min_length=1)] = Field(
-        default=("reserved", "on_demand", "spot"), description="purchase tiers placement may use"
+        default=tuple(Tier), validate_default=True, description="purchase tiers placement may use"
     )
     utilisation_cap: Annotated[float, Field(strict=True, gt=0, lt=1)] = Field(
         default=0.85, description="plan each replica to at most this fraction of its calibrated capacity"

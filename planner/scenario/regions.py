@@ -17,9 +17,12 @@ from planner.scenario.fields import Issue, ServingKey, Sku, Slug, Str, Zone, dup
 
 
 class Frozen(BaseModel):
-    """Base for every scenario model: immutable, and unknown keys are errors."""
+    """Base for every scenario model: immutable, and unknown keys are errors.
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    Enum fields (tiers, zones) keep the plain text value, not the enum member, so a loaded
+    scenario compares, prints and serialises exactly as the file wrote it."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid", use_enum_values=True)
 
 
 Gpus = Annotated[int, Field(strict=True, ge=0)]

@@ -19,11 +19,10 @@ from __future__ import annotations
 
 import pandas as pd
 
+from planner.contracts import FORECAST_KEY as FORECAST_KEYS
 from planner.contracts import quantile_column
 from planner.errors import InputError
 from planner.scenario import Scenario
-
-FORECAST_KEYS = ("region", "model", "traffic_class", "ts")
 
 
 def provisioned_column(scenario: Scenario, forecast: pd.DataFrame) -> str:

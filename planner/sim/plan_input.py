@@ -1,4 +1,5 @@
-"""The plan and routed-demand tables ``planner simulate`` reads, checked cell by cell.
+"""The plan and routed-demand tables ``planner simulate`` reads, each checked by one schema
+(:func:`planner.contracts.schemas.plan_schema`) that reports every kind of problem at once.
 
 A plan has one row per (period, region, sku, tp_degree, model, tier) with whole
 ``replicas`` and ``gpus`` and a whole ``tp_degree`` >= 1 (GPUs per replica; a hand-written
@@ -18,84 +19,71 @@ data row (the header is row 0) and the column:
 from __future__ import annotations
 
 import numpy as np
+import numpy.typing as npt
 import pandas as pd
 
+from planner.contracts import PLAN_KEY
+from planner.contracts.schemas import Problem, number_schema, plan_schema, raise_problems
 from planner.errors import InputError
 from planner.sources import data_row, source_of
 
-PLAN_KEY = ("period", "region", "sku", "tp_degree", "model", "tier")
+__all__ = ["PLAN_KEY", "numbers", "validated_plan", "validated_rates"]
+
+UNITS = {"replicas": "replicas", "gpus": "GPUs", "tp_degree": "GPUs per replica"}
 
 
-def _show(value: object) -> str:
-    return str(value.item() if isinstance(value, np.generic) else value)
+def _locate(problem: Problem) -> str:
+    return (f"column '{problem.column}'" if problem.row is None
+            else f"{data_row(problem.row)}, column '{problem.column}'")
 
 
-def numbers(frame: pd.DataFrame, column: str, where: str, *, whole: bool, unit: str) -> np.ndarray:
+def _flags(frame: pd.DataFrame, columns: tuple[str, ...], units: dict[str, str]) -> list[Problem]:
+    """True/false columns where numbers belong (a boolean is not a number of replicas)."""
+    return [Problem(None, c, f"{c} holds true/false values, not a number of {units[c]}",
+                    f"write {c} as a number of {units[c]}")
+            for c in columns if c in frame.columns and pd.api.types.is_bool_dtype(frame[c])]
+
+
+def _raise(problems: list[Problem], where: str) -> None:
+    raise_problems(sorted(problems, key=lambda p: -1 if p.row is None else p.row), where, _locate,
+                   many_fix="correct the rows listed above")
+
+
+def numbers(frame: pd.DataFrame, column: str, where: str, *, whole: bool, unit: str) -> npt.NDArray[np.float64]:
     """``frame[column]`` as floats, each finite and >= 0 (and whole when asked), or an input error naming the row."""
-    cells = frame[column]
-    if pd.api.types.is_bool_dtype(cells):
-        raise InputError(f"{column} holds true/false values, not a number of {unit}",
-                         where=f"{where}, column '{column}'", fix=f"write {column} as a number of {unit}")
-    values = pd.to_numeric(cells, errors="coerce").to_numpy(dtype=float)
-    with np.errstate(invalid="ignore"):
-        good = np.isfinite(values) & (values >= 0)
-        if whole:
-            good &= values == np.floor(values)
-    bad = np.flatnonzero(~good)
-    if bad.size:
-        row = int(bad[0])
-        kind = "a whole number >= 0" if whole else "a number >= 0"
-        raise InputError(f"{column} must be {kind} ({unit}), got {_show(cells.iloc[row])}",
-                         where=f"{where}, {data_row(row)}, column '{column}'",
-                         fix=f"write {unit} as {kind} in every row")
+    frame = frame.reset_index(drop=True)
+    problems = _flags(frame, (column,), {column: unit})
+    if not problems:
+        problems = number_schema(column, unit, whole=whole).problems(frame, header_fix=str)
+    _raise(problems, where)
+    values: npt.NDArray[np.float64] = pd.to_numeric(frame[column], errors="coerce").to_numpy(dtype=float)
     return values
 
 
 def validated_plan(plan: pd.DataFrame, columns: tuple[str, ...]) -> pd.DataFrame:
-    """The plan with ``replicas`` as integers, after the checks of the module docstring."""
+    """The plan with ``replicas`` as integers, after every check of the module docstring, all at once."""
     where = source_of(plan, "plan")
     missing = [c for c in columns if c not in plan.columns]
     if missing:
         raise InputError(f"the plan lacks column(s) {', '.join(missing)}", where=where,
                          fix=f"pass a plan from `planner place` or `planner plan` (columns {', '.join(columns)})")
     plan = plan.reset_index(drop=True)
-    replicas = numbers(plan, "replicas", where, whole=True, unit="replicas")
-    gpus = numbers(plan, "gpus", where, whole=True, unit="GPUs")
-    if "tp_degree" not in plan.columns:
-        plan = plan.assign(tp_degree=_tp_from_counts(replicas, gpus, where))
-    tp = numbers(plan, "tp_degree", where, whole=True, unit="GPUs per replica")
-    if (tp < 1).any():
-        row = int(np.flatnonzero(tp < 1)[0])
-        raise InputError(f"tp_degree must be at least 1, got {_show(plan['tp_degree'].iloc[row])}",
-                         where=f"{where}, {data_row(row)}, column 'tp_degree'",
-                         fix="write the GPUs of one replica (1, 2, 4 or 8)")
-    keys = plan.loc[:, list(PLAN_KEY)].astype(str)
-    repeated = keys.duplicated(keep=False).to_numpy()
-    if repeated.any():
-        first = int(np.flatnonzero(repeated)[0])
-        same = np.flatnonzero((keys == keys.iloc[first]).all(axis=1).to_numpy())
-        rows = " and ".join(str(int(i) + 1) for i in same[:5])
-        key = ", ".join(f"{c} {keys.iloc[first][c]}" for c in PLAN_KEY)
-        raise InputError(f"the same plan entry ({key}) is given {same.size} times; its replicas would be added "
-                         "together", where=f"{where}, rows {rows} (the header is row 0)",
-                         fix="keep one row per (period, region, sku, tp_degree, model, tier) with the total replicas")
+    tp_written = "tp_degree" in plan.columns
+    counts = ("replicas", "gpus", "tp_degree") if tp_written else ("replicas", "gpus")
+    problems = _flags(plan, counts, UNITS)
+    numeric = tuple(c for c in counts if not any(p.column == c for p in problems))
+    replicas = pd.to_numeric(plan["replicas"], errors="coerce").to_numpy(dtype=float)
+    gpus = pd.to_numeric(plan["gpus"], errors="coerce").to_numpy(dtype=float)
+    if not tp_written:  # GPUs per replica from the counts; 1 where there are no replicas
+        with np.errstate(divide="ignore", invalid="ignore"):
+            plan = plan.assign(tp_degree=np.where(replicas > 0, gpus / np.maximum(replicas, 1), 1.0))
+    problems += plan_schema(tuple(plan.columns), numeric=numeric, tp_written=tp_written).problems(plan, header_fix=str)
+    _raise(problems, where)
+    tp = pd.to_numeric(plan["tp_degree"], errors="coerce").to_numpy(dtype=float)
     return plan.assign(replicas=replicas.astype(np.int64), tp_degree=tp.astype(np.int64))
 
 
-def _tp_from_counts(replicas: np.ndarray, gpus: np.ndarray, where: str) -> np.ndarray:
-    """GPUs per replica from the counts, for a plan without ``tp_degree``; 1 where there are no replicas."""
-    with np.errstate(divide="ignore", invalid="ignore"):
-        tp = np.where(replicas > 0, gpus / np.maximum(replicas, 1), 1.0)
-    bad = np.flatnonzero((tp < 1) | (tp != np.floor(tp)))
-    if bad.size:
-        row = int(bad[0])
-        raise InputError(f"{_show(gpus[row])} GPUs over {_show(replicas[row])} replicas is not a whole number of "
-                         "GPUs per replica", where=f"{where}, {data_row(row)}, column 'gpus'",
-                         fix="add a tp_degree column (GPUs per replica) or make gpus = replicas x GPUs per replica")
-    return tp
-
-
-def validated_rates(frame: pd.DataFrame, column: str, where: str) -> np.ndarray:
+def validated_rates(frame: pd.DataFrame, column: str, where: str) -> npt.NDArray[np.float64]:
     """A rate column (req/s, or req/h for a forecast's mean) checked row by row."""
     unit = "requests per hour" if column == "mean" else "requests per second"
     return numbers(frame.reset_index(drop=True), column, where, whole=False, unit=unit)

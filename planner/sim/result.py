@@ -18,15 +18,10 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from planner.contracts import SUMMARY_COLUMNS
 from planner.outputs import table_json_path
 from planner.slo import SLO_METRICS, met_column, p99_column, target_column, verdict_column
 from planner.storage import check_table_suffix, staged_outputs
-
-SUMMARY_COLUMNS = (
-    "region", "model", "traffic_class", "replicas", "offered_rps",
-    *(column(m) for m in SLO_METRICS for column in (p99_column, target_column, verdict_column)),
-    "rejected_fraction", "slo_met",
-)
 
 
 def jsonable(value: Any) -> Any:

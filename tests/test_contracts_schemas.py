@@ -1,0 +1,80 @@
+"""Every file schema reports all its problems in one error: several bad cells in different rows
+and columns are all named, each with its row, column and fix."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+from placement_helpers import two_region_case
+
+from planner.errors import ExitCode, InputError
+from planner.forecast.history_input import validated_history
+from planner.forecast.synthetic import synthetic_history
+from planner.placement.forecast_check import check_forecast_contract
+from planner.sim.plan_input import validated_plan
+from planner.sim.simulate import PLAN_COLUMNS
+from planner.sources import named
+
+
+def _refusal(check, *args, **kwargs) -> InputError:
+    with pytest.raises(InputError) as caught:
+        check(*args, **kwargs)
+    assert caught.value.exit_code == ExitCode.INVALID_INPUT
+    return caught.value
+
+
+def test_a_history_with_several_broken_cells_names_every_one():
+    history = synthetic_history(2, 48, seed=1)
+    history.loc[3, "region"] = ""
+    history.loc[10, "ts"] = "yesterday"
+    history.loc[20, "requests"] = -5.0
+    history.loc[21, "requests"] = -6.0
+    history.loc[30, "requests"] = 1e30
+    error = _refusal(validated_history, named(history, "hist.csv"), "requests")
+    text = str(error)
+    assert error.where == "hist.csv" and "4 problems" in error.message, text
+    assert "row 4 (the header is row 0), column region: empty region" in text
+    assert "row 11 (the header is row 0), column ts: cannot parse timestamp 'yesterday'" in text
+    assert "row 21 (the header is row 0), column requests: requests value '-5.0' is not a non-negative number " \
+           "(1 more row(s) like it)" in text
+    assert "row 31 (the header is row 0), column requests: requests value '1e+30' is above the ceiling" in text
+
+
+def test_a_forecast_with_several_broken_cells_names_every_one():
+    case = two_region_case()
+    forecast = case.forecast.copy()
+    forecast.loc[0, "model"] = None
+    forecast.loc[1, "ts"] = "soon"
+    forecast.loc[2, "q95"] = -1.0
+    forecast.loc[3, "q50"] = forecast.loc[3, "q99"] * 2
+    error = _refusal(check_forecast_contract, named(forecast, "fc.csv"), case.scenario, hours=3)
+    text = str(error)
+    assert error.where == "fc.csv" and "4 problems" in error.message, text
+    assert "row 1 (the header is row 0), column 'model': empty model" in text
+    assert "row 2 (the header is row 0), column 'ts': ts 'soon' is not an ISO-8601 time" in text
+    assert "row 3 (the header is row 0), column 'q95': q95 must be a number >= 0" in text
+    assert "row 4 (the header is row 0), columns 'q50' and 'q90': q50" in text
+
+
+def test_a_plan_with_several_broken_cells_names_every_one():
+    plan = pd.DataFrame([
+        {"period": "p", "region": "aws:us-east-1", "sku": "H100", "model": "m", "tier": tier, "replicas": replicas,
+         "gpus": gpus, "usd": 0.0}
+        for tier, replicas, gpus in (("reserved", 2.0, 2.0), ("on_demand", 1.5, 2.0), ("spot", 1.0, np.nan))
+    ])
+    plan = pd.concat([plan, plan.iloc[[0]]], ignore_index=True)
+    error = _refusal(validated_plan, named(plan, "fleet.csv"), PLAN_COLUMNS)
+    text = str(error)
+    assert error.where == "fleet.csv" and "3 problems" in error.message, text
+    assert "rows 1 and 4 (the header is row 0): the same plan entry" in text
+    assert "row 2 (the header is row 0), column 'replicas': replicas must be a whole number >= 0" in text
+    assert "row 3 (the header is row 0), column 'gpus': gpus must be a whole number >= 0 (GPUs), got nan" in text
+
+
+def test_one_problem_reads_as_a_single_located_error():
+    history = synthetic_history(1, 24, seed=2)
+    history.loc[5, "requests"] = -1.0
+    error = _refusal(validated_history, named(history, "hist.csv"), "requests")
+    assert error.where == "hist.csv, row 6 (the header is row 0), column requests"
+    assert "problems" not in error.message
