@@ -12,11 +12,12 @@ from placement_helpers import Case, Region, capacity, catalog, forecast, profile
 from planner.catalog import load_catalog
 from planner.errors import InputError
 from planner.paths import data_dir
-from planner.placement import ANALYTIC_LABEL, place_plan, write_plan_outputs
+from planner.placement import ANALYTIC_LABEL, place_plan
 from planner.placement.solve import solve_instance
 from planner.profiles import load_profiles
 from planner.scenario import load_scenario, parse_scenario
 from planner.storage import read_table
+from planner.workflows.files import write_plan_outputs
 
 PLAN_COLUMNS = ["period", "region", "sku", "tp_degree", "model", "tier", "replicas", "gpus", "usd", "engine",
                 "max_num_seqs", "max_num_batched_tokens", "long_prefill_token_threshold"]

@@ -11,10 +11,11 @@ import pandas as pd
 import typer
 from rich.markup import escape
 
-from planner.cli.app import JsonFlag, app, guarded, print_outputs, scenario_profiles, session
+from planner.cli.app import JsonFlag, app, guarded, print_outputs
 from planner.cli.paths import check_paths
 from planner.console import print_table, stderr
 from planner.errors import InputError
+from planner.runs import RunContext
 
 
 # --------------------------------------------------------------------------- validate
@@ -28,10 +29,11 @@ def validate(
     check_paths(inputs={"SCENARIO": scenario})
 
     from planner.catalog import load_catalog
-    from planner.scenario import check_against_data, load_scenario
+    from planner.scenario import check_against_data
+    from planner.workflows.common import load_scenario_inputs
 
-    loaded = load_scenario(scenario)
-    problems = check_against_data(loaded, load_catalog().offers, scenario_profiles(loaded, scenario))
+    loaded, profiles = load_scenario_inputs(scenario)
+    problems = check_against_data(loaded, load_catalog().offers, profiles)
     if problems:
         raise InputError(
             "the scenario does not match the bundled data:\n  - " + "\n  - ".join(problems),
@@ -89,7 +91,7 @@ def profiles_group(
 ) -> None:
     """List model profiles: GPUs per replica, KV capacity and step-time model per (model, SKU, TP, engine)."""
     if context.invoked_subcommand is None:
-        profiles(model=model, as_json=as_json)
+        profiles(model=model, as_json=as_json, planner_context=context)  # what typer gives a guarded command
     elif model is not None or as_json:
         raise typer.BadParameter(f"--model and --json of `planner profiles` list profiles; give them to "
                                  f"`planner profiles {context.invoked_subcommand}` instead")
@@ -189,6 +191,7 @@ def step_time(
     prefill: Annotated[int, typer.Option(help="Prompt tokens prefilled in the same step: one fresh chunk.")],
     engine: ServingEngineOption = "vllm",
     as_json: JsonFlag = False,
+    run: RunContext | None = None,
 ) -> None:
     """Predict one engine step's time from a profile, split by kernel, beside the measured estimate where one exists."""
     from planner.console import print_json, stdout
@@ -210,8 +213,8 @@ def step_time(
         **{column: row[column] for column in ("source", "source_detail", "err_points", "err_median_pct",
                                               "err_p95_pct", "err_max_pct")},
     }
-    if session.run is not None:
-        session.run.add_figures(step_ms=round(parts.total_ms, 4))
+    if (run := run) is not None:
+        run.add_figures(step_ms=round(parts.total_ms, 4))
     if as_json:
         print_json(result)
         return
@@ -254,6 +257,7 @@ def profiles_fit(
                                                          "a scenario's `profiles = [...]` reads it.")],
     engine: ServingEngineOption = "vllm",
     as_json: JsonFlag = False,
+    run: RunContext | None = None,
 ) -> None:
     """Fit a step-time model to your own measurements and write it as a one-row profile (source user-fit)."""
     from planner.profiles.build import profile_row
@@ -275,9 +279,10 @@ def profiles_fit(
     base = bundled or profile_row(*sizing, tp, engine, fit.step, "user-fit", detail, fit.error)
     table = validate_profiles(pd.DataFrame([with_fit(base, fit, detail)]), out)
     write_table_atomic(out, table)
-    if session.run is not None:
-        session.run.add_figures(steps=fit.error.points, err_median_pct=round(fit.error.median_pct, 2),
-                                err_p95_pct=round(fit.error.p95_pct, 2), err_max_pct=round(fit.error.max_pct, 2))
+    if (run := run) is not None:
+        run.add_figures(steps=fit.error.points, err_median_pct=round(fit.error.median_pct, 2),
+                        err_p95_pct=round(fit.error.p95_pct, 2), err_max_pct=round(fit.error.max_pct, 2))
+        run.add_output(out)
     rows = [{"steps": kind, "points": error.points, "median_pct": error.median_pct, "p95_pct": error.p95_pct,
              "max_pct": error.max_pct} for kind, error in [("all", fit.error), *fit.errors_by_kind.items()]
             if error.points]
@@ -369,6 +374,7 @@ def ingest(
         typer.Option(help="Token-length histogram to write (default: <out>.histogram.csv)."),
     ] = None,
     as_json: JsonFlag = False,
+    run: RunContext | None = None,
 ) -> None:
     """Turn raw request logs into demand history per (bucket, region, model, traffic class), with DuckDB."""
     from planner.ingest import (
@@ -397,6 +403,8 @@ def ingest(
             freq=freq,
         )
     written = write_ingest_outputs(result, out, histogram_out)
+    if (run := run) is not None:
+        run.add_output(*written)
     print_outputs(
         result.summary_rows(),
         title=f"Ingested {result.rows_read:,} requests from {len(result.files)} file(s)",

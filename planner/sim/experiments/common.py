@@ -1,4 +1,4 @@
-"""What every reference experiment shares: its result type, the E1 class mix, sizing, writing.
+"""What every reference experiment shares: its result type, the E1 class mix, sizing.
 
 Each experiment (E1–E4 in ``docs/theory.md``) is a pure function of (seed, scale)
 returning an :class:`ExperimentResult`: a table (one row per configuration), a
@@ -12,16 +12,13 @@ Times are in seconds.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from pathlib import Path
 
 import pandas as pd
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
 from planner.errors import InputError
-from planner.outputs import experiment_paths
 from planner.sim.queue import QueueClass, ServiceDist
-from planner.storage import staged_outputs
 
 FULL_JOBS = 120_000
 FULL_WARMUP = 20_000
@@ -69,12 +66,3 @@ def new_figure(width: float, height: float) -> Figure:
 def check(claim: str, holds: bool, evidence: str) -> dict:
     """One prediction of theory tested against this run."""
     return {"claim": claim, "holds": bool(holds), "evidence": evidence}
-
-
-def write_experiment(result: ExperimentResult, out_dir: str | Path) -> list[Path]:
-    """Write ``<name>.csv`` and ``<name>.png`` into ``out_dir``, both or neither; return both paths."""
-    csv_path, png_path = experiment_paths(result.name, out_dir)
-    with staged_outputs() as outputs:
-        outputs.write_table(csv_path, result.table)
-        outputs.write_with(png_path, lambda tmp: result.figure.savefig(tmp, format="png", metadata={"Software": None}))
-    return [csv_path, png_path]
