@@ -17,7 +17,7 @@ from planner.placement.solve import solve_instance
 from planner.profiles import load_profiles
 from planner.scenario import load_scenario, parse_scenario
 from planner.storage import read_table
-from planner.workflows.files import write_plan_outputs
+from planner.workflows.files import placement_debug_writer, write_plan_outputs
 
 PLAN_COLUMNS = ["period", "region", "sku", "tp_degree", "model", "tier", "replicas", "gpus", "usd", "engine",
                 "max_num_seqs", "max_num_batched_tokens", "long_prefill_token_threshold"]
@@ -88,7 +88,7 @@ def test_same_inputs_give_the_same_plan_csv(tmp_path):
 def test_debug_dir_gets_lp_and_mps(tmp_path):
     case = two_region_case()
     result = place_plan(case.scenario, case.forecast, case.catalog, case.profiles, capacity=case.capacity,
-                        baselines=False, periods="hourly", debug_dir=tmp_path / "debug")
+                        baselines=False, periods="hourly", debug=placement_debug_writer(tmp_path / "debug"))
     lp = (tmp_path / "debug" / "placement.lp").read_text()
     assert "demand_us_east_llama_3.1_8b_interactive_t0" in lp and "R_aws_us_east_1_L4_tp1_llama_3.1_8b" in lp
     assert (tmp_path / "debug" / "placement.mps").stat().st_size > 0
