@@ -102,7 +102,8 @@ def cache_dir() -> Path:
     """The folder of this build's compiled code (see the module docstring); the same in every process."""
     import numba
 
-    root = Path(numba.config.CACHE_DIR) if numba.config.CACHE_DIR else _default_root()
+    configured = numba.config.CACHE_DIR  # type: ignore[attr-defined]  # numba sets its config attributes at import
+    root = Path(configured) if configured else _default_root()
     return root / f"{FOLDER_PREFIX}{_build_fingerprint()}"
 
 
@@ -114,7 +115,7 @@ def use_cache_dir() -> None:
     """
     import numba
 
-    numba.config.CACHE_DIR = str(cache_dir())
+    numba.config.CACHE_DIR = str(cache_dir())  # type: ignore[attr-defined]  # see cache_dir()
 
 
 def is_warm() -> bool:

@@ -216,19 +216,20 @@ def test_place_writes_plan_flows_and_json_together_or_none(tmp_path, monkeypatch
     from types import SimpleNamespace
 
     from planner.outputs import plan_output_paths
+    from planner.placement import place
     from planner.workflows import files as workflow
 
     out = tmp_path / "plan.csv"
     earlier = plan_output_paths(out)
     _plant(*earlier)
     result = SimpleNamespace(plan=pd.DataFrame({"replicas": [1]}), flows=pd.DataFrame({"rps": [1.0]}))
-    monkeypatch.setattr(workflow, "plan_json_payload", lambda *a: {"status": "optimal"})
+    monkeypatch.setattr(place, "plan_json_payload", lambda *a: {"status": "optimal"})
     _fail_at_call(monkeypatch, 3)
     with pytest.raises(OSError, match="No space left"):
         workflow.write_plan_outputs(result, out)
     _unchanged(tmp_path, earlier)
     monkeypatch.undo()
-    monkeypatch.setattr(workflow, "plan_json_payload", lambda *a: {"status": "optimal"})
+    monkeypatch.setattr(place, "plan_json_payload", lambda *a: {"status": "optimal"})
     assert workflow.write_plan_outputs(result, out) == earlier
     assert json.loads(earlier[2].read_text()) == {"status": "optimal"}
 
@@ -273,6 +274,7 @@ def test_experiment_writes_csv_and_png_together_or_none(tmp_path, monkeypatch):
 
 
 def test_plan_replaces_its_folder_whole_or_leaves_the_previous_one(tmp_path, monkeypatch):
+    from planner.loop import outputs as plan_folder
     from planner.workflows import files as outputs
 
     out = tmp_path / "plan"
@@ -280,7 +282,7 @@ def test_plan_replaces_its_folder_whole_or_leaves_the_previous_one(tmp_path, mon
     _plant(*earlier)
 
     files = {"plan.csv": b"new\n", "rounds.json": b"{}"}
-    monkeypatch.setattr(outputs, "plan_files", lambda result, settings: files)
+    monkeypatch.setattr(plan_folder, "plan_files", lambda result, settings: files)
     real_write = Path.write_bytes
 
     def disk_full_at_the_last_file(self, data):

@@ -68,7 +68,7 @@ NO_ROOT_OPTIONS = FrontDoor()
 """The root options when none were given (and the default of a command's ``front`` argument)."""
 
 
-def open_front_door(ctx: click.Context, *, verbose: bool = False, history_file: Path | None = None) -> None:
+def open_front_door(ctx: typer.Context, *, verbose: bool = False, history_file: Path | None = None) -> None:
     """Resolve the root options for this invocation."""
     ctx.obj = FrontDoor(verbose=verbose, history_file=history_file)
 

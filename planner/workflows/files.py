@@ -10,31 +10,42 @@ from __future__ import annotations
 import json
 from collections.abc import Callable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-import pandas as pd
-
-from planner.calibrate.table import CalibrationResult, calibration_files
 from planner.errors import InputError
-from planner.forecast.run import ForecastResult
-from planner.loop.outputs import PLAN_FILE_NAMES, plan_files
-from planner.loop.pipeline import PipelineResult
-from planner.loop.run import LoopSettings
 from planner.outputs import experiment_paths, plan_output_paths, table_json_path
-from planner.placement import highs_backend
-from planner.placement.instance import PlacementInstance
-from planner.placement.place import plan_json_payload
-from planner.placement.problem import formulate
-from planner.placement.result import PlacementResult
-from planner.sim.experiments.common import ExperimentResult
-from planner.sim.result import SimulationResult
 from planner.storage import StagedOutputs, atomic_path, check_table_suffix, staged_outputs
+
+if TYPE_CHECKING:  # the writers import what they write when they are called: each command loads only its own
+    import pandas as pd
+    from matplotlib.figure import Figure
+
+    from planner.calibrate.table import CalibrationResult
+    from planner.forecast.run import ForecastResult
+    from planner.loop.pipeline import PipelineResult
+    from planner.loop.run import LoopSettings
+    from planner.placement.instance import PlacementInstance
+    from planner.placement.result import PlacementResult
+    from planner.sim.experiments.common import ExperimentResult
+    from planner.sim.result import SimulationResult
 
 PNG_METADATA = {"Software": None}
 """No matplotlib version in the PNGs: the same figure gives the same bytes on any install."""
 
 
+def _png_writer(figure: Figure) -> Callable[[Path], None]:
+    """Saves ``figure`` as a PNG at the path it is given (the staged file)."""
+
+    def write(path: Path) -> None:
+        figure.savefig(path, format="png", metadata=PNG_METADATA)
+
+    return write
+
+
 def write_plan_outputs(result: PlacementResult, out: Path) -> list[Path]:
     """Write the plan (CSV or Parquet, by ``out``'s suffix), ``<stem>.flows.csv`` and ``<stem>.json``, all or none."""
+    from planner.placement.place import plan_json_payload
+
     out, flows_path, json_path = plan_output_paths(out)
     with staged_outputs() as outputs:
         outputs.write_table(out, result.plan)
@@ -45,6 +56,8 @@ def write_plan_outputs(result: PlacementResult, out: Path) -> list[Path]:
 
 def placement_debug_writer(folder: Path) -> Callable[[PlacementInstance], list[str]]:
     """The ``debug`` callback of :func:`planner.placement.place.place_plan`: the model as LP and MPS files."""
+    from planner.placement import highs_backend
+    from planner.placement.problem import formulate
 
     def write(inst: PlacementInstance) -> list[str]:
         milp = formulate(inst)
@@ -83,6 +96,8 @@ def write_calibration(result: CalibrationResult, out: str | Path) -> list[Path]:
     The files leave out how the run got its answers (:func:`planner.calibrate.table.calibration_files`).
     Returns [table path, JSON path].
     """
+    from planner.calibrate.table import calibration_files
+
     out = Path(out)
     check_table_suffix(out)
     json_path = table_json_path(out)
@@ -98,7 +113,7 @@ def write_experiment(result: ExperimentResult, out_dir: str | Path) -> list[Path
     csv_path, png_path = experiment_paths(result.name, out_dir)
     with staged_outputs() as outputs:
         outputs.write_table(csv_path, result.table)
-        outputs.write_with(png_path, lambda tmp: result.figure.savefig(tmp, format="png", metadata=PNG_METADATA))
+        outputs.write_with(png_path, _png_writer(result.figure))
     return [csv_path, png_path]
 
 
@@ -117,13 +132,15 @@ def write_plots(history: pd.DataFrame, result: ForecastResult, directory: str | 
     paths = []
     for name, fig in series_figures(history, result):
         dest = Path(directory) / name
-        outputs.write_with(dest, lambda tmp, fig=fig: fig.savefig(tmp, format="png", metadata=PNG_METADATA))
+        outputs.write_with(dest, _png_writer(fig))
         paths.append(dest)
     return paths
 
 
 def check_plan_folder(out_dir: str | Path, option: str = "--out") -> None:
     """Refuse an ``out_dir`` that holds anything but a plan run's files (it is replaced as a whole)."""
+    from planner.loop.outputs import PLAN_FILE_NAMES
+
     out_dir = Path(out_dir)
     if not out_dir.is_dir():
         return
@@ -141,6 +158,8 @@ def write_plan_run(result: PipelineResult, settings: LoopSettings, out_dir: str 
     The folder is staged beside ``out_dir`` and replaces it only when every file is written,
     so ``out_dir`` always holds one run's complete set of files. Returns their paths.
     """
+    from planner.loop.outputs import plan_files
+
     out_dir = Path(out_dir)
     check_plan_folder(out_dir)
     files = plan_files(result, settings)
