@@ -114,7 +114,7 @@ def calibrate(
     misses = [i for i, hit in enumerate(cached) if not hit]
 
     rows: list[dict[str, Any]] = []
-    failures: list[dict[str, str]] = []
+    failures: list[dict[str, Any]] = []
     unit_notes = []
     for task, result, hit in zip(tasks, results, cached, strict=True):
         rows.extend(unit_rows(task, result, hit))
@@ -171,7 +171,7 @@ def check_unit_work(tasks: list[UnitTask]) -> None:
 
 
 def _meta(scenario: Scenario, s: Settings, shares: Mapping[str, float], explicit_mix: bool, histogram: bool,
-          units: list[dict[str, Any]], skipped: list[dict[str, str]], failures: list[dict[str, str]],
+          units: list[dict[str, Any]], skipped: list[dict[str, str]], failures: list[dict[str, Any]],
           use_cache: bool, cache_notes: list[str], n_simulated: int, n_cached: int) -> dict[str, Any]:
     return {
         "scenario": scenario.name, "version": __version__, "calibration_version": CALIBRATION_VERSION,

@@ -61,7 +61,7 @@ class CalibrationResult:
 
     table: pd.DataFrame
     meta: dict[str, Any] = field(default_factory=dict)
-    failures: list[dict[str, str]] = field(default_factory=list)
+    failures: list[dict[str, Any]] = field(default_factory=list)
     n_simulated: int = 0
     n_cached: int = 0
 

@@ -14,7 +14,7 @@ switch, no display needed). The shell writes the PNGs, all or none
 from __future__ import annotations
 
 import re
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pandas as pd
@@ -40,7 +40,7 @@ def _series_history(history: pd.DataFrame, key: tuple[str, str, str], measure: s
     return pd.Series(pd.to_numeric(part[measure], errors="coerce").to_numpy(), index=ts).sort_index()
 
 
-def _draw(fig: Figure, hist: pd.Series, fc: pd.DataFrame, qcols: list[str], meta: dict, measure: str) -> None:
+def _draw(fig: Figure, hist: pd.Series, fc: pd.DataFrame, qcols: list[str], meta: dict[str, Any], measure: str) -> None:
     ax = fig.add_subplot(1, 1, 1)
     fts = pd.to_datetime(fc["ts"], utc=True)
     start = fts.iloc[0] - pd.Timedelta(hours=HISTORY_TAIL_HOURS)

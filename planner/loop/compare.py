@@ -24,6 +24,7 @@ from planner.sim.policies import get_policy
 
 if TYPE_CHECKING:
     from planner.calibrate.cache import CalibrationStore
+    from planner.placement.result import PlacementResult
 
 
 @dataclass(frozen=True)
@@ -98,9 +99,9 @@ def compare_policies(scenario: Scenario, forecast: pd.DataFrame, catalog: Catalo
     Every policy plans the same hours: the scenario's horizon, or ``planning_window`` when given.
     """
     outcomes = []
-    placements: dict[str, object] = {}
-    for result in (known or {}).values():
-        placements[capacity_key(result.capacity)] = result.placement
+    placements: dict[str, PlacementResult] = {}
+    for earlier in (known or {}).values():
+        placements[capacity_key(earlier.capacity)] = earlier.placement
     for policy in policies:
         result = (known or {}).get(policy)
         if result is None:

@@ -55,7 +55,8 @@ PLAN_FILE_NAMES = frozenset({
 
 def _csv(frame: pd.DataFrame) -> bytes:
     frame = frame.drop(columns=[c for c in RUN_STATE_KEYS if c in frame.columns])
-    return frame.to_csv(index=False, lineterminator="\n").encode("utf-8")
+    data: bytes = frame.to_csv(index=False, lineterminator="\n").encode("utf-8")
+    return data
 
 
 def _json(payload: Any) -> bytes:

@@ -33,7 +33,8 @@ from planner.catalog import Catalog
 from planner.loop.derate import Miss, derate, find_misses
 from planner.loop.windows import loop_windows
 from planner.placement.limits import DEFAULT_NODE_LIMIT, DEFAULT_TIME_LIMIT_S
-from planner.placement.place import DEFAULT_GAP, DEFAULT_PERIODS, PlacementResult, place_plan
+from planner.placement.place import DEFAULT_GAP, DEFAULT_PERIODS, place_plan
+from planner.placement.result import PlacementResult
 from planner.placement.window import PlanningWindow
 from planner.scenario import Scenario
 from planner.sim.simulate import simulate_plan

@@ -52,7 +52,7 @@ from planner.placement.limits import DEFAULT_NODE_LIMIT, DEFAULT_TIME_LIMIT_S, S
 from planner.placement.periods import Demand, demand_from_forecast, parse_periods
 from planner.placement.problem import formulate
 from planner.placement.result import PlacementResult, fleet_cost, plan_frames
-from planner.placement.solve import solve_instance
+from planner.placement.solve import SolveSummary, solve_instance
 from planner.placement.status import SolveStatus
 from planner.placement.window import PlanningWindow
 from planner.profiles.deploy import Deployment
@@ -226,7 +226,7 @@ def _round(value: float | None, digits: int = 2) -> float | None:
     return None if value is None or not math.isfinite(value) else round(float(value), digits)
 
 
-def _meta(scenario: Scenario, inst: PlacementInstance, demand: Demand, summary, solver: str, gap: float,
+def _meta(scenario: Scenario, inst: PlacementInstance, demand: Demand, summary: SolveSummary, solver: str, gap: float,
           limits: dict[str, Any], rental: float, switching: float, check: dict[str, Any], capacity_label: str,
           capacity_meta: dict[str, Any], capacity_sha: str, input_hashes: dict[str, str], extra: dict[str, Any],
           debug_files: list[str]) -> dict[str, Any]:

@@ -85,5 +85,7 @@ class SimulationResult:
         return [jsonable(row) for row in self.per_class[cols].to_dict("records")]
 
     def to_json(self) -> dict[str, Any]:
-        return jsonable({"meta": self.meta, "all_met": self.all_met, "summary": self.summary_rows(),
-                          "per_class": self.per_class.to_dict("records")})
+        document: dict[str, Any] = jsonable({"meta": self.meta, "all_met": self.all_met,
+                                             "summary": self.summary_rows(),
+                                             "per_class": self.per_class.to_dict("records")})
+        return document

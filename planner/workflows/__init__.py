@@ -8,9 +8,10 @@ read and hashed, their outputs written all or none (:mod:`planner.storage`), and
 recorded (:mod:`planner.runs`). The CLI parses options, resolves the settings once
 (:class:`planner.settings.Settings`), calls one workflow per command and renders the result.
 
-Modules: ``files`` (the writers of every command's outputs), ``calibration_cache`` (the
-calibration cache as a folder of JSON files), ``inputs`` (reading traces and measured
-runs), ``report_lock`` and ``report_files`` (the reports folder), and one module per
-command: ``place``, ``simulate``, ``calibrate``, ``forecast``, ``plan``, ``report``,
-``experiment``.
+Modules: ``common`` (loading a scenario with its profiles, hashing, recording the seed),
+``files`` (the writers of every command's outputs), ``calibration_cache`` (the calibration
+cache as a folder of JSON files), ``inputs`` (request-log timestamps and measured runs),
+``report_lock`` and ``report_files`` (the reports folder), and the commands' workflows:
+``place``, ``simulate`` (also ``experiment``), ``calibrate``, ``forecast`` and ``plan`` (also
+``report``).
 """

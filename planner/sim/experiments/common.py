@@ -12,6 +12,7 @@ Times are in seconds.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 import pandas as pd
 from matplotlib.backends.backend_agg import FigureCanvasAgg
@@ -33,9 +34,9 @@ class ExperimentResult:
     name: str
     table: pd.DataFrame
     figure: Figure
-    summary: list[dict] = field(default_factory=list)
-    checks: list[dict] = field(default_factory=list)
-    parameters: dict = field(default_factory=dict)
+    summary: list[dict[str, Any]] = field(default_factory=list)
+    checks: list[dict[str, Any]] = field(default_factory=list)
+    parameters: dict[str, Any] = field(default_factory=dict)
 
 
 def e1_classes(sigma: float = E1_SIGMA) -> tuple[QueueClass, ...]:
@@ -63,6 +64,6 @@ def new_figure(width: float, height: float) -> Figure:
     return fig
 
 
-def check(claim: str, holds: bool, evidence: str) -> dict:
+def check(claim: str, holds: bool, evidence: str) -> dict[str, Any]:
     """One prediction of theory tested against this run."""
     return {"claim": claim, "holds": bool(holds), "evidence": evidence}
