@@ -296,14 +296,13 @@ def trace_times_s(frame: pd.DataFrame, column: str = "TIMESTAMP", where: str | P
 
     ``frame`` is the log as read (:func:`planner.workflows.inputs.read_trace_times` reads a
     file); ``where`` names it in errors."""
-    path = where
     if column not in frame.columns:
-        raise InputError(f"no column {column!r}", where=path, fix=f"columns are: {', '.join(map(str, frame.columns))}")
+        raise InputError(f"no column {column!r}", where=where, fix=f"columns are: {', '.join(map(str, frame.columns))}")
     stamps = pd.to_datetime(frame[column], utc=True, errors="coerce", format="mixed")
     bad = np.flatnonzero(stamps.isna().to_numpy())
     if bad.size:
         raise InputError(f"cannot read timestamp {frame[column].iloc[bad[0]]!r}",
-                         where=f"{path}, row {bad[0] + 1}, column {column!r}", fix="use ISO-8601 times")
+                         where=f"{where}, row {bad[0] + 1}, column {column!r}", fix="use ISO-8601 times")
     ns = stamps.astype("int64").to_numpy()
     return np.sort((ns - ns.min()) / 1e9)
 
