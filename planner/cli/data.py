@@ -7,7 +7,6 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Annotated, Any
 
-import pandas as pd
 import typer
 from rich.markup import escape
 
@@ -261,10 +260,8 @@ def profiles_fit(
 ) -> None:
     """Fit a step-time model to your own measurements and write it as a one-row profile (source user-fit)."""
     from planner.profiles.build import profile_row
-    from planner.profiles.loader import validate_profiles
-    from planner.profiles.measurements import read_measurements
-    from planner.profiles.user_fit import fit_detail, fit_steps, with_fit
-    from planner.storage import check_table_suffix, write_table_atomic
+    from planner.storage import check_table_suffix
+    from planner.workflows.data import fit_profile
 
     check_table_suffix(out)
     check_paths(inputs={"MEASUREMENTS": [Path(p) for p in measurements
@@ -273,16 +270,12 @@ def profiles_fit(
     _check_engine(engine)
     bundled = _bundled_replica(model, sku, tp, engine)
     sizing = _sizing(model, sku, tp, engine) if bundled is None else None  # checked before reading measurements
-    read = read_measurements(measurements)
-    fit = fit_steps(read.steps, where=", ".join(str(f.path) for f in read.files))
-    detail = fit_detail(fit, read.describe())
-    base = bundled or profile_row(*sizing, tp, engine, fit.step, "user-fit", detail, fit.error)
-    table = validate_profiles(pd.DataFrame([with_fit(base, fit, detail)]), out)
-    write_table_atomic(out, table)
-    if (run := run) is not None:
-        run.add_figures(steps=fit.error.points, err_median_pct=round(fit.error.median_pct, 2),
-                        err_p95_pct=round(fit.error.p95_pct, 2), err_max_pct=round(fit.error.max_pct, 2))
-        run.add_output(out)
+
+    def base(fit: Any, detail: str) -> dict[str, Any]:
+        return bundled or profile_row(*sizing, tp, engine, fit.step, "user-fit", detail, fit.error)
+
+    fitted = fit_profile(measurements, out, base=base, run=run)
+    fit, read, table = fitted.fit, fitted.read, fitted.table
     rows = [{"steps": kind, "points": error.points, "median_pct": error.median_pct, "p95_pct": error.p95_pct,
              "max_pct": error.max_pct} for kind, error in [("all", fit.error), *fit.errors_by_kind.items()]
             if error.points]
@@ -377,12 +370,8 @@ def ingest(
     run: RunContext | None = None,
 ) -> None:
     """Turn raw request logs into demand history per (bucket, region, model, traffic class), with DuckDB."""
-    from planner.ingest import (
-        ingest_logs,
-        output_paths,
-        parse_mapping,
-        write_ingest_outputs,
-    )
+    from planner.ingest import output_paths
+    from planner.workflows.data import ingest as ingest_workflow
 
     out, histogram_path = output_paths(out, histogram_out)  # before reading gigabytes of logs
     # A glob is expanded (and each match checked) by the reader; a plain path is checked here.
@@ -394,17 +383,9 @@ def ingest(
         if value is not None
     }
     with stderr.status(f"Reading {len(inputs)} input pattern(s) with DuckDB..."):
-        result = ingest_logs(
-            inputs,
-            fmt,
-            mapping=parse_mapping(mapping) if mapping else None,
-            start=_parse_start(start),
-            labels=labels,
-            freq=freq,
-        )
-    written = write_ingest_outputs(result, out, histogram_out)
-    if (run := run) is not None:
-        run.add_output(*written)
+        done = ingest_workflow(inputs, fmt, out, mapping=mapping, start=_parse_start(start), labels=labels, freq=freq,
+                               histogram_out=histogram_out, run=run)
+    result, written = done.result, done.written
     print_outputs(
         result.summary_rows(),
         title=f"Ingested {result.rows_read:,} requests from {len(result.files)} file(s)",

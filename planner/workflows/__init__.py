@@ -12,6 +12,6 @@ Modules: ``common`` (loading a scenario with its profiles, hashing, recording th
 ``files`` (the writers of every command's outputs), ``calibration_cache`` (the calibration
 cache as a folder of JSON files), ``inputs`` (request-log timestamps and measured runs),
 ``report_lock`` and ``report_files`` (the reports folder), and the commands' workflows:
-``place``, ``simulate`` (also ``experiment``), ``calibrate``, ``forecast`` and ``plan`` (also
-``report``).
+``place``, ``simulate`` (also ``experiment``), ``calibrate``, ``forecast``, ``plan`` (also
+``report``) and ``data`` (``ingest`` and ``profiles fit``).
 """
