@@ -30,10 +30,10 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from planner.calibrate import calibrate  # noqa: E402
+from planner.compiled_cache import prepare  # noqa: E402
 from planner.profiles import load_profiles  # noqa: E402
 from planner.scenario import load_scenario  # noqa: E402
-from planner.sim.compiled import prepare  # noqa: E402
+from planner.workflows.calibrate import calibrate_with_cache as calibrate  # noqa: E402
 
 AGREEMENT_UNITS = (("llama-3.1-8b", "H100", (1, 2)), ("llama-3.1-70b", "H200", (2, 4)))
 

@@ -91,8 +91,8 @@ import pandas as pd
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from planner.calibrate import calibrate  # noqa: E402
 from planner.catalog import load_catalog  # noqa: E402
+from planner.compiled_cache import prepare  # noqa: E402
 from planner.profiles import StepModel, load_profiles  # noqa: E402
 from planner.profiles.measured import SYSTEMS, MeasuredEngine, NotMeasured  # noqa: E402
 from planner.profiles.throughput import ceiling  # noqa: E402
@@ -100,9 +100,10 @@ from planner.profiles.vidur import GPUS as VIDUR_GPUS  # noqa: E402
 from planner.profiles.vidur import TOKENS as VIDUR_TOKENS  # noqa: E402
 from planner.profiles.vidur import vidur_dense  # noqa: E402
 from planner.scenario import parse_scenario  # noqa: E402
-from planner.sim.compiled import prepare  # noqa: E402
 from planner.sim.replica.static_batch import PLANNER_MODEL, ratio_table, splitwise_cross_check  # noqa: E402
 from planner.sim.workload import class_means, workloads_for  # noqa: E402
+from planner.workflows.calibrate import calibrate_with_cache as calibrate  # noqa: E402
+from planner.workflows.inputs import read_splitwise  # noqa: E402
 
 SECTIONS = ("steps", "splitwise", "vidur", "capacity", "prices")
 ENGINE = "vllm"
@@ -203,7 +204,7 @@ def step_section(units: pd.DataFrame) -> dict[tuple[str, str, int], dict[str, An
 
 
 def splitwise_section(profiles: pd.DataFrame) -> tuple[dict[tuple[str, str, int], float], pd.DataFrame]:
-    table = ratio_table(splitwise_cross_check(profiles, engine=ENGINE))
+    table = ratio_table(splitwise_cross_check(profiles, read_splitwise(), engine=ENGINE))
     return {(PLANNER_MODEL, r.sku, int(r.tp_degree)): float(r.median_ratio) for r in table.itertuples()}, table
 
 

@@ -43,6 +43,8 @@ from typing import Any
 import pandas as pd
 
 from planner.errors import InputError
+from planner.run_state import RUN_STATE_KEYS as RUN_STATE_KEYS  # re-exported for the shell's writers
+from planner.run_state import without_run_state as without_run_state
 
 TABLE_SUFFIXES = (".csv", ".parquet")
 LEFTOVER_MAX_AGE_S = 24 * 3600.0
@@ -404,17 +406,3 @@ def file_sha256(path: str | Path) -> str:
         for block in iter(lambda: handle.read(1 << 20), b""):
             digest.update(block)
     return digest.hexdigest()
-
-
-RUN_STATE_KEYS = frozenset({"cached", "cache", "seconds"})
-"""Keys that say how a run got its figures (cache hits, wall-clock seconds), not what they are."""
-
-
-def without_run_state(value: Any, keys: frozenset[str] = RUN_STATE_KEYS) -> Any:
-    """``value`` (nested dicts and lists) without ``keys``: what goes to files that must be byte-identical
-    for the same inputs and seed, whatever the cache held and however long the run took."""
-    if isinstance(value, dict):
-        return {k: without_run_state(v, keys) for k, v in value.items() if k not in keys}
-    if isinstance(value, list):
-        return [without_run_state(v, keys) for v in value]
-    return value

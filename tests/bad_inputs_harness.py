@@ -34,7 +34,7 @@ class BadInput:
     paths (relative to ``folder``) that hold a good earlier result before the run and must
     be byte-identical after it. Every other file the run leaves in ``folder`` that was not
     there before is a defect ("nothing was written"), except a reports folder's ``.lock``:
-    the lock of a folder that already existed stays, by design (``planner.report.lock``).
+    the lock of a folder that already existed stays, by design (``planner.workflows.report_lock``).
     """
 
     name: str

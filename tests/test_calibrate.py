@@ -19,21 +19,25 @@ import pandas as pd
 import pytest
 from scenario_fixtures import with_tps
 
-from planner.calibrate import CALIBRATION_VERSION, CalibrationResult, calibrate, default_cache_dir, write_calibration
+from planner.calibrate import CALIBRATION_VERSION, CalibrationResult
 from planner.calibrate import cache as calibrate_cache
 from planner.calibrate import inputs as calibrate_inputs
 from planner.calibrate import run as calibrate_run
-from planner.calibrate.cache import cache_key, entry_path, key_material
+from planner.calibrate.cache import cache_key, key_material
 from planner.calibrate.inputs import Settings, build_tasks, class_shares, select_units, setting_grid
 from planner.calibrate.table import TABLE_COLUMNS
 from planner.calibrate.unit import CEILING_MARGIN
 from planner.catalog import load_catalog
 from planner.errors import InputError
 from planner.placement.capacity import validate_capacity
-from planner.placement.workflow import place_plan
+from planner.placement.place import place_plan
 from planner.profiles import load_profiles
 from planner.scenario import Scenario, load_scenario, parse_scenario
+from planner.settings import default_cache_dir
 from planner.storage import read_table
+from planner.workflows.calibrate import calibrate_with_cache as calibrate
+from planner.workflows.calibration_cache import entry_path
+from planner.workflows.files import write_calibration
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 FAST = {"duration_s": 300.0, "replications": 3, "engine": "local"}
@@ -405,11 +409,9 @@ def test_an_ingest_histogram_replaces_the_default_lengths_and_the_cache_key(two_
     assert standard_ceiling(measured) > standard_ceiling(two_units)
 
 
-def test_default_cache_dir_follows_the_environment(monkeypatch, tmp_path):
-    monkeypatch.setenv("PLANNER_CACHE_DIR", str(tmp_path))
-    assert default_cache_dir() == tmp_path / "calibration"
-    monkeypatch.delenv("PLANNER_CACHE_DIR")
-    assert default_cache_dir() == Path.home() / ".cache" / "planner" / "calibration"
+def test_default_cache_dir_follows_the_environment(tmp_path):
+    assert default_cache_dir({"PLANNER_CACHE_DIR": str(tmp_path)}) == tmp_path / "calibration"
+    assert default_cache_dir({}) == Path.home() / ".cache" / "planner" / "calibration"
 
 
 # ----------------------------------------------------------------------------- engines

@@ -14,7 +14,6 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from scenario_fixtures import with_tps
 
-from planner.calibrate import calibrate
 from planner.calibrate.inputs import Settings, UnitTask, build_tasks, class_shares, select_units
 from planner.calibrate.probe import pair_seed, pool_config, replication_seed, run_length_s
 from planner.calibrate.search import (
@@ -34,6 +33,7 @@ from planner.sim.replica.pool import ClassSpec, PoolConfig, ReplicaSpec, draw_sa
 from planner.sim.replica.run import simulate_pool
 from planner.sim.workload import workloads_for
 from planner.slo import p99_column
+from planner.workflows.calibrate import calibrate_with_cache as calibrate
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 FAST = {"duration_s": 300.0, "replications": 3, "engine": "local", "search_settings": False}

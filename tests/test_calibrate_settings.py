@@ -9,7 +9,6 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from planner.calibrate import calibrate
 from planner.calibrate import inputs as calibrate_inputs
 from planner.calibrate import probe as calibrate_probe
 from planner.calibrate.inputs import (
@@ -27,6 +26,7 @@ from planner.calibrate.probe import probe
 from planner.calibrate.unit import CEILING_MARGIN, calibrate_unit
 from planner.profiles import load_profiles
 from planner.scenario import Scenario, load_scenario, parse_scenario
+from planner.workflows.calibrate import calibrate_with_cache as calibrate
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 STANDARD_ONLY = {"standard": 1.0}

@@ -38,8 +38,8 @@ def _app_raising(exc: BaseException) -> typer.Typer:
     app = typer.Typer()
 
     @app.callback()
-    def _root(verbose: bool = typer.Option(False, "--verbose")) -> None:
-        cli.session.verbose = verbose
+    def _root(ctx: typer.Context, verbose: bool = typer.Option(False, "--verbose")) -> None:
+        cli.open_front_door(ctx, verbose=verbose)
 
     @app.command()
     @cli.guarded

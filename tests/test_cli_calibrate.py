@@ -13,6 +13,7 @@ from typer.testing import CliRunner
 from planner import cli
 from planner.placement.capacity import validate_capacity
 from planner.runs import RunHistory
+from planner.scenario import load_scenario
 
 runner = CliRunner()
 QUICK = ["--duration", "5m", "--replications", "2", "--engine", "local"]
@@ -55,6 +56,8 @@ def test_calibrate_writes_a_placeable_table_and_reuses_its_cache(tmp_path):
     assert {p: p.read_bytes() for p in written} == written, "cache or not, the same bytes"
     runs = RunHistory().runs(command="calibrate")
     assert [r["figures"]["simulated"] for r in runs] == [0, 1]
+    base = load_scenario(scenario).seeds.base  # no --seed given: the run records the seed it drew from
+    assert [r["seeds"] for r in runs] == [{"seed": base}, {"seed": base}]
 
 
 def test_calibrate_rejects_an_unknown_policy_before_simulating(tmp_path):

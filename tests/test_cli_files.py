@@ -57,10 +57,10 @@ COMMANDS = {
                           lambda f, s, d: ["forecast", str(f["history.csv"]),
                                            "--out", str(f["history.csv"].parent / "f.csv"),
                                            "--metadata", str(d / "m.json")], "--metadata"),
-    "place": ("planner.placement.workflow.place_plan",
+    "place": ("planner.placement.place.place_plan",
               lambda f, s, d: ["place", "--scenario", s, "--forecast", str(f["forecast.csv"]), "--out",
                                str(d / "p.csv")], "--out"),
-    "place debug": ("planner.placement.workflow.place_plan",
+    "place debug": ("planner.placement.place.place_plan",
                     lambda f, s, d: ["place", "--scenario", s, "--forecast", str(f["forecast.csv"]), "--out",
                                      str(f["forecast.csv"].parent / "p.csv"), "--debug", str(d / "lp")], "--debug"),
     "simulate": ("planner.sim.plan_input.validated_plan",
@@ -216,26 +216,28 @@ def test_place_writes_plan_flows_and_json_together_or_none(tmp_path, monkeypatch
     from types import SimpleNamespace
 
     from planner.outputs import plan_output_paths
-    from planner.placement import workflow
+    from planner.placement import place
+    from planner.workflows import files as workflow
 
     out = tmp_path / "plan.csv"
     earlier = plan_output_paths(out)
     _plant(*earlier)
     result = SimpleNamespace(plan=pd.DataFrame({"replicas": [1]}), flows=pd.DataFrame({"rps": [1.0]}))
-    monkeypatch.setattr(workflow, "plan_json_payload", lambda *a: {"status": "optimal"})
+    monkeypatch.setattr(place, "plan_json_payload", lambda *a: {"status": "optimal"})
     _fail_at_call(monkeypatch, 3)
     with pytest.raises(OSError, match="No space left"):
         workflow.write_plan_outputs(result, out)
     _unchanged(tmp_path, earlier)
     monkeypatch.undo()
-    monkeypatch.setattr(workflow, "plan_json_payload", lambda *a: {"status": "optimal"})
+    monkeypatch.setattr(place, "plan_json_payload", lambda *a: {"status": "optimal"})
     assert workflow.write_plan_outputs(result, out) == earlier
     assert json.loads(earlier[2].read_text()) == {"status": "optimal"}
 
 
 def test_simulate_writes_table_and_json_together_or_none(tmp_path, monkeypatch):
     from planner.outputs import table_json_path
-    from planner.sim.result import SimulationResult, write_simulation_outputs
+    from planner.sim.result import SimulationResult
+    from planner.workflows.files import write_simulation_outputs
 
     out = tmp_path / "slo.csv"
     _plant(out, table_json_path(out))
@@ -246,8 +248,9 @@ def test_simulate_writes_table_and_json_together_or_none(tmp_path, monkeypatch):
 
 
 def test_calibrate_writes_table_and_json_together_or_none(tmp_path, monkeypatch):
-    from planner.calibrate.table import CalibrationResult, write_calibration
+    from planner.calibrate.table import CalibrationResult
     from planner.outputs import table_json_path
+    from planner.workflows.files import write_calibration
 
     out = tmp_path / "capacity.parquet"
     _plant(out, table_json_path(out))
@@ -259,7 +262,8 @@ def test_calibrate_writes_table_and_json_together_or_none(tmp_path, monkeypatch)
 
 def test_experiment_writes_csv_and_png_together_or_none(tmp_path, monkeypatch):
     from planner.outputs import experiment_paths
-    from planner.sim.experiments.common import ExperimentResult, new_figure, write_experiment
+    from planner.sim.experiments.common import ExperimentResult, new_figure
+    from planner.workflows.files import write_experiment
 
     earlier = list(experiment_paths("e1", tmp_path / "e1"))
     _plant(*earlier)
@@ -270,14 +274,15 @@ def test_experiment_writes_csv_and_png_together_or_none(tmp_path, monkeypatch):
 
 
 def test_plan_replaces_its_folder_whole_or_leaves_the_previous_one(tmp_path, monkeypatch):
-    from planner.loop import outputs
+    from planner.loop import outputs as plan_folder
+    from planner.workflows import files as outputs
 
     out = tmp_path / "plan"
     earlier = [out / "plan.csv", out / "policies.csv"]
     _plant(*earlier)
 
     files = {"plan.csv": b"new\n", "rounds.json": b"{}"}
-    monkeypatch.setattr(outputs, "plan_files", lambda result, settings: files)
+    monkeypatch.setattr(plan_folder, "plan_files", lambda result, settings: files)
     real_write = Path.write_bytes
 
     def disk_full_at_the_last_file(self, data):
@@ -298,7 +303,8 @@ def test_plan_replaces_its_folder_whole_or_leaves_the_previous_one(tmp_path, mon
 
 def test_plan_refuses_a_folder_that_holds_other_files(tmp_path):
     from planner.errors import InputError
-    from planner.loop.outputs import PLAN_FILE_NAMES, check_plan_folder
+    from planner.loop.outputs import PLAN_FILE_NAMES
+    from planner.workflows.files import check_plan_folder
 
     (tmp_path / "plan.csv").write_text("")
     check_plan_folder(tmp_path)  # a previous plan run's folder is fine

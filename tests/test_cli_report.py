@@ -30,8 +30,8 @@ from process_helpers import dead_pid
 from typer.testing import CliRunner
 
 from planner import cli
-from planner.report.lock import HOLDER_NAME, LockHolder, read_holder
 from planner.runs import RunHistory
+from planner.workflows.report_lock import HOLDER_NAME, LockHolder, read_holder
 
 runner = CliRunner()
 REPO = Path(__file__).resolve().parents[1]
@@ -131,7 +131,7 @@ def test_a_crash_mid_write_leaves_last_report_intact(small_inputs, tmp_path, mon
     assert _report("2026-10", scenario, history, reports, "--compare-policies", "none").exit_code == 0
     before = {p: p.read_bytes() for p in (reports / "2026-10").rglob("*") if p.is_file()}
 
-    import planner.report.write as write
+    import planner.workflows.report_files as write
 
     def crash(*args, **kwargs):
         raise OSError("disk full")

@@ -10,6 +10,7 @@ from typer.testing import CliRunner
 
 from planner import cli
 from planner.errors import ExitCode
+from planner.runs import RunHistory
 
 runner = CliRunner()
 P = "2026-11-02T18:00:00Z"
@@ -68,6 +69,8 @@ def test_a_missed_slo_exits_5_after_writing_and_names_each_miss(repo_root, tmp_p
     message = " ".join(result.stderr.split())
     assert "error (exit 5)" in message
     assert "gcp:europe-west4 / llama-3.1-8b / interactive ttft_p99" in message
+    (run,) = RunHistory().runs(command="simulate")  # SLOFailedError ends the run: its message is recorded
+    assert run["exit_code"] == ExitCode.SLO_FAILED and "llama-3.1-8b / interactive ttft_p99" in run["message"]
 
 
 def test_a_model_s_own_tpot_slo_is_checked_and_its_miss_named(repo_root, plan_files, tmp_path):

@@ -22,8 +22,8 @@ from planner.errors import InputError
 from planner.forecast.run import forecast_history
 from planner.profiles import load_profiles
 from planner.scenario import load_scenario, parse_scenario
-from planner.sim.result import write_simulation_outputs
 from planner.sim.simulate import select_window, simulate_plan
+from planner.workflows.files import write_simulation_outputs
 
 pytest_plugins = ("dask_fixtures",)
 P = "2026-11-02T18:00:00Z"
@@ -93,7 +93,8 @@ def test_simulation_is_identical_on_every_engine(same_on_every_engine, tmp_path)
 
 @pytest.mark.slow
 def test_calibration_is_identical_on_every_engine(same_on_every_engine, tmp_path):
-    from planner.calibrate import calibrate, write_calibration
+    from planner.workflows.calibrate import calibrate_with_cache as calibrate
+    from planner.workflows.files import write_calibration
 
     scenario = load_scenario(REPO_ROOT / "scenarios" / "demo.toml")
     raw = scenario.model_dump()

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-from planner.forecast.plots import plot_filename, write_plots
+from planner.forecast.plots import plot_filename
 from planner.forecast.run import forecast_history
 from planner.forecast.synthetic import synthetic_history
+from planner.workflows.files import write_plots
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 

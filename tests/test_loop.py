@@ -11,7 +11,6 @@ from loop_fixtures import small_history, small_scenario, write_small_inputs
 from typer.testing import CliRunner
 
 from planner import cli
-from planner.calibrate import calibrate
 from planner.catalog import load_catalog
 from planner.forecast.run import forecast_history
 from planner.loop import LoopSettings, run_loop
@@ -27,6 +26,7 @@ from planner.loop.windows import loop_windows
 from planner.placement.window import PlanningWindow
 from planner.profiles import load_profiles
 from planner.runs import RunHistory
+from planner.workflows.calibrate import calibrate_with_cache as calibrate
 
 runner = CliRunner()
 
@@ -124,16 +124,16 @@ def small(tmp_path_factory):
     return scenario, forecast, table, cache
 
 
-def _settings(cache, rounds: int = 4) -> LoopSettings:
+def _settings(scenario, rounds: int = 4) -> LoopSettings:
     return LoopSettings(max_rounds=rounds, periods="hourly", time_limit_s=30, gap=0.01, sim_duration_s=1200,
-                        sim_replications=3, engine="local", cache_dir=cache)
+                        sim_replications=3, engine="local", seed=scenario.seeds.base)
 
 
 @pytest.mark.slow
 def test_loop_converges_on_a_scenario_built_to_fail_the_first_round(small):
     scenario, forecast, table, cache = small
     overstated = table.assign(max_rps_per_replica=table["max_rps_per_replica"] * 4)  # 4x what the SLOs allow
-    result = run_loop(scenario, forecast, load_catalog(), load_profiles(), _settings(cache), capacity=overstated)
+    result = run_loop(scenario, forecast, load_catalog(), load_profiles(), _settings(scenario), capacity=overstated)
     first, last = result.rounds[0], result.rounds[-1]
     assert first["failed"] > 0 and first["changes"], "the overstated table must miss the SLO in round 1"
     assert result.converged and last["failed"] == 0 and len(result.rounds) >= 2
@@ -159,7 +159,7 @@ def test_every_round_of_the_loop_plans_the_window_it_was_given(small):
     overstated = table.assign(max_rps_per_replica=table["max_rps_per_replica"] * 4)  # round 1 fails, round 2 runs
     first = pd.Timestamp(str(forecast["ts"].min()))
     window = PlanningWindow(first + pd.Timedelta(hours=12), first + pd.Timedelta(hours=24))
-    result = run_loop(scenario, forecast, load_catalog(), load_profiles(), _settings(cache), capacity=overstated,
+    result = run_loop(scenario, forecast, load_catalog(), load_profiles(), _settings(scenario), capacity=overstated,
                       planning_window=window)
     assert len(result.rounds) >= 2 and result.converged
     assert result.placement.meta["demand"]["forecast_hours_used"] == 12, "the last round's plan covers the window"

@@ -12,11 +12,12 @@ from placement_helpers import Case, Region, capacity, catalog, forecast, profile
 from planner.catalog import load_catalog
 from planner.errors import InputError
 from planner.paths import data_dir
-from planner.placement import ANALYTIC_LABEL, place_plan, write_plan_outputs
+from planner.placement import ANALYTIC_LABEL, place_plan
 from planner.placement.solve import solve_instance
 from planner.profiles import load_profiles
 from planner.scenario import load_scenario, parse_scenario
 from planner.storage import read_table
+from planner.workflows.files import placement_debug_writer, write_plan_outputs
 
 PLAN_COLUMNS = ["period", "region", "sku", "tp_degree", "model", "tier", "replicas", "gpus", "usd", "engine",
                 "max_num_seqs", "max_num_batched_tokens", "long_prefill_token_threshold"]
@@ -87,7 +88,7 @@ def test_same_inputs_give_the_same_plan_csv(tmp_path):
 def test_debug_dir_gets_lp_and_mps(tmp_path):
     case = two_region_case()
     result = place_plan(case.scenario, case.forecast, case.catalog, case.profiles, capacity=case.capacity,
-                        baselines=False, periods="hourly", debug_dir=tmp_path / "debug")
+                        baselines=False, periods="hourly", debug=placement_debug_writer(tmp_path / "debug"))
     lp = (tmp_path / "debug" / "placement.lp").read_text()
     assert "demand_us_east_llama_3.1_8b_interactive_t0" in lp and "R_aws_us_east_1_L4_tp1_llama_3.1_8b" in lp
     assert (tmp_path / "debug" / "placement.mps").stat().st_size > 0

@@ -13,8 +13,8 @@ from placement_helpers import START, two_region_case
 from planner.errors import InputError
 from planner.loop.pipeline import forecast_hours_to
 from planner.placement.periods import demand_from_forecast, parse_periods
+from planner.placement.place import place_plan
 from planner.placement.window import PlanningWindow
-from planner.placement.workflow import place_plan
 from planner.report.period import (
     check_as_of,
     check_history_fresh,

@@ -15,7 +15,6 @@ from hypothesis import strategies as st
 from typer.testing import CliRunner
 
 from planner import cli
-from planner.cli.app import scenario_profiles
 from planner.errors import ExitCode, InputError
 from planner.profiles import PROFILE_COLUMNS, StepModel, load_models, load_profiles, profile_for, validate_profiles
 from planner.profiles.bench_serving import benchmark_steps
@@ -31,6 +30,7 @@ from planner.profiles.step_model import (
 )
 from planner.profiles.user_fit import fit_steps, predict_ms
 from planner.scenario import load_scenario
+from planner.workflows.common import load_scenario_inputs
 
 REPO = Path(__file__).resolve().parents[1]
 PROFILES_DIR = REPO / "data" / "profiles"
@@ -470,7 +470,7 @@ def test_a_scenario_profile_file_overrides_the_bundled_row(profiles: pd.DataFram
     scenario = _scenario_with(tmp_path, "own/h100.csv")
     loaded = load_scenario(scenario)
     assert loaded.profile_paths(scenario) == (tmp_path / "own" / "h100.csv",)
-    table = scenario_profiles(loaded, scenario)
+    table = load_scenario_inputs(scenario)[1]
     row = profile_for(table, "llama-3.1-8b", "H100", 1, "vllm")
     assert (row["source"], row["decode_attn_ms_fixed"]) == ("user-fit", 1.2345)
     assert len(table) == len(profiles)

@@ -20,12 +20,12 @@ import pytest
 from process_helpers import dead_pid
 
 from planner.errors import ExitCode, InputError
-from planner.report.lock import HOLDER_NAME, LOCK_NAME, ReportLockedError, read_holder, report_lock
+from planner.workflows.report_lock import HOLDER_NAME, LOCK_NAME, ReportLockedError, read_holder, report_lock
 
 _HOLDER = textwrap.dedent("""
     import sys
     from pathlib import Path
-    from planner.report.lock import report_lock
+    from planner.workflows.report_lock import report_lock
 
     with report_lock(Path(sys.argv[1]), command="planner report --month 2026-11"):
         print("held", flush=True)

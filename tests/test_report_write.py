@@ -30,12 +30,12 @@ import pytest
 from report_fixtures import small_inputs
 
 from planner.errors import ExitCode, InputError
-from planner.report import ReportLockedError, build_report, write_report
-from planner.report import write as write_module
-from planner.report.lock import HOLDER_NAME
+from planner.report import build_report
 from planner.report.model import SECTION_KEYS
 from planner.report.render import render_json
-from planner.report.write import recover
+from planner.workflows import report_files as write_module
+from planner.workflows.report_files import recover, write_report
+from planner.workflows.report_lock import HOLDER_NAME, ReportLockedError
 
 GOLDEN = Path(__file__).parent / "golden" / "report_small.json"
 CHROMIUM = Path("/usr/bin/chromium")
@@ -200,8 +200,9 @@ _KILLED_WRITER = textwrap.dedent("""
     sys.path.insert(0, sys.argv[2])
     from pathlib import Path
     from report_fixtures import small_inputs
-    from planner.report import build_report, write_report
-    from planner.report import write as w
+    from planner.report import build_report
+    from planner.workflows import report_files as w
+    from planner.workflows.report_files import write_report
 
     def stall(*args, **kwargs):
         print("writing", flush=True)

@@ -13,8 +13,8 @@ import numba
 import pandas as pd
 import pytest
 
+from planner import compiled_cache as compiled
 from planner.errors import ExitCode
-from planner.sim import compiled
 
 NOTICE = "compiling the simulator (one time, about"
 P = "2026-11-02T18:00:00Z"
@@ -39,7 +39,7 @@ def test_fingerprint_changes_with_any_edit_addition_or_rename(tmp_path):
 
 def test_every_module_with_compiled_code_is_in_the_fingerprint():
     """An edit to a module outside COMPILED_PACKAGES would not change the cache folder: stale code."""
-    sim = Path(compiled.__file__).parent
+    sim = compiled.PACKAGE_DIR
     pattern = re.compile(r"^@(njit|jit|inlined|intrinsic|overload)\b|^\s*\w+ = njit\(", re.MULTILINE)
     compiling = {p.relative_to(sim) for p in sim.rglob("*.py") if pattern.search(p.read_text())}
     assert compiling, "the pattern found no compiled function at all"

@@ -5,7 +5,8 @@ from __future__ import annotations
 import pytest
 
 from planner.errors import InputError
-from planner.sim.experiments import EXPERIMENTS, run_experiment, write_experiment
+from planner.sim.experiments import EXPERIMENTS, run_experiment
+from planner.workflows.files import write_experiment
 
 SCALE = 0.02  # 2,400 requests per configuration
 

@@ -24,6 +24,7 @@ from planner.sim.replica.static_batch import (
     static_batch_e2e_ms,
     static_batch_formula_ms,
 )
+from planner.workflows.inputs import read_splitwise
 
 MEASURED = StepModel(0.35, 0.003, 4e-5, 0.54, 8e-4, 1e-6, tuple(np.linspace(5.7, 300.0, len(StepModel.linear(
     1, 0, 0).dense_ms))))
@@ -39,7 +40,7 @@ def test_engine_runs_one_prefill_then_decode_steps(step, prompt, batch, tokens):
 
 @pytest.fixture(scope="module")
 def check():
-    return splitwise_cross_check(load_profiles())
+    return splitwise_cross_check(load_profiles(), read_splitwise())
 
 
 def test_every_splitwise_run_with_a_planner_profile_is_replayed(check):

@@ -12,8 +12,8 @@ from planner.catalog import load_catalog
 from planner.errors import InputError
 from planner.profiles import load_profiles
 from planner.scenario import load_scenario
-from planner.sim.result import write_simulation_outputs
 from planner.sim.simulate import select_window, simulate_plan
+from planner.workflows.files import write_simulation_outputs
 
 P = "2026-11-02T18:00:00Z"
 
@@ -153,11 +153,12 @@ def test_input_errors(inputs):
 
 @pytest.mark.parametrize("arrival", ["gamma", "trace"])
 def test_bursty_and_replayed_arrivals(inputs, arrival, repo_root_module):
-    from planner.sim.workload import trace_times_s
+    from planner.workflows.inputs import read_trace_times
 
     scenario, plan, flows = inputs
     _, demand = select_window(plan, flows, "peak")
-    trace = trace_times_s(repo_root_module / "data" / "samples" / "azure_llm_2023" / "AzureLLMInferenceTrace_conv.csv")
+    trace = read_trace_times(repo_root_module / "data" / "samples" / "azure_llm_2023"
+                             / "AzureLLMInferenceTrace_conv.csv")
     res = simulate_plan(scenario, plan.iloc[:2], demand[demand["region"] == "aws:us-east-1"], load_profiles(),
                         load_catalog(), duration_s=300.0, replications=1, seed=2, arrival=arrival, arrival_cv=3.0,
                         arrival_trace_s=trace)

@@ -17,9 +17,9 @@ from planner.sim.workload import (
     poisson_arrivals,
     sample_requests,
     trace_arrivals,
-    trace_times_s,
     workloads_for,
 )
+from planner.workflows.inputs import read_trace_times
 
 
 def rng(seed=0):
@@ -134,7 +134,7 @@ def test_sample_requests_is_deterministic_and_uses_common_random_numbers():
 
 def test_trace_times_from_the_azure_sample(repo_root):
     path = repo_root / "data" / "samples" / "azure_llm_2023" / "AzureLLMInferenceTrace_code.csv"
-    t = trace_times_s(path)
+    t = read_trace_times(path)
     assert t.size == 8819 and t[0] == 0.0 and np.all(np.diff(t) >= 0)
     assert 3000 < t[-1] < 3700  # about one hour
     replay = trace_arrivals(t, 7200.0)
@@ -143,7 +143,7 @@ def test_trace_times_from_the_azure_sample(repo_root):
     assert replay[t.size] == pytest.approx(span) and replay.max() < 7200.0
     assert replay.size == int((t[None, :] + span * np.arange(3)[:, None] < 7200.0).sum())
     with pytest.raises(InputError, match="no column"):
-        trace_times_s(path, column="ts")
+        read_trace_times(path, column="ts")
 
 
 def test_a_class_s_max_prompt_tokens_cuts_its_default_prompts_below_the_context():

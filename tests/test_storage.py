@@ -117,7 +117,6 @@ def test_outputs_get_the_modes_the_umask_gives(tmp_path, umask, file_mode, folde
     script = f"""
 import pandas as pd
 from pathlib import Path
-from planner.calibrate.cache import write_entry
 from planner.storage import atomic_path, staged_outputs, write_json_atomic, write_table_atomic
 root = Path({str(tmp_path)!r})
 write_table_atomic(root / "made" / "plan.csv", pd.DataFrame({{"a": [1]}}))
@@ -140,9 +139,10 @@ def test_the_calibration_cache_entry_respects_the_umask(tmp_path):
 from pathlib import Path
 from types import SimpleNamespace
 from planner.calibrate import cache
+from planner.workflows.calibration_cache import FolderStore
 cache.key_material = lambda task: {{"k": 1}}
 task = SimpleNamespace(key="abc", model="m", sku="s")
-assert cache.write_entry(Path({str(tmp_path)!r}) / "calibration", task, {{"r": 1}}) == ""
+assert FolderStore(Path({str(tmp_path)!r}) / "calibration").put(task, {{"r": 1}}) == ""
 """
     subprocess.run([sys.executable, "-c", script], check=True, umask=0o022)
     entry = tmp_path / "calibration" / "abc.json"

@@ -11,20 +11,20 @@ so an unchanged unit is never simulated again.
 Modules: ``inputs`` (settings, class mix, the engine-setting grid, one task per unit),
 ``probe`` (simulate one rate; the predicate and common random numbers), ``search`` (the
 bisection and why it is monotone in the SLO), ``unit`` (one unit's search over its engine
-settings, with pruning, as a task), ``cache``, ``table`` (per-class coefficients, the table
-and its writer) and ``run`` (:func:`calibrate`).
+settings, with pruning, as a task), ``cache`` (keys and the store protocol), ``table``
+(per-class coefficients, the table and its files) and ``run`` (:func:`calibrate`).
 """
 
-from planner.calibrate.cache import CALIBRATION_VERSION, default_cache_dir
+from planner.calibrate.cache import CALIBRATION_VERSION, CalibrationStore
 from planner.calibrate.run import DEFAULT_DURATION_S, DEFAULT_REPLICATIONS, calibrate
-from planner.calibrate.table import CalibrationResult, write_calibration
+from planner.calibrate.table import CalibrationResult, calibration_files
 
 __all__ = [
     "CALIBRATION_VERSION",
     "DEFAULT_DURATION_S",
     "DEFAULT_REPLICATIONS",
     "CalibrationResult",
+    "CalibrationStore",
     "calibrate",
-    "default_cache_dir",
-    "write_calibration",
+    "calibration_files",
 ]

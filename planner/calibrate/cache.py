@@ -11,19 +11,20 @@ pruning, the search constants and the pruning margin ``unit.CEILING_MARGIN``) an
 :data:`CALIBRATION_VERSION` with ``planner.__version__``. An unchanged unit is never simulated
 again; any change to any of those gives a new key.
 
-Entries are written atomically (temporary file, then rename). An entry that cannot be read,
-is not JSON, or does not carry the expected key, version and fields is ignored, so the unit
-is calibrated again and the entry rewritten: a damaged cache costs time, never a crash.
+Where entries live is the caller's: :func:`planner.calibrate.calibrate` reads and stores them
+through a :class:`CalibrationStore` (the shell's is a folder of JSON files,
+:class:`planner.workflows.calibration_cache.FolderStore`). An entry that cannot be read, is
+not JSON, or does not carry the expected key, version and fields counts as absent
+(:func:`entry_result`), so the unit is calibrated again and the entry rewritten: a damaged
+cache costs time, never a crash.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
-import os
 from dataclasses import asdict
-from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
 
@@ -32,7 +33,6 @@ from planner.calibrate.inputs import UnitTask
 from planner.calibrate.search import FLOOR_FRACTION, GROWTH, MAX_GROWTHS
 from planner.calibrate.unit import CEILING_MARGIN
 from planner.sim.workload import EmpiricalLength, LognormalLength
-from planner.storage import write_json_atomic
 
 CALIBRATION_VERSION = 3
 """Raise when the search, the predicate or the simulator changes what a unit's answer is, or the key's
@@ -44,10 +44,14 @@ RESULT_FIELDS = {"model": str, "sku": str, "tp_degree": int, "engine": str, "key
                  "reason": str, "binding_class": str, "binding_metric": str, "probes": list, "settings": list}
 
 
-def default_cache_dir() -> Path:
-    """``$PLANNER_CACHE_DIR/calibration`` if that variable is set, else ``~/.cache/planner/calibration``."""
-    root = os.environ.get("PLANNER_CACHE_DIR")
-    return (Path(root) if root else Path.home() / ".cache" / "planner") / "calibration"
+class CalibrationStore(Protocol):
+    """Where calibrated units are kept between runs, by cache key."""
+
+    def get(self, key: str) -> dict[str, Any] | None:
+        """The stored result for ``key``, or None when absent or unusable (see :func:`entry_result`)."""
+
+    def put(self, task: UnitTask, result: dict[str, Any]) -> str:
+        """Store one unit's result under ``task.key``; '' or, when it cannot be stored, why (the run goes on)."""
 
 
 def law_fingerprint(law: object) -> dict[str, Any]:
@@ -91,10 +95,6 @@ def cache_key(task: UnitTask) -> str:
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
-def entry_path(cache_dir: Path, key: str) -> Path:
-    return Path(cache_dir) / f"{key}.json"
-
-
 def _valid(result: object, key: str) -> bool:
     if not isinstance(result, dict) or result.get("key") != key:
         return False
@@ -107,24 +107,15 @@ def _valid(result: object, key: str) -> bool:
     return True
 
 
-def read_entry(cache_dir: Path, key: str) -> dict[str, Any] | None:
-    """The cached result for ``key``, or None when absent or unusable (see the module docstring)."""
-    try:
-        payload = json.loads(entry_path(cache_dir, key).read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, ValueError):
-        return None
+def entry_payload(task: UnitTask, result: dict[str, Any]) -> dict[str, Any]:
+    """What the cache keeps for one unit: the version, the key, what the key hashes, and the result."""
+    return {"calibration_version": CALIBRATION_VERSION, "key": task.key, "material": key_material(task),
+            "result": result}
+
+
+def entry_result(payload: object, key: str) -> dict[str, Any] | None:
+    """The result in a stored entry for ``key``, or None when the entry is unusable (module docstring)."""
     if not isinstance(payload, dict) or payload.get("calibration_version") != CALIBRATION_VERSION:
         return None
     result = payload.get("result")
     return result if _valid(result, key) else None
-
-
-def write_entry(cache_dir: Path, task: UnitTask, result: dict[str, Any]) -> str:
-    """Store one unit's result; returns '' or, when the cache cannot be written, why (the run goes on)."""
-    payload = {"calibration_version": CALIBRATION_VERSION, "key": task.key, "material": key_material(task),
-               "result": result}
-    try:
-        write_json_atomic(entry_path(cache_dir, task.key), payload)
-    except OSError as exc:
-        return f"cache entry for {task.label} not written: {exc}"
-    return ""

@@ -2,10 +2,10 @@
 
 Order of work: check every input (nothing is simulated before the inputs are known to be
 good); build one :class:`~planner.calibrate.inputs.UnitTask` per unit the scenario allows
-and the profile table has, with its cache key; answer each unit from the cache when an
-entry for its key exists; fan the rest out through :func:`planner.engine.run_tasks` (one
-task per unit, results in task order, so the engine never changes an output); store the
-new answers in the cache; build the table and its metadata.
+and the profile table has, with its cache key; answer each unit from the cache (the
+caller's ``store``) when an entry for its key exists; fan the rest out through
+:func:`planner.engine.run_tasks` (one task per unit, results in task order, so the engine
+never changes an output); store the new answers in the cache; build the table and its metadata.
 
 Defaults: at least ten simulated minutes per replication (``DEFAULT_DURATION_S``), with the
 first 10 % as warm-up like ``planner simulate``, and ``DEFAULT_REPLICATIONS`` = 8
@@ -20,19 +20,12 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import replace
-from pathlib import Path
 from typing import Any
 
 import pandas as pd
 
 from planner import __version__
-from planner.calibrate.cache import (
-    CALIBRATION_VERSION,
-    cache_key,
-    default_cache_dir,
-    read_entry,
-    write_entry,
-)
+from planner.calibrate.cache import CALIBRATION_VERSION, CalibrationStore, cache_key
 from planner.calibrate.inputs import (
     LONG_PREFILL_TOKEN_THRESHOLDS,
     MAX_NUM_BATCHED_TOKENS,
@@ -80,13 +73,13 @@ def calibrate(
     pool_replicas: int = 1,
     duration_s: float = DEFAULT_DURATION_S,
     replications: int = DEFAULT_REPLICATIONS,
-    seed: int | None = None,
+    seed: int,
     rel_tol: float = 0.02,
     confidence: float = 0.95,
     engine: str = "auto",
     workers: int | None = None,
-    cache_dir: Path | None = None,
-    use_cache: bool = True,
+    scheduler: str | None = None,
+    store: CalibrationStore | None = None,
     progress: Callable[[int, int], None] | None = None,
     search_settings: bool = True,
     prune: bool = True,
@@ -97,9 +90,9 @@ def calibrate(
     See the package docstring for the method; the table feeds ``planner place --capacity``.
     ``search_settings`` tries the engine settings of :data:`planner.calibrate.inputs.MAX_NUM_SEQS`
     × ``MAX_NUM_BATCHED_TOKENS`` (else only each profile's defaults); ``prune`` skips the settings
-    that cannot beat the best one (:mod:`planner.calibrate.unit`).
+    that cannot beat the best one (:mod:`planner.calibrate.unit`). ``store`` answers units
+    calibrated before and keeps the new answers; without one every unit is simulated.
     """
-    seed = scenario.seeds.base if seed is None else seed
     check_settings(duration_s=duration_s, replications=replications, seed=seed, rel_tol=rel_tol,
                    confidence=confidence, pool_replicas=pool_replicas)
     resolve_engine(engine, 1, workers)
@@ -116,42 +109,48 @@ def calibrate(
     tasks = build_tasks(scenario, units, shares, settings, histogram)
     check_unit_work(tasks)
     tasks = [replace(t, key=cache_key(t)) for t in tasks]
-
-    directory = Path(cache_dir) if cache_dir is not None else default_cache_dir()
-    results: list[dict[str, Any] | None] = [read_entry(directory, t.key) if use_cache else None for t in tasks]
-    cached = [r is not None for r in results]
+    results, cached, cache_notes = _answer_units(tasks, store, engine, workers, scheduler, progress)
     n_cached = sum(cached)
-    total = len(tasks)
-    if progress:
-        for i in range(n_cached):
-            progress(i + 1, total)
-    misses = [i for i, r in enumerate(results) if r is None]
-
-    def relay(done: int, _: int) -> None:
-        if progress:
-            progress(n_cached + done, total)
-
-    fresh = run_tasks(calibrate_unit, [tasks[i] for i in misses], engine=engine, workers=workers, progress=relay)
-    cache_notes = []
-    for i, result in zip(misses, fresh, strict=True):
-        results[i] = result
-        if use_cache:
-            note = write_entry(directory, tasks[i], result)
-            if note:
-                cache_notes.append(note)
+    misses = [i for i, hit in enumerate(cached) if not hit]
 
     rows: list[dict[str, Any]] = []
-    failures: list[dict[str, str]] = []
+    failures: list[dict[str, Any]] = []
     unit_notes = []
-    done = [r for r in results if r is not None]
-    for task, result, hit in zip(tasks, done, cached, strict=True):
+    for task, result, hit in zip(tasks, results, cached, strict=True):
         rows.extend(unit_rows(task, result, hit))
         unit_notes.append(unit_meta(task, result, hit))
         if result["status"] == "infeasible":
             failures.append({"model": task.model, "sku": task.sku, "tp_degree": task.tp, "reason": result["reason"]})
     meta = _meta(scenario, settings, shares, class_mix is not None, histogram is not None, unit_notes, skipped,
-                 failures, use_cache, cache_notes, len(misses), n_cached)
+                 failures, store is not None, cache_notes, len(misses), n_cached)
     return CalibrationResult(build_table(rows), meta, failures, len(misses), n_cached)
+
+
+def _answer_units(tasks: list[UnitTask], store: CalibrationStore | None, engine: str, workers: int | None,
+                  scheduler: str | None, progress: Callable[[int, int], None] | None,
+                  ) -> tuple[list[dict[str, Any]], list[bool], list[str]]:
+    """Each unit's answer (from ``store`` when it has one, else simulated and stored), whether it was
+    stored before, and the notes of entries that could not be stored."""
+    stored = [store.get(t.key) if store is not None else None for t in tasks]
+    cached = [r is not None for r in stored]
+    n_cached, total = sum(cached), len(tasks)
+    if progress:
+        for i in range(n_cached):
+            progress(i + 1, total)
+    misses = [i for i, r in enumerate(stored) if r is None]
+
+    def relay(done: int, _: int) -> None:
+        if progress:
+            progress(n_cached + done, total)
+
+    fresh = run_tasks(calibrate_unit, [tasks[i] for i in misses], engine=engine, workers=workers, progress=relay,
+                      scheduler=scheduler)
+    notes = []
+    for i, result in zip(misses, fresh, strict=True):
+        stored[i] = result
+        if store is not None and (note := store.put(tasks[i], result)):
+            notes.append(note)
+    return [r for r in stored if r is not None], cached, notes
 
 
 def check_unit_work(tasks: list[UnitTask]) -> None:
@@ -172,7 +171,7 @@ def check_unit_work(tasks: list[UnitTask]) -> None:
 
 
 def _meta(scenario: Scenario, s: Settings, shares: Mapping[str, float], explicit_mix: bool, histogram: bool,
-          units: list[dict[str, Any]], skipped: list[dict[str, str]], failures: list[dict[str, str]],
+          units: list[dict[str, Any]], skipped: list[dict[str, str]], failures: list[dict[str, Any]],
           use_cache: bool, cache_notes: list[str], n_simulated: int, n_cached: int) -> dict[str, Any]:
     return {
         "scenario": scenario.name, "version": __version__, "calibration_version": CALIBRATION_VERSION,

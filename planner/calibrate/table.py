@@ -1,4 +1,4 @@
-r"""The capacity table from calibrated mix rates, and its writer.
+r"""The capacity table from calibrated mix rates, and what its files hold.
 
 **Per-class coefficients.** Calibration finds λ*, the highest rate per replica of the *mix*
 (class k a share p_k of requests) at which every SLO holds. Placement needs one coefficient
@@ -36,22 +36,15 @@ from __future__ import annotations
 import json
 import math
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 import pandas as pd
 
 from planner.calibrate.inputs import UnitTask
-from planner.outputs import table_json_path
 from planner.placement.capacity import DECIMALS
+from planner.run_state import RUN_STATE_KEYS, without_run_state
 from planner.sim.replica.pool import ReplicaSpec
 from planner.slo import SLO_METRICS
-from planner.storage import (
-    RUN_STATE_KEYS,
-    check_table_suffix,
-    staged_outputs,
-    without_run_state,
-)
 
 TABLE_COLUMNS = (
     "model", "sku", "tp_degree", "traffic_class", "max_rps_per_replica", "engine", "max_num_seqs",
@@ -68,7 +61,7 @@ class CalibrationResult:
 
     table: pd.DataFrame
     meta: dict[str, Any] = field(default_factory=dict)
-    failures: list[dict[str, str]] = field(default_factory=list)
+    failures: list[dict[str, Any]] = field(default_factory=list)
     n_simulated: int = 0
     n_cached: int = 0
 
@@ -158,22 +151,12 @@ def _plain(value: Any) -> Any:
     return value
 
 
-def write_calibration(result: CalibrationResult, out: str | Path) -> list[Path]:
-    """Write the table to ``out`` (CSV or Parquet by suffix) and ``<stem>.json`` beside it, atomically together.
+def calibration_files(result: CalibrationResult) -> tuple[pd.DataFrame, str]:
+    """The table and the JSON text that ``planner calibrate`` writes.
 
-    Both are staged and renamed into place only when both are written
-    (:func:`planner.storage.staged_outputs`), so a failure leaves earlier outputs untouched.
-    The files leave out the ``cached`` column and the cache and timing figures of the
-    metadata: the same inputs and seed give the same bytes whether the answers came from
-    the cache or not. Returns [table path, JSON path].
+    Both leave out the ``cached`` column and the cache and timing figures of the metadata:
+    the same inputs and seed give the same bytes whether the answers came from the cache or not.
     """
-    out = Path(out)
-    check_table_suffix(out)
-    json_path = table_json_path(out)
     table = result.table.drop(columns=[c for c in RUN_STATE_KEYS if c in result.table.columns])
     payload = without_run_state({"meta": result.meta, "failures": result.failures, "rows": table.to_dict("records")})
-    text = json.dumps(_plain(payload), indent=2, sort_keys=True) + "\n"
-    with staged_outputs() as outputs:
-        outputs.write_table(out, table)
-        outputs.write_text(json_path, text)
-    return [out, json_path]
+    return table, json.dumps(_plain(payload), indent=2, sort_keys=True) + "\n"

@@ -1,4 +1,4 @@
-"""The command-line edge: parse arguments, call the core, render with rich, map errors to exit codes.
+"""The command-line edge: parse arguments, call one workflow, render with rich, map errors to exit codes.
 
 Nothing below this module knows about exit codes or terminals: the core raises
 ``PlannerError`` subclasses and this module turns them into the codes cron reads
@@ -13,14 +13,21 @@ recorded with the code the process ends with. A reader that closes our stdout ea
 
 Every command except ``planner history`` (which only reads) is recorded in the run
 history (``planner.runs``): command, arguments, version, input hashes, times, exit code,
-outputs and the key figures the command adds through ``session.run``. The history file
-is ``--history-file``, else ``PLANNER_HISTORY``, else ``$XDG_DATA_HOME/planner/history.duckdb``.
+outputs and the key figures its workflow adds to the run (the command's ``run`` argument). The history
+file is ``--history-file``, else ``PLANNER_HISTORY``, else ``$XDG_DATA_HOME/planner/history.duckdb``.
+
+The root options are resolved once, at the front door, into a frozen :class:`FrontDoor` on the
+click context; a command resolves the rest of its settings (:mod:`planner.settings`) in its
+workflow (:mod:`planner.workflows`). Nothing here is module state: :func:`guarded` hands each
+command what it declares, ``run`` (the :class:`RunContext` being recorded, None when not
+recorded) and ``front`` (the :class:`FrontDoor`), as arguments that are not options.
 """
 
 from __future__ import annotations
 
 import contextlib
 import functools
+import inspect
 import os
 import signal
 import sys
@@ -30,6 +37,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any, TypeVar
 
+import click
 import typer
 
 from planner import __version__
@@ -48,14 +56,34 @@ app = typer.Typer(
 )
 
 
-@dataclass
-class _Session:
+@dataclass(frozen=True)
+class FrontDoor:
+    """The root options, resolved once per invocation (``planner --verbose --history-file ... COMMAND``)."""
+
     verbose: bool = False
     history_file: Path | None = None
-    run: RunContext | None = None
 
 
-session = _Session()
+NO_ROOT_OPTIONS = FrontDoor()
+"""The root options when none were given (and the default of a command's ``front`` argument)."""
+
+
+def open_front_door(ctx: typer.Context, *, verbose: bool = False, history_file: Path | None = None) -> None:
+    """Resolve the root options for this invocation."""
+    ctx.obj = FrontDoor(verbose=verbose, history_file=history_file)
+
+
+def _front_door(ctx: click.Context) -> FrontDoor:
+    """This invocation's root options (the defaults when the app has no root callback)."""
+    obj = ctx.find_root().obj
+    return obj if isinstance(obj, FrontDoor) else NO_ROOT_OPTIONS
+
+
+INJECTED = ("run", "front")
+"""A command's parameters that the guard fills in (not command-line options)."""
+CONTEXT_PARAMETER = "planner_context"
+"""The keyword the guard takes the click context by (typer fills it in; a direct caller passes its own)."""
+
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -117,21 +145,23 @@ def _silence_stdout() -> None:
 
 
 @contextlib.contextmanager
-def _recorded(name: str, kwargs: dict[str, Any]) -> Iterator[RunContext | None]:
-    """Record this run in the run history around the command's body (see the module docstring)."""
+def _recorded(name: str, kwargs: dict[str, Any], front: FrontDoor) -> Iterator[RunContext | None]:
+    """Record this run in the run history around the command's body (see the module docstring).
+
+    The seed given with ``--seed`` is recorded at the start; the workflow records the seed it
+    resolved (``--seed`` or the scenario's), so a run on the default seed has it too.
+    """
     if name in NOT_RECORDED:
         yield None
         return
-    history = RunHistory(session.history_file)
+    history = RunHistory(front.history_file)
     month = kwargs.get("month") if isinstance(kwargs.get("month"), str) else None
     seeds = {"seed": kwargs["seed"]} if isinstance(kwargs.get("seed"), int) else {}
     with recording(history, name, _arguments(kwargs), month=month, seeds=seeds,
                    input_hashes=_input_hashes(kwargs)) as run:
-        session.run = run
         try:
             yield run
         finally:
-            session.run = None
             for notice in history.notices:
                 stderr.print(f"[yellow]note:[/] {notice}")
 
@@ -139,14 +169,19 @@ def _recorded(name: str, kwargs: dict[str, Any]) -> Iterator[RunContext | None]:
 def guarded(command: F) -> F:
     """Run a command, recording it, and turn domain errors into their exit code and a readable message."""
     name = command.__name__.removesuffix("_command")
+    signature = inspect.signature(command, eval_str=True)
+    wanted = [p for p in INJECTED if p in signature.parameters]
 
     @functools.wraps(command)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
+        ctx = kwargs.pop(CONTEXT_PARAMETER)
+        front = _front_door(ctx)
         try:
-            with _sigterm_interrupts(), _recorded(name, kwargs):
+            with _sigterm_interrupts(), _recorded(name, kwargs, front) as run:
                 _check_seed(kwargs)
+                given = {"run": run, "front": front}
                 try:
-                    result = command(*args, **kwargs)
+                    result = command(*args, **kwargs, **{p: given[p] for p in wanted})
                     sys.stdout.flush()  # a closed pipe shows here, while the run is still being recorded
                 except BrokenPipeError:
                     # The reader of our stdout went away (e.g. `planner catalog --json | head`): not an error.
@@ -156,7 +191,7 @@ def guarded(command: F) -> F:
         except (typer.Exit, typer.Abort):
             raise
         except PlannerError as exc:
-            if session.verbose:
+            if front.verbose:
                 stderr.print_exception()
             print_error(exc.message, fix=exc.fix, where=exc.where, code=exc.exit_code)
             raise typer.Exit(exc.exit_code) from None
@@ -166,7 +201,7 @@ def guarded(command: F) -> F:
             print_error(f"interrupted {cause}; no output was written", code=code)
             raise typer.Exit(code) from None
         except Exception as exc:  # the last line of defence: never a bare traceback for users
-            if session.verbose:
+            if front.verbose:
                 stderr.print_exception()
             print_error(
                 f"unexpected error: {type(exc).__name__}: {exc}",
@@ -175,6 +210,11 @@ def guarded(command: F) -> F:
             )
             raise typer.Exit(ExitCode.UNEXPECTED) from None
 
+    # What typer reads: the command's options, without the injected arguments, and the click context.
+    options = [p for p in signature.parameters.values() if p.name not in INJECTED]
+    context = inspect.Parameter(CONTEXT_PARAMETER, inspect.Parameter.KEYWORD_ONLY, annotation=typer.Context)
+    wrapper.__signature__ = signature.replace(parameters=[*options, context])  # type: ignore[attr-defined]
+    wrapper.__annotations__ = {**{p.name: p.annotation for p in options}, CONTEXT_PARAMETER: typer.Context}
     return wrapper  # type: ignore[return-value]
 
 
@@ -186,6 +226,7 @@ def _version_callback(value: bool) -> None:
 
 @app.callback()
 def _root(
+    ctx: typer.Context,
     verbose: Annotated[
         bool, typer.Option("--verbose", "-v", help="Show tracebacks and debug detail.", envvar="PLANNER_VERBOSE")
     ] = False,
@@ -199,8 +240,7 @@ def _root(
                                             "else ~/.local/share/planner/history.duckdb."),
     ] = None,
 ) -> None:
-    session.verbose = verbose
-    session.history_file = history_file
+    open_front_door(ctx, verbose=verbose, history_file=history_file)
 
 
 JsonFlag = Annotated[bool, typer.Option("--json", help="Print the table as JSON instead.")]
@@ -209,26 +249,10 @@ JsonFlag = Annotated[bool, typer.Option("--json", help="Print the table as JSON 
 def print_outputs(rows: list[dict[str, Any]], *, title: str, as_json: bool, written: list[Path], **extra: Any) -> None:
     """The common ending of a command that writes files: its table (or JSON with ``extra``), then what it wrote."""
     print_table(rows, title=title, as_json=as_json, json_extra={**extra, "written": [str(p) for p in written]})
-    if session.run is not None:
-        session.run.add_output(*written)
     if not as_json:
         for path in written:
             stderr.print(f"wrote {path}")
 
-
-
-def scenario_profiles(scenario: Any, scenario_file: Path) -> Any:
-    """The profile table a scenario plans with: the bundled one, with the scenario's ``profiles`` files over it."""
-    from planner.profiles import load_profiles
-
-    return load_profiles(extra=scenario.profile_paths(scenario_file))
-
-
-def profile_hashes(scenario: Any, scenario_file: Path) -> dict[str, str]:
-    """SHA-256 of each of the scenario's own profile files, for the inputs a plan records."""
-    from planner.storage import file_sha256
-
-    return {f"profile {path}": file_sha256(path) for path in scenario.profile_paths(scenario_file)}
 
 
 EngineOption = Annotated[
@@ -247,25 +271,16 @@ HistogramOption = Annotated[
 SeedOption = Annotated[int | None, typer.Option(help="Base seed (default: the scenario's).")]
 
 
-def use_engine(engine: str, scheduler: str | None, workers: int | None) -> None:
-    """Check the engine options before any work starts; a --scheduler reaches every fan-out through the env."""
-    from planner.engine import SCHEDULER_ENV, check_engine
+def check_engine_options(engine: str, scheduler: str | None, workers: int | None) -> None:
+    """Check the engine options before any work starts (the workflow resolves them into its settings)."""
+    from planner.engine import check_engine
 
     check_engine(engine, scheduler, workers)
-    if scheduler:
-        os.environ[SCHEDULER_ENV] = scheduler
 
 
-def prepare_simulator() -> None:
-    """Compile the simulator before a command's work starts; one line on stderr when that is the one-time compile.
-
-    Warm cache: nothing happens here, nothing is printed. Cold cache: the compile runs in
-    this process, so the worker processes that follow load it instead of each compiling.
-    """
-    from planner.sim.compiled import prepare
-
-    prepare(lambda seconds: stderr.print(f"compiling the simulator (one time, about {seconds:.0f} s)...",
-                                         highlight=False))
+def announce_compile(seconds: float) -> None:
+    """The one line on stderr while the simulator compiles (cold cache only)."""
+    stderr.print(f"compiling the simulator (one time, about {seconds:.0f} s)...", highlight=False)
 
 
 def parse_duration_s(text: str, option: str = "--duration") -> float:

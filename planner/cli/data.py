@@ -7,14 +7,14 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Annotated, Any
 
-import pandas as pd
 import typer
 from rich.markup import escape
 
-from planner.cli.app import JsonFlag, app, guarded, print_outputs, scenario_profiles, session
+from planner.cli.app import JsonFlag, app, guarded, print_outputs
 from planner.cli.paths import check_paths
 from planner.console import print_table, stderr
 from planner.errors import InputError
+from planner.runs import RunContext
 
 
 # --------------------------------------------------------------------------- validate
@@ -28,10 +28,11 @@ def validate(
     check_paths(inputs={"SCENARIO": scenario})
 
     from planner.catalog import load_catalog
-    from planner.scenario import check_against_data, load_scenario
+    from planner.scenario import check_against_data
+    from planner.workflows.common import load_scenario_inputs
 
-    loaded = load_scenario(scenario)
-    problems = check_against_data(loaded, load_catalog().offers, scenario_profiles(loaded, scenario))
+    loaded, profiles = load_scenario_inputs(scenario)
+    problems = check_against_data(loaded, load_catalog().offers, profiles)
     if problems:
         raise InputError(
             "the scenario does not match the bundled data:\n  - " + "\n  - ".join(problems),
@@ -89,7 +90,7 @@ def profiles_group(
 ) -> None:
     """List model profiles: GPUs per replica, KV capacity and step-time model per (model, SKU, TP, engine)."""
     if context.invoked_subcommand is None:
-        profiles(model=model, as_json=as_json)
+        profiles(model=model, as_json=as_json, planner_context=context)  # type: ignore[call-arg]  # the guard takes it
     elif model is not None or as_json:
         raise typer.BadParameter(f"--model and --json of `planner profiles` list profiles; give them to "
                                  f"`planner profiles {context.invoked_subcommand}` instead")
@@ -189,6 +190,7 @@ def step_time(
     prefill: Annotated[int, typer.Option(help="Prompt tokens prefilled in the same step: one fresh chunk.")],
     engine: ServingEngineOption = "vllm",
     as_json: JsonFlag = False,
+    run: RunContext | None = None,
 ) -> None:
     """Predict one engine step's time from a profile, split by kernel, beside the measured estimate where one exists."""
     from planner.console import print_json, stdout
@@ -210,8 +212,8 @@ def step_time(
         **{column: row[column] for column in ("source", "source_detail", "err_points", "err_median_pct",
                                               "err_p95_pct", "err_max_pct")},
     }
-    if session.run is not None:
-        session.run.add_figures(step_ms=round(parts.total_ms, 4))
+    if (run := run) is not None:
+        run.add_figures(step_ms=round(parts.total_ms, 4))
     if as_json:
         print_json(result)
         return
@@ -254,13 +256,12 @@ def profiles_fit(
                                                          "a scenario's `profiles = [...]` reads it.")],
     engine: ServingEngineOption = "vllm",
     as_json: JsonFlag = False,
+    run: RunContext | None = None,
 ) -> None:
     """Fit a step-time model to your own measurements and write it as a one-row profile (source user-fit)."""
     from planner.profiles.build import profile_row
-    from planner.profiles.loader import validate_profiles
-    from planner.profiles.measurements import read_measurements
-    from planner.profiles.user_fit import fit_detail, fit_steps, with_fit
-    from planner.storage import check_table_suffix, write_table_atomic
+    from planner.storage import check_table_suffix
+    from planner.workflows.data import fit_profile
 
     check_table_suffix(out)
     check_paths(inputs={"MEASUREMENTS": [Path(p) for p in measurements
@@ -269,15 +270,12 @@ def profiles_fit(
     _check_engine(engine)
     bundled = _bundled_replica(model, sku, tp, engine)
     sizing = _sizing(model, sku, tp, engine) if bundled is None else None  # checked before reading measurements
-    read = read_measurements(measurements)
-    fit = fit_steps(read.steps, where=", ".join(str(f.path) for f in read.files))
-    detail = fit_detail(fit, read.describe())
-    base = bundled or profile_row(*sizing, tp, engine, fit.step, "user-fit", detail, fit.error)
-    table = validate_profiles(pd.DataFrame([with_fit(base, fit, detail)]), out)
-    write_table_atomic(out, table)
-    if session.run is not None:
-        session.run.add_figures(steps=fit.error.points, err_median_pct=round(fit.error.median_pct, 2),
-                                err_p95_pct=round(fit.error.p95_pct, 2), err_max_pct=round(fit.error.max_pct, 2))
+
+    def base(fit: Any, detail: str) -> dict[str, Any]:
+        return bundled or profile_row(*sizing, tp, engine, fit.step, "user-fit", detail, fit.error)
+
+    fitted = fit_profile(measurements, out, base=base, run=run)
+    fit, read, table = fitted.fit, fitted.read, fitted.table
     rows = [{"steps": kind, "points": error.points, "median_pct": error.median_pct, "p95_pct": error.p95_pct,
              "max_pct": error.max_pct} for kind, error in [("all", fit.error), *fit.errors_by_kind.items()]
             if error.points]
@@ -369,14 +367,11 @@ def ingest(
         typer.Option(help="Token-length histogram to write (default: <out>.histogram.csv)."),
     ] = None,
     as_json: JsonFlag = False,
+    run: RunContext | None = None,
 ) -> None:
     """Turn raw request logs into demand history per (bucket, region, model, traffic class), with DuckDB."""
-    from planner.ingest import (
-        ingest_logs,
-        output_paths,
-        parse_mapping,
-        write_ingest_outputs,
-    )
+    from planner.ingest import output_paths
+    from planner.workflows.data import ingest as ingest_workflow
 
     out, histogram_path = output_paths(out, histogram_out)  # before reading gigabytes of logs
     # A glob is expanded (and each match checked) by the reader; a plain path is checked here.
@@ -388,15 +383,9 @@ def ingest(
         if value is not None
     }
     with stderr.status(f"Reading {len(inputs)} input pattern(s) with DuckDB..."):
-        result = ingest_logs(
-            inputs,
-            fmt,
-            mapping=parse_mapping(mapping) if mapping else None,
-            start=_parse_start(start),
-            labels=labels,
-            freq=freq,
-        )
-    written = write_ingest_outputs(result, out, histogram_out)
+        done = ingest_workflow(inputs, fmt, out, mapping=mapping, start=_parse_start(start), labels=labels, freq=freq,
+                               histogram_out=histogram_out, run=run)
+    result, written = done.result, done.written
     print_outputs(
         result.summary_rows(),
         title=f"Ingested {result.rows_read:,} requests from {len(result.files)} file(s)",

@@ -7,11 +7,18 @@ from typing import Annotated, Any
 
 import typer
 
-from planner.cli.app import EngineOption, JsonFlag, SchedulerOption, WorkersOption, app, guarded, use_engine
+from planner.cli.app import (
+    EngineOption,
+    JsonFlag,
+    SchedulerOption,
+    WorkersOption,
+    app,
+    check_engine_options,
+    guarded,
+)
 from planner.cli.paths import check_paths
 from planner.console import print_table, progress_bar, stderr
-from planner.sources import named
-from planner.storage import file_sha256
+from planner.runs import RunContext
 
 
 # --------------------------------------------------------------------------- forecast
@@ -39,34 +46,29 @@ def forecast(
     scheduler: SchedulerOption = None,
     seed: Annotated[int, typer.Option(help="Seed recorded with the run.")] = 0,
     as_json: JsonFlag = False,
+    run: RunContext | None = None,
 ) -> None:
     """Forecast demand per (region, model, class) with quantiles, backtested against seasonal naive."""
     from planner.outputs import forecast_metadata_path
-    from planner.storage import check_table_suffix, read_table, staged_outputs
+    from planner.storage import check_table_suffix
 
     check_table_suffix(out)
     meta_path = metadata_out or forecast_metadata_path(out)
     check_paths(inputs={"HISTORY": history}, outputs={"--out": out, "--metadata": meta_path},
                 folders={"--plots": plots})
-    use_engine(engine, scheduler, workers)
+    check_engine_options(engine, scheduler, workers)
 
-    from planner.forecast.run import forecast_history, parse_horizon, parse_quantiles
+    from planner.forecast.run import parse_horizon, parse_quantiles
+    from planner.workflows.forecast import ForecastOptions
+    from planner.workflows.forecast import forecast as forecast_workflow
 
     horizon_hours = parse_horizon(horizon)
-    levels = parse_quantiles(quantiles)
-    frame = named(read_table(history), history)
+    options = ForecastOptions(horizon_hours=horizon_hours, quantiles=parse_quantiles(quantiles), measure=measure,
+                              seed=seed, engine=engine, workers=workers, scheduler=scheduler)
     with progress_bar("Fitting series", console=stderr) as advance:
-        result = forecast_history(
-            frame, horizon_hours=horizon_hours, quantiles=levels, measure=measure, backtest=True,
-            seed=seed, engine=engine, workers=workers, progress=advance,
-        )
-    result.metadata["inputs"] = {"history": str(history), "history_sha256": file_sha256(history)}
-    with staged_outputs() as outputs:  # the forecast, its metadata and the plots: all or none
-        written = [outputs.write_table(out, result.forecast), outputs.write_json(meta_path, result.metadata)]
-        if plots is not None:
-            from planner.forecast.plots import write_plots  # matplotlib: imported only when plots are asked for
-
-            written += write_plots(frame, result, plots, outputs)
+        done = forecast_workflow(history, out, meta_path, options, plots_dir=plots, progress=advance,
+                                 run=run)
+    result, written = done.result, done.written
     overall = result.metadata.get("backtest_overall") or {}
     if as_json:
         print_table(

@@ -17,21 +17,18 @@ from planner.cli.app import (
     SchedulerOption,
     SeedOption,
     WorkersOption,
+    announce_compile,
     app,
+    check_engine_options,
     guarded,
     parse_duration_s,
-    prepare_simulator,
     print_outputs,
-    profile_hashes,
-    scenario_profiles,
-    session,
-    use_engine,
 )
 from planner.cli.paths import check_paths
 from planner.cli.placement_options import GapOption, NodeLimitOption, PeriodsOption, SolverOption, TimeLimitOption
 from planner.console import print_table, progress_bar, stderr
-from planner.errors import ExitCode, InputError
-from planner.sources import named
+from planner.errors import InputError, SLOFailedError
+from planner.runs import RunContext
 
 # Options of the whole loop, shared by `planner plan` and `planner report`.
 HistoryOption = Annotated[Path, typer.Option(help="Demand history from `planner ingest` (.csv or .parquet).")]
@@ -86,6 +83,7 @@ def calibrate(
     workers: WorkersOption = None,
     scheduler: SchedulerOption = None,
     as_json: JsonFlag = False,
+    run: RunContext | None = None,
 ) -> None:
     """Measure each (model, SKU, TP)'s capacity by simulation: the engine setting and the highest req/s per
     replica meeting every p99 SLO.
@@ -93,100 +91,72 @@ def calibrate(
     Example: planner calibrate --scenario scenarios/demo.toml --out capacity.csv --models llama-3.1-8b --skus H100
     """
     from planner.outputs import table_json_path
-    from planner.storage import check_table_suffix, read_table
+    from planner.storage import check_table_suffix
 
     check_table_suffix(out)
     check_paths(inputs={"--scenario": scenario, "--histogram": histogram},
                 outputs={"--out": [out, table_json_path(out)]})
+    check_engine_options(engine, scheduler, workers)
 
-    from planner.calibrate import calibrate as run_calibration
-    from planner.calibrate import write_calibration
-    from planner.scenario import load_scenario
+    from planner.workflows.calibrate import CalibrateOptions, calibrate_files
 
-    use_engine(engine, scheduler, workers)
-    loaded = load_scenario(scenario)
-    profiles = scenario_profiles(loaded, scenario)
-    prepare_simulator()
+    options = CalibrateOptions(policy=policy, models=_names(models), skus=_names(skus),
+                               duration_s=parse_duration_s(duration), replications=replications, rel_tol=tolerance,
+                               pool_replicas=pool_replicas, seed=seed, use_cache=cache, cache_dir=cache_dir,
+                               search_settings=search_settings, prune=prune, engine=engine, workers=workers,
+                               scheduler=scheduler)
     with progress_bar("Calibrating (model, SKU, TP) units", console=stderr) as advance:
-        result = run_calibration(
-            loaded, profiles, policy=policy, histogram=read_table(histogram) if histogram else None,
-            models=_names(models), skus=_names(skus), pool_replicas=pool_replicas,
-            duration_s=parse_duration_s(duration), replications=replications, seed=seed, rel_tol=tolerance,
-            engine=engine, workers=workers, cache_dir=cache_dir, use_cache=cache, progress=advance,
-            search_settings=search_settings, prune=prune,
-        )
-    written = write_calibration(result, out)
-    if session.run is not None:
-        session.run.add_figures(units=int(result.table[["model", "sku", "tp_degree"]].drop_duplicates().shape[0]),
-                                simulated=result.n_simulated, cached=result.n_cached, failures=len(result.failures))
+        done = calibrate_files(scenario, out, options, histogram_file=histogram, progress=advance,
+                               announce=announce_compile, run=run)
+    result = done.result
     columns = ["model", "sku", "tp_degree", "traffic_class", "max_rps_per_replica", "mix_rps_per_gpu", "max_num_seqs",
                "max_num_batched_tokens", "long_prefill_token_threshold", "binding_class", "binding_metric", "cached"]
     rows = result.table[[c for c in columns if c in result.table.columns]].to_dict("records")
     print_outputs(rows, title=f"Capacity per replica, {result.meta.get('policy', policy)} "
                               f"({result.n_simulated} simulated, {result.n_cached} from cache)",
-                  as_json=as_json, written=written, failures=result.failures)
+                  as_json=as_json, written=done.written, failures=result.failures)
     if result.failures and not as_json:
         print_table(result.failures, title="Units that meet no SLO at any load (no row written)")
 
 
 # --------------------------------------------------------------------------- plan
-def loop_settings(*, max_rounds: int, periods: str, solver: str, node_limit: int, time_limit: float, gap: float,
-                  quantile: float | None, sim_duration: str, replications: int, seed: int | None, engine: str,
-                  workers: int | None, cache_dir: Path | None, search_settings: bool = True) -> Any:
-    from planner.loop import LoopSettings
+def loop_options(*, max_rounds: int, periods: str, solver: str, node_limit: int, time_limit: float, gap: float,
+                 quantile: float | None, sim_duration: str, replications: int, seed: int | None, engine: str,
+                 workers: int | None, scheduler: str | None, cache_dir: Path | None,
+                 search_settings: bool = True) -> Any:
+    """The loop's options, checked (rounds, replications, durations) before any work."""
     from planner.sim.work import check_duration, check_replications
+    from planner.workflows.plan import LoopOptions
 
     if max_rounds < 1:
         raise InputError("--max-rounds must be at least 1", where="--max-rounds", fix="pass e.g. --max-rounds 4")
     check_replications(replications)
-    return LoopSettings(max_rounds=max_rounds, periods=periods, solver=solver, node_limit=node_limit,
-                        time_limit_s=time_limit, gap=gap, quantile=quantile,
-                        sim_duration_s=check_duration(parse_duration_s(sim_duration, "--sim-duration"),
-                                                      "--sim-duration"),
-                        sim_replications=replications, seed=seed, engine=engine, workers=workers,
-                        cache_dir=cache_dir, search_settings=search_settings)
+    check_engine_options(engine, scheduler, workers)
+    return LoopOptions(max_rounds=max_rounds, periods=periods, solver=solver, node_limit=node_limit,
+                       time_limit_s=time_limit, gap=gap, quantile=quantile,
+                       sim_duration_s=check_duration(parse_duration_s(sim_duration, "--sim-duration"),
+                                                     "--sim-duration"),
+                       sim_replications=replications, seed=seed, engine=engine, workers=workers, scheduler=scheduler,
+                       cache_dir=cache_dir, search_settings=search_settings)
 
 
-def loop_figures(result: Any) -> dict[str, Any]:
-    """The key figures of a pipeline run, for the run history."""
-    loop = result.loop
-    figures = {"plan_cost_usd": round(loop.cost_usd, 2), "total_gpus": loop.gpus_peak,
-               "slo_classes_failed": len(loop.misses), "rounds": len(loop.rounds), "converged": loop.converged,
-               "policy": loop.policy, "n_series": int(result.forecast.metadata.get("n_series", 0)),
-               "forecast_requests_total": round(float(result.forecast.forecast["mean"].sum()), 1)}
-    if result.comparison:
-        figures["policies"] = {o.policy: {"usd": round(o.result.cost_usd, 2), "gpus": o.result.gpus_peak,
-                                          "slo_met": o.result.converged} for o in result.comparison}
-    return figures
+def print_warnings(result: Any) -> None:
+    """Print the run's placement warnings on stderr (the workflow keeps them in the run history)."""
+    from planner.workflows.plan import pipeline_warnings
 
-
-def loop_warnings(result: Any) -> list[str]:
-    """Every placement warning of the run (its own loop and each compared policy's), once each."""
-    loops = [result.loop, *(o.result for o in result.comparison or [])]
-    return list(dict.fromkeys(w for loop in loops for w in loop.warnings))
-
-
-def report_warnings(warnings: list[str]) -> None:
-    """Print the run's warnings on stderr and keep them in the run history."""
-    if session.run is not None:
-        session.run.add_warnings(*warnings)
-    for warning in warnings:
+    for warning in pipeline_warnings(result):
         stderr.print(f"[yellow]warning:[/] {warning}")
 
 
 def fail_if_not_converged(result: Any) -> None:
-    """Exit 5 naming what still fails (the outputs are already written)."""
+    """Exit 5 (:class:`SLOFailedError`) naming what still fails (the outputs are already written)."""
     loop = result.loop
     if loop.converged:
         return
-    from planner.console import print_error
-
     lines = [m.describe() for m in loop.misses[:8]]
     more = f" (and {len(loop.misses) - 8} more)" if len(loop.misses) > 8 else ""
-    print_error(f"the SLO check still fails after {len(loop.rounds)} round(s): " + "; ".join(lines) + more,
-                fix="raise --max-rounds, loosen the SLOs, allow more SKUs or regions, or change the policy",
-                code=ExitCode.SLO_FAILED)
-    raise typer.Exit(ExitCode.SLO_FAILED)
+    raise SLOFailedError(f"the SLO check still fails after {len(loop.rounds)} round(s): " + "; ".join(lines) + more,
+                         fix="raise --max-rounds, loosen the SLOs, allow more SKUs or regions, or change the policy")
 
 
 @app.command()
@@ -222,49 +192,32 @@ def plan(
     workers: WorkersOption = None,
     scheduler: SchedulerOption = None,
     as_json: JsonFlag = False,
+    run: RunContext | None = None,
 ) -> None:
     """The whole loop: forecast, calibrate, place, simulate peak and trough, correct until every SLO holds."""
     check_paths(inputs={"--scenario": scenario, "--history": history, "--capacity": capacity,
                         "--histogram": histogram}, folders={"--out": out})
+    options = loop_options(max_rounds=max_rounds, periods=periods, solver=solver, node_limit=node_limit,
+                           time_limit=time_limit, gap=gap, quantile=quantile, sim_duration=sim_duration,
+                           replications=replications, seed=seed, engine=engine, workers=workers, scheduler=scheduler,
+                           cache_dir=cache_dir, search_settings=search_settings)
 
-    from planner.catalog import load_catalog
-    from planner.loop.compare import comparison_table, parse_policies
-    from planner.loop.outputs import check_plan_folder, write_plan_run
-    from planner.loop.pipeline import parse_as_of, run_pipeline
-    from planner.placement.capacity import validate_capacity
-    from planner.scenario import load_scenario
-    from planner.storage import file_sha256, read_table
+    from planner.loop.compare import comparison_table
+    from planner.workflows.plan import plan as plan_workflow
 
-    check_plan_folder(out)
-    use_engine(engine, scheduler, workers)
-    settings = loop_settings(max_rounds=max_rounds, periods=periods, solver=solver, node_limit=node_limit,
-                             time_limit=time_limit, gap=gap,
-                             quantile=quantile, sim_duration=sim_duration, replications=replications, seed=seed,
-                             engine=engine, workers=workers, cache_dir=cache_dir, search_settings=search_settings)
-    policies = parse_policies(compare_policies) if compare_policies else None
-    loaded = load_scenario(scenario)
-    profiles = scenario_profiles(loaded, scenario)
-    table = validate_capacity(read_table(capacity), where=capacity) if capacity else None
-    hashes = {"scenario": file_sha256(scenario), "history": file_sha256(history), **profile_hashes(loaded, scenario)}
-    prepare_simulator()
     with narrated("Reading the history...") as say:
-        result = run_pipeline(loaded, named(read_table(history), history), load_catalog(), profiles, settings,
-                              as_of=parse_as_of(as_of), compare=policies, capacity=table,
-                              histogram=read_table(histogram) if histogram else None, input_hashes=hashes,
-                              notify=say)
-    written = write_plan_run(result, settings, out)
-    if session.run is not None:
-        session.run.add_figures(**loop_figures(result))
-        session.run.save_forecast(result.forecast.forecast)
-        session.run.save_plan(result.loop.placement.plan)
+        done = plan_workflow(scenario, history, out, options, as_of=as_of, compare=compare_policies,
+                             capacity_file=capacity, histogram_file=histogram, notify=say, announce=announce_compile,
+                             run=run)
+    result = done.result
     print_outputs(result.loop.rounds and [
         {k: r[k] for k in ("round", "failed", "shortfall", "cost_usd", "gpus_peak", "placement_status", "change")}
         for r in result.loop.rounds], title=f"Plan loop, {result.loop.policy}: "
                                             f"{'every SLO met' if result.loop.converged else 'SLO STILL MISSED'}",
-                  as_json=as_json, written=written, converged=result.loop.converged,
+                  as_json=as_json, written=done.written, converged=result.loop.converged,
                   cost_usd=round(result.loop.cost_usd, 2), gpus_peak=result.loop.gpus_peak)
     if result.comparison and not as_json:
         print_table(comparison_table(result.comparison).to_dict("records"),
                     title="GPUs and USD each policy needs for the same SLOs")
-    report_warnings(loop_warnings(result))
+    print_warnings(result)
     fail_if_not_converged(result)

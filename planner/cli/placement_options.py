@@ -7,7 +7,7 @@ from typing import Annotated
 import typer
 
 from planner.placement.limits import DEFAULT_NODE_LIMIT, DEFAULT_TIME_LIMIT_S
-from planner.placement.workflow import DEFAULT_GAP, DEFAULT_PERIODS, DEFAULT_SOLVER
+from planner.placement.place import DEFAULT_GAP, DEFAULT_PERIODS, DEFAULT_SOLVER
 
 PeriodsOption = Annotated[
     str, typer.Option(help="Planning periods: 'hourly', or 'how:N' for N-hour hour-of-week blocks.")

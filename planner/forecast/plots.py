@@ -7,21 +7,19 @@ red; they were not learned as demand), and whether a fallback was used (in the
 title, never hidden).
 
 Uses matplotlib's object API with the Agg canvas (no pyplot, no global backend
-switch, no display needed). The PNGs are staged and published together, all or none.
+switch, no display needed). The shell writes the PNGs, all or none
+(:func:`planner.workflows.files.write_plots`).
 """
 
 from __future__ import annotations
 
 import re
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pandas as pd
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
-
-from planner.storage import StagedOutputs, staged_outputs
 
 if TYPE_CHECKING:
     from planner.forecast.run import ForecastResult
@@ -74,27 +72,17 @@ def _draw(fig: Figure, hist: pd.Series, fc: pd.DataFrame, qcols: list[str], meta
     fig.autofmt_xdate()
 
 
-def write_plots(history: pd.DataFrame, result: ForecastResult, directory: str | Path,
-                outputs: StagedOutputs | None = None) -> list[Path]:
-    """Write one PNG per forecast series into ``directory``; return the paths in series order.
-
-    With ``outputs`` the PNGs join that staging (published with the run's other files);
-    without, they are published together when all are drawn.
-    """
-    if outputs is None:
-        with staged_outputs() as own:
-            return write_plots(history, result, directory, own)
-    directory = Path(directory)
+def series_figures(history: pd.DataFrame, result: ForecastResult) -> list[tuple[str, Figure]]:
+    """One (file name, Figure) per forecast series, in series order; the shell saves them as PNGs."""
     measure = result.metadata["parameters"]["measure"]
     qcols = result.metadata["parameters"]["quantile_columns"]
     by_series = {(m["region"], m["model"], m["traffic_class"]): m for m in result.metadata["series"]}
-    paths = []
-    for key, fc in result.forecast.groupby(["region", "model", "traffic_class"], sort=True):
-        key = tuple(str(k) for k in key)
+    figures = []
+    for group_key, fc in result.forecast.groupby(["region", "model", "traffic_class"], sort=True):
+        region, model, traffic_class = (str(k) for k in group_key)
+        key = (region, model, traffic_class)
         fig = Figure(figsize=(11, 4.2), dpi=100)
         FigureCanvasAgg(fig)
         _draw(fig, _series_history(history, key, measure), fc, qcols, by_series[key], measure)
-        dest = directory / plot_filename(*key)
-        outputs.write_with(dest, lambda tmp, fig=fig: fig.savefig(tmp, format="png", metadata={"Software": None}))
-        paths.append(dest)
-    return paths
+        figures.append((plot_filename(*key), fig))
+    return figures

@@ -11,6 +11,7 @@ with ``slo_met`` false and what still fails, never dropped: that is itself an an
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import pandas as pd
 
@@ -21,6 +22,10 @@ from planner.placement.result import PlacementResult
 from planner.placement.window import PlanningWindow
 from planner.scenario import Scenario
 from planner.sim.policies import get_policy
+
+if TYPE_CHECKING:
+    from planner.calibrate.cache import CalibrationStore
+    from planner.placement.result import PlacementResult
 
 
 @dataclass(frozen=True)
@@ -88,7 +93,8 @@ def parse_policies(text: str) -> list[str]:
 def compare_policies(scenario: Scenario, forecast: pd.DataFrame, catalog: Catalog, profiles: pd.DataFrame,
                      settings: LoopSettings, policies: list[str], *, histogram: pd.DataFrame | None = None,
                      known: dict[str, LoopResult] | None = None, notify: Notify | None = None,
-                     planning_window: PlanningWindow | None = None) -> list[PolicyOutcome]:
+                     planning_window: PlanningWindow | None = None,
+                     store: CalibrationStore | None = None) -> list[PolicyOutcome]:
     """Run the loop for each policy (re-using ``known`` results, e.g. the scenario policy's own run).
 
     Every policy plans the same hours: the scenario's horizon, or ``planning_window`` when given.
@@ -102,7 +108,7 @@ def compare_policies(scenario: Scenario, forecast: pd.DataFrame, catalog: Catalo
         if result is None:
             result = run_loop(scenario, forecast, catalog, profiles, settings, policy=policy, histogram=histogram,
                               notify=notify, placements=placements,
-                              planning_window=planning_window)
+                              planning_window=planning_window, store=store)
         outcomes.append(PolicyOutcome(policy, result))
     return outcomes
 

@@ -1,12 +1,12 @@
 """The folder ``planner plan --out DIR`` writes, as a whole.
 
-The folder is staged beside ``DIR`` (:func:`planner.storage.staged_outputs`): every file
-is written in full into a temporary folder, and only then does that folder replace
+The shell (:func:`planner.workflows.files.write_plan_run`) stages the folder beside ``DIR``:
+every file is written in full into a temporary folder, and only then does that folder replace
 ``DIR`` (the previous one is moved aside and deleted), so ``DIR`` always holds one run's
 complete set of files: a failure or an interrupt leaves the previous run's folder as it
 was, and a file an earlier run wrote but this one does not (``policies.csv``) cannot
 linger beside the new plan. Because ``DIR`` is replaced whole, it may hold only these
-files: :func:`check_plan_folder` refuses any other folder before the work starts.
+files: :func:`planner.workflows.files.check_plan_folder` refuses any other folder before the work starts.
 
 =========================  ==================================================================
 file                       what it holds
@@ -34,30 +34,29 @@ reports. Timings of the loop's rounds are in the run history (``planner history`
 from __future__ import annotations
 
 import json
-from pathlib import Path
 from typing import Any
 
 import pandas as pd
 
 from planner import __version__
-from planner.errors import InputError
 from planner.loop.compare import comparison_table
 from planner.loop.pipeline import PipelineResult
 from planner.loop.run import LoopSettings
-from planner.placement.workflow import plan_json_payload
+from planner.placement.place import plan_json_payload
+from planner.run_state import RUN_STATE_KEYS, without_run_state
 from planner.sim.result import jsonable
-from planner.storage import RUN_STATE_KEYS, staged_outputs, without_run_state
 
 PLAN_FILE_NAMES = frozenset({
     "forecast.csv", "forecast.meta.json", "capacity.calibrated.csv", "capacity.csv", "plan.csv", "plan.flows.csv",
     "plan.json", "slo.csv", "rounds.json", "policies.csv",
 })
-"""Every file this module writes (the table above); a plan folder holds nothing else."""
+"""Every file of a plan run (the table above); a plan folder holds nothing else."""
 
 
 def _csv(frame: pd.DataFrame) -> bytes:
     frame = frame.drop(columns=[c for c in RUN_STATE_KEYS if c in frame.columns])
-    return frame.to_csv(index=False, lineterminator="\n").encode("utf-8")
+    data: bytes = frame.to_csv(index=False, lineterminator="\n").encode("utf-8")
+    return data
 
 
 def _json(payload: Any) -> bytes:
@@ -97,28 +96,3 @@ def plan_files(result: PipelineResult, settings: LoopSettings) -> dict[str, byte
     if result.comparison:
         files["policies.csv"] = _csv(comparison_table(result.comparison))
     return dict(sorted(files.items()))
-
-
-def check_plan_folder(out_dir: str | Path, option: str = "--out") -> None:
-    """Refuse an ``out_dir`` that holds anything but a plan run's files (it is replaced as a whole)."""
-    out_dir = Path(out_dir)
-    if not out_dir.is_dir():
-        return
-    foreign = sorted(entry.name for entry in out_dir.iterdir() if entry.name not in PLAN_FILE_NAMES)
-    if foreign:
-        shown = ", ".join(foreign[:3]) + (f" and {len(foreign) - 3} more" if len(foreign) > 3 else "")
-        raise InputError(f"the folder holds files that are not a plan's ({shown}); a plan run replaces the "
-                         "folder as a whole", where=f"{option} {out_dir}",
-                         fix=f"pass a new or empty folder with {option}, or one an earlier `planner plan` wrote")
-
-
-def write_plan_run(result: PipelineResult, settings: LoopSettings, out_dir: str | Path) -> list[Path]:
-    """Write the files (module docstring) as the folder ``out_dir``, replacing it whole; return their paths."""
-    out_dir = Path(out_dir)
-    check_plan_folder(out_dir)
-    files = plan_files(result, settings)
-    with staged_outputs() as outputs:
-        staged = outputs.folder(out_dir)
-        for name, data in files.items():
-            (staged / name).write_bytes(data)
-    return [out_dir / name for name in files]

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import pandas as pd
 
@@ -24,6 +25,9 @@ from planner.loop.compare import PolicyOutcome, compare_policies
 from planner.loop.run import LoopResult, LoopSettings, Notify, run_loop
 from planner.placement.window import HOUR, PlanningWindow, iso_hour
 from planner.scenario import Scenario
+
+if TYPE_CHECKING:
+    from planner.calibrate.cache import CalibrationStore
 
 
 @dataclass
@@ -95,24 +99,25 @@ def run_pipeline(scenario: Scenario, history: pd.DataFrame, catalog: Catalog, pr
                  histogram: pd.DataFrame | None = None, capacity: pd.DataFrame | None = None,
                  input_hashes: dict[str, str] | None = None, notify: Notify | None = None,
                  forecast_progress: Callable[[int, int], None] | None = None,
-                 window: PlanningWindow | None = None) -> PipelineResult:
+                 window: PlanningWindow | None = None, store: CalibrationStore | None = None) -> PipelineResult:
     """Forecast, then the loop for the scenario's policy, then (optionally) every policy in ``compare``.
 
     Without ``window`` the plans cover the scenario's horizon; with it, exactly the window's
     hours (the forecast then runs from the first hour after the history to the window's end).
+    ``store`` is the calibration cache (:func:`planner.calibrate.calibrate`).
     """
     say = notify or (lambda _text: None)
     known = history_as_of(history, as_of)
     horizon_hours = scenario.horizon_hours if window is None else forecast_hours_to(window, last_history_hour(known))
     say(f"forecasting {horizon_hours} h ahead")
     forecast = forecast_history(known, horizon_hours=horizon_hours, quantiles=list(FORECAST_QUANTILES),
-                                backtest=True, seed=scenario.seeds.base if settings.seed is None else settings.seed,
-                                engine=settings.engine, workers=settings.workers, progress=forecast_progress)
+                                backtest=True, seed=settings.seed, engine=settings.engine,
+                                workers=settings.workers, scheduler=settings.scheduler, progress=forecast_progress)
     loop = run_loop(scenario, forecast.forecast, catalog, profiles, settings, capacity=capacity, histogram=histogram,
-                    input_hashes=input_hashes, notify=say, planning_window=window)
+                    input_hashes=input_hashes, notify=say, planning_window=window, store=store)
     comparison = None
     if compare:
         comparison = compare_policies(scenario, forecast.forecast, catalog, profiles, settings, compare,
                                       histogram=histogram, known={loop.policy: loop}, notify=say,
-                                      planning_window=window)
+                                      planning_window=window, store=store)
     return PipelineResult(known, forecast, loop, comparison, as_of, window)

@@ -25,8 +25,7 @@ import hashlib
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
@@ -34,18 +33,24 @@ from planner.catalog import Catalog
 from planner.loop.derate import Miss, derate, find_misses
 from planner.loop.windows import loop_windows
 from planner.placement.limits import DEFAULT_NODE_LIMIT, DEFAULT_TIME_LIMIT_S
+from planner.placement.place import DEFAULT_GAP, DEFAULT_PERIODS, place_plan
 from planner.placement.result import PlacementResult
 from planner.placement.window import PlanningWindow
-from planner.placement.workflow import DEFAULT_GAP, DEFAULT_PERIODS, place_plan
 from planner.scenario import Scenario
 from planner.sim.simulate import simulate_plan
+
+if TYPE_CHECKING:
+    from planner.calibrate.cache import CalibrationStore
 
 Notify = Callable[[str], None]
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class LoopSettings:
-    """How hard each step works. Defaults suit a monthly run of a scenario like the demo on two cores."""
+    """How hard each step works. Defaults suit a monthly run of a scenario like the demo on two cores.
+
+    ``seed`` has no default: it is resolved once, at the front door (:mod:`planner.settings`).
+    """
 
     max_rounds: int = 4
     periods: str = DEFAULT_PERIODS
@@ -56,16 +61,14 @@ class LoopSettings:
     quantile: float | None = None
     sim_duration_s: float = 1800.0
     sim_replications: int = 3
-    seed: int | None = None
+    seed: int
     engine: str = "auto"
     workers: int | None = None
     scheduler: str | None = None
-    cache_dir: Path | None = None
     search_settings: bool = True
 
     def to_dict(self) -> dict[str, Any]:
-        return {name: (str(value) if isinstance(value, Path) else value)
-                for name, value in self.__dict__.items()}
+        return dict(self.__dict__)
 
 
 @dataclass
@@ -197,7 +200,7 @@ def _simulate(run: _Inputs, placement: PlacementResult, number: int) -> _Simulat
                                policy=run.policy, duration_s=settings.sim_duration_s,
                                replications=settings.sim_replications, seed=settings.seed,
                                histogram=run.histogram, period=window.period, engine=settings.engine,
-                               workers=settings.workers)
+                               workers=settings.workers, scheduler=settings.scheduler)
         frames.append(result.per_class.assign(window=window.name, period=window.period))
         meta.append({"window": window.name, **result.meta})
         misses += find_misses(result.per_class, window.name, window.period,
@@ -210,7 +213,7 @@ def run_loop(scenario: Scenario, forecast: pd.DataFrame, catalog: Catalog, profi
              settings: LoopSettings, *, policy: str | None = None, capacity: pd.DataFrame | None = None,
              histogram: pd.DataFrame | None = None, input_hashes: dict[str, str] | None = None,
              notify: Notify | None = None, placements: dict[str, PlacementResult] | None = None,
-             planning_window: PlanningWindow | None = None) -> LoopResult:
+             planning_window: PlanningWindow | None = None, store: CalibrationStore | None = None) -> LoopResult:
     """Run the loop for ``policy`` (default: the scenario's); see the module docstring.
 
     Every plan covers the scenario's horizon, or exactly ``planning_window``'s hours when given.
@@ -218,7 +221,8 @@ def run_loop(scenario: Scenario, forecast: pd.DataFrame, catalog: Catalog, profi
     ``placements`` memoises plans by the capacity table they were placed with (a policy
     comparison passes one dict to every policy): placement depends on the policy only
     through that table, so two policies whose calibrations agree share one solve, and
-    each is still simulated under its own policy.
+    each is still simulated under its own policy. ``store`` is the calibration cache
+    (:func:`planner.calibrate.calibrate`).
     """
     if settings.max_rounds < 1:
         raise ValueError(f"the loop needs at least one round, got max_rounds={settings.max_rounds}")
@@ -231,7 +235,8 @@ def run_loop(scenario: Scenario, forecast: pd.DataFrame, catalog: Catalog, profi
         run.say(f"calibrating capacity for {run.policy}")
         calibration = calibrate(scenario, profiles, policy=run.policy, histogram=histogram, seed=settings.seed,
                                 search_settings=settings.search_settings,
-                                engine=settings.engine, workers=settings.workers, cache_dir=settings.cache_dir)
+                                engine=settings.engine, workers=settings.workers, scheduler=settings.scheduler,
+                                store=store)
         capacity = calibration.table
     table = capacity.copy()
     rounds: list[dict[str, Any]] = []

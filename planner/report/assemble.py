@@ -21,7 +21,6 @@ from planner.placement.check import quota_limit_gpus
 from planner.report.economics import deployment_table, served_cost_per_m_tokens
 from planner.report.evidence import metric_columns
 from planner.report.inputs import ReportInputs
-from planner.runs import LastMonth
 from planner.scenario import Scenario
 from planner.slo import SLO_METRICS, p99_column, target_column
 
@@ -154,17 +153,18 @@ def _economics(result: PipelineResult) -> tuple[pd.DataFrame, dict[str, float], 
     return table, served, served_all
 
 
-def report_inputs(month: str, as_of: str, scenario: Scenario, result: PipelineResult, catalog: Catalog,
-                  previous: LastMonth | None) -> ReportInputs:
-    """Everything the report shows for ``month``, from this run and last month's record."""
+def report_inputs(month: str, as_of: str, scenario: Scenario, result: PipelineResult, catalog: Catalog, *,
+                  previous_plan: pd.DataFrame | None, previous_forecast: pd.DataFrame | None) -> ReportInputs:
+    """Everything the report shows for ``month``, from this run and last month's plan and forecast
+    (None when the run history kept none)."""
     deployments, served, served_all = _economics(result)
     return ReportInputs(
         month=month, as_of=as_of, scenario_name=scenario.name,
         forecast=result.forecast.forecast, forecast_meta=result.forecast.metadata,
         history=result.history, plan=result.loop.placement.plan,
         plan_meta=plan_meta_for_report(result, scenario, catalog),
-        previous_plan=previous.plan if previous else None,
-        previous_forecast=previous.forecast if previous else None,
+        previous_plan=previous_plan,
+        previous_forecast=previous_forecast,
         slo=slo_evidence(result.loop.slo, result.loop.placement.plan, result.loop.capacity),
         loop_rounds=[{k: v for k, v in r.items() if k not in WALL_CLOCK_KEYS} for r in result.loop.rounds],
         policy_comparison=comparison_table(result.comparison) if result.comparison else None,

@@ -1,4 +1,4 @@
-"""The outcome of ``planner simulate``: per-class table, metadata, SLO summary, and its writer.
+"""The outcome of ``planner simulate``: per-class table, metadata and SLO summary (written by the shell).
 
 ``per_class`` has one row per (region, model, traffic_class) with counts, latency
 quantiles and their 95 % half-widths (``*_ci95``), utilisation, rejections, preemptions,
@@ -9,19 +9,15 @@ either depends on the wall clock, so the same inputs give byte-identical files.
 
 from __future__ import annotations
 
-import json
 import math
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pandas as pd
 
 from planner.contracts import SUMMARY_COLUMNS
-from planner.outputs import table_json_path
 from planner.slo import SLO_METRICS, met_column, p99_column, target_column, verdict_column
-from planner.storage import check_table_suffix, staged_outputs
 
 
 def jsonable(value: Any) -> Any:
@@ -84,21 +80,7 @@ class SimulationResult:
         return [jsonable(row) for row in self.per_class[cols].to_dict("records")]
 
     def to_json(self) -> dict[str, Any]:
-        return jsonable({"meta": self.meta, "all_met": self.all_met, "summary": self.summary_rows(),
-                          "per_class": self.per_class.to_dict("records")})
-
-
-def write_simulation_outputs(result: SimulationResult, out: str | Path) -> list[Path]:
-    """Write the per-class table to ``out`` (CSV or Parquet by extension) and the JSON beside it.
-
-    Both are staged and renamed into place together (:func:`planner.storage.staged_outputs`),
-    so a failure leaves earlier outputs untouched. Returns [table path, JSON path].
-    """
-    out = Path(out)
-    check_table_suffix(out)
-    json_path = table_json_path(out)
-    text = json.dumps(result.to_json(), indent=2, sort_keys=True) + "\n"
-    with staged_outputs() as outputs:
-        outputs.write_table(out, result.per_class)
-        outputs.write_text(json_path, text)
-    return [out, json_path]
+        document: dict[str, Any] = jsonable({"meta": self.meta, "all_met": self.all_met,
+                                             "summary": self.summary_rows(),
+                                             "per_class": self.per_class.to_dict("records")})
+        return document

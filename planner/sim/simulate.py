@@ -58,13 +58,13 @@ from planner.sim.replica.run import (
     run_replication_task,
     summarise_pool,
 )
-from planner.sim.result import SimulationResult, write_simulation_outputs
+from planner.sim.result import SimulationResult
 from planner.sim.work import PoolWork, check_work
 from planner.sim.workload import workloads_for
 from planner.slo import SLO_METRICS, met_column, p99_column, target_column, verdict_column
 from planner.sources import source_of
 
-__all__ = ["SimulationResult", "pool_seed", "select_window", "simulate_plan", "write_simulation_outputs"]
+__all__ = ["SimulationResult", "pool_seed", "select_window", "simulate_plan"]
 
 PLAN_COLUMNS = ("period", "region", "sku", "model", "tier", "replicas", "gpus", "usd")
 """What a plan must give; ``tp_degree`` and the engine settings are optional (:mod:`.plan_input`)."""
@@ -196,7 +196,7 @@ def simulate_plan(
     policy: str | None = None,
     duration_s: float = 3600.0,
     replications: int = 5,
-    seed: int | None = None,
+    seed: int,
     histogram: pd.DataFrame | None = None,
     engine: str = "local",
     workers: int | None = None,
@@ -213,7 +213,7 @@ def simulate_plan(
     """Simulate every serving (region, model) of one plan period at ``demand``; see module doc.
 
     ``arrival`` is ``poisson``, ``gamma`` (with ``arrival_cv``) or ``trace``: replay
-    ``arrival_trace_s`` (e.g. :func:`planner.sim.workload.trace_times_s` of an Azure log),
+    ``arrival_trace_s`` (e.g. :func:`planner.workflows.inputs.read_trace_times` of an Azure log),
     time-scaled to each pool's total rate. ``routing`` is a rule of
     :data:`planner.sim.replica.routing.ROUTERS`; the warm-up defaults to 10 % of the duration and
     is excluded from every metric.
@@ -229,7 +229,6 @@ def simulate_plan(
                          fix="e.g. --duration 1h --replications 5")
     router_code(routing)
     spec = get_policy(policy if policy is not None else scenario.policy.name)
-    seed = scenario.seeds.base if seed is None else int(seed)
     warmup = WARMUP_FRACTION * duration_s if warmup_s is None else float(warmup_s)
     period_label, rows = _plan_rows(plan, period)
     pools = _pools(rows, profiles, catalog, scenario)
@@ -259,7 +258,7 @@ def simulate_plan(
                          sum(c.rate_rps for c in config.classes)) for (region, model), (config, _) in configs.items()],
                duration_s=duration_s, replications=replications, size_where=source_of(plan, "plan"))
     for (region, model), (config, _) in configs.items():
-        tasks += replication_tasks(config, replications, pool_seed(seed, region, model))
+        tasks += replication_tasks(config, replications, pool_seed(int(seed), region, model))
     metrics = run_tasks(run_replication_task, tasks, engine=engine, workers=workers, progress=progress,
                         scheduler=scheduler)
     frames: list[pd.DataFrame] = []

@@ -55,7 +55,6 @@ import pandas as pd
 from scipy.special import ndtr, ndtri
 
 from planner.errors import InputError
-from planner.storage import read_table
 
 Z99 = 2.3263478740408408
 OUTPUT_CAP_TOKENS = 1024
@@ -291,17 +290,19 @@ def trace_arrivals(timestamps_s: np.ndarray, duration_s: float, rate_rps: float 
     return out[out < duration_s]
 
 
-def trace_times_s(path: str | Path, column: str = "TIMESTAMP") -> np.ndarray:
+def trace_times_s(frame: pd.DataFrame, column: str = "TIMESTAMP", where: str | Path = "trace") -> np.ndarray:
     """Arrival times in seconds (from the first) of a request log with a timestamp column,
-    e.g. the Azure LLM inference traces (``TIMESTAMP`` like ``2023-11-16 18:17:03.9799600``)."""
-    frame = read_table(path)
+    e.g. the Azure LLM inference traces (``TIMESTAMP`` like ``2023-11-16 18:17:03.9799600``).
+
+    ``frame`` is the log as read (:func:`planner.workflows.inputs.read_trace_times` reads a
+    file); ``where`` names it in errors."""
     if column not in frame.columns:
-        raise InputError(f"no column {column!r}", where=path, fix=f"columns are: {', '.join(map(str, frame.columns))}")
+        raise InputError(f"no column {column!r}", where=where, fix=f"columns are: {', '.join(map(str, frame.columns))}")
     stamps = pd.to_datetime(frame[column], utc=True, errors="coerce", format="mixed")
     bad = np.flatnonzero(stamps.isna().to_numpy())
     if bad.size:
         raise InputError(f"cannot read timestamp {frame[column].iloc[bad[0]]!r}",
-                         where=f"{path}, row {bad[0] + 1}, column {column!r}", fix="use ISO-8601 times")
+                         where=f"{where}, row {bad[0] + 1}, column {column!r}", fix="use ISO-8601 times")
     ns = stamps.astype("int64").to_numpy()
     return np.sort((ns - ns.min()) / 1e9)
 

@@ -1,7 +1,8 @@
 """The reference experiments of docs/theory.md (E1–E4), by name.
 
 ``run_experiment(name, seed=, scale=)`` returns an :class:`ExperimentResult`;
-``write_experiment(result, out_dir)`` writes ``<name>.csv`` and ``<name>.png``.
+the shell (:func:`planner.workflows.files.write_experiment`) writes ``<name>.csv`` and
+``<name>.png``.
 """
 
 from __future__ import annotations
@@ -9,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from planner.errors import InputError
-from planner.sim.experiments.common import ExperimentResult, write_experiment
+from planner.sim.experiments.common import ExperimentResult
 from planner.sim.experiments.e1_policies import run_e1
 from planner.sim.experiments.e2_predictions import run_e2
 from planner.sim.experiments.e3_routing import run_e3
@@ -32,4 +33,4 @@ def run_experiment(name: str, *, seed: int = 0, scale: float = 1.0) -> Experimen
     return EXPERIMENTS[key](seed=seed, scale=scale)
 
 
-__all__ = ["EXPERIMENTS", "ExperimentResult", "run_experiment", "write_experiment"]
+__all__ = ["EXPERIMENTS", "ExperimentResult", "run_experiment"]

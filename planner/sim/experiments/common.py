@@ -1,4 +1,4 @@
-"""What every reference experiment shares: its result type, the E1 class mix, sizing, writing.
+"""What every reference experiment shares: its result type, the E1 class mix, sizing.
 
 Each experiment (E1–E4 in ``docs/theory.md``) is a pure function of (seed, scale)
 returning an :class:`ExperimentResult`: a table (one row per configuration), a
@@ -12,16 +12,14 @@ Times are in seconds.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from pathlib import Path
+from typing import Any
 
 import pandas as pd
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
 from planner.errors import InputError
-from planner.outputs import experiment_paths
 from planner.sim.queue import QueueClass, ServiceDist
-from planner.storage import staged_outputs
 
 FULL_JOBS = 120_000
 FULL_WARMUP = 20_000
@@ -36,9 +34,9 @@ class ExperimentResult:
     name: str
     table: pd.DataFrame
     figure: Figure
-    summary: list[dict] = field(default_factory=list)
-    checks: list[dict] = field(default_factory=list)
-    parameters: dict = field(default_factory=dict)
+    summary: list[dict[str, Any]] = field(default_factory=list)
+    checks: list[dict[str, Any]] = field(default_factory=list)
+    parameters: dict[str, Any] = field(default_factory=dict)
 
 
 def e1_classes(sigma: float = E1_SIGMA) -> tuple[QueueClass, ...]:
@@ -66,15 +64,6 @@ def new_figure(width: float, height: float) -> Figure:
     return fig
 
 
-def check(claim: str, holds: bool, evidence: str) -> dict:
+def check(claim: str, holds: bool, evidence: str) -> dict[str, Any]:
     """One prediction of theory tested against this run."""
     return {"claim": claim, "holds": bool(holds), "evidence": evidence}
-
-
-def write_experiment(result: ExperimentResult, out_dir: str | Path) -> list[Path]:
-    """Write ``<name>.csv`` and ``<name>.png`` into ``out_dir``, both or neither; return both paths."""
-    csv_path, png_path = experiment_paths(result.name, out_dir)
-    with staged_outputs() as outputs:
-        outputs.write_table(csv_path, result.table)
-        outputs.write_with(png_path, lambda tmp: result.figure.savefig(tmp, format="png", metadata={"Software": None}))
-    return [csv_path, png_path]

@@ -32,20 +32,17 @@ power-capped hardware ignored.
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import numpy as np
 import pandas as pd
 
-from planner.paths import profiles_dir
 from planner.profiles.step_model import StepModel, causal_pairs
 from planner.sim.replica.engine import run_pool
 from planner.sim.replica.state import F_EXIT, build_state
-from planner.storage import read_table
 
 HARDWARE_SKU = {"a100-80gb": "A100-80GB", "h100-80gb": "H100"}
 SPLITWISE_MODEL = "llama2-70b"
 PLANNER_MODEL = "llama-3.1-70b"
+SPLITWISE_TABLE = "splitwise_perf_model.csv"
 
 
 def static_batch_e2e_ms(step: StepModel, prompt: int, batch: int, tokens: int) -> float:
@@ -71,17 +68,18 @@ def static_batch_formula_ms(step: StepModel, prompt: int, batch: int, tokens: in
     return prefill + sum(step.step_ms(batch, batch * (prompt + g), 0, 0) for g in range(1, int(tokens)))
 
 
-def measured_runs(directory: Path | None = None) -> pd.DataFrame:
-    """Splitwise's distinct llama2-70b runs on the catalog's SKUs."""
-    folder = Path(directory if directory is not None else profiles_dir())
-    runs = read_table(folder / "splitwise_perf_model.csv").drop_duplicates()
+def measured_runs(table: pd.DataFrame) -> pd.DataFrame:
+    """Splitwise's distinct llama2-70b runs on the catalog's SKUs, from its whole table
+    (:data:`SPLITWISE_TABLE` in the profiles folder, read by :func:`planner.workflows.inputs.read_splitwise`)."""
+    runs = table.drop_duplicates()
     runs = runs[runs["hardware"].isin(list(HARDWARE_SKU)) & (runs["model"] == SPLITWISE_MODEL)]
     return runs.assign(sku=runs["hardware"].map(HARDWARE_SKU)).reset_index(drop=True)
 
 
-def splitwise_cross_check(profiles: pd.DataFrame, engine: str = "vllm", directory: Path | None = None) -> pd.DataFrame:
-    """One row per Splitwise run that has a planner profile at its SKU and TP: measured and simulated e2e."""
-    runs = measured_runs(directory)
+def splitwise_cross_check(profiles: pd.DataFrame, splitwise: pd.DataFrame, engine: str = "vllm") -> pd.DataFrame:
+    """One row per Splitwise run (of the ``splitwise`` table) that has a planner profile at its SKU and TP:
+    measured and simulated e2e."""
+    runs = measured_runs(splitwise)
     mine = profiles[(profiles["model"] == PLANNER_MODEL) & (profiles["engine"] == engine)]
     steps = {(str(r["sku"]), int(r["tp_degree"])): StepModel.from_row(r) for r in mine.to_dict("records")}
     runs = runs[[(s, int(t)) in steps for s, t in zip(runs["sku"], runs["tensor_parallel"], strict=True)]]

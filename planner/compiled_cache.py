@@ -1,5 +1,8 @@
 """The simulator's compiled code: where numba caches it, whether it is there, and compiling it ahead.
 
+This is infrastructure (files, environment, the numba configuration), kept out of the pure
+``planner.sim`` package, which only calls :func:`use_cache_dir` before it defines compiled code.
+
 The simulator's loops are compiled by numba on first use (``cache=True``) and cached on
 disk, so only the first simulation after an install or an edit pays the compile (about
 :data:`COLD_COMPILE_S` seconds, measured on 2 cores with ``benchmarks/compile_time.py``);
@@ -8,7 +11,7 @@ a second.
 
 **Where.** One folder per build of the simulator, ``<root>/planner-sim-<fingerprint>``,
 with the root ``$NUMBA_CACHE_DIR`` when that is set, else the ``__pycache__`` folder of
-this package, else (a read-only install) ``$XDG_CACHE_HOME/planner`` or
+``planner/sim``, else (a read-only install) ``$XDG_CACHE_HOME/planner`` or
 ``~/.cache/planner``. The fingerprint hashes every source file of the packages that
 define compiled functions (:data:`COMPILED_PACKAGES`), the Python and numba versions and
 the CPU, so any edit, upgrade or other machine gets a folder of its own.
@@ -44,7 +47,8 @@ import tempfile
 from collections.abc import Callable, Iterable
 from pathlib import Path
 
-PACKAGE_DIR = Path(__file__).resolve().parent
+PACKAGE_DIR = Path(__file__).resolve().parent / "sim"
+"""The simulator package: its sources are fingerprinted, and its ``__pycache__`` holds the cache."""
 COMPILED_PACKAGES = ("policies", "queue", "replica")
 """The packages of ``planner.sim`` whose modules define compiled functions."""
 COLD_COMPILE_S = 12
@@ -86,7 +90,7 @@ def _writable(folder: Path) -> bool:
 
 
 def _default_root() -> Path:
-    """This package's ``__pycache__`` where it can be written, else the user's cache folder."""
+    """The simulator package's ``__pycache__`` where it can be written, else the user's cache folder."""
     in_tree = PACKAGE_DIR / "__pycache__"
     if _writable(in_tree):
         return in_tree
@@ -98,7 +102,8 @@ def cache_dir() -> Path:
     """The folder of this build's compiled code (see the module docstring); the same in every process."""
     import numba
 
-    root = Path(numba.config.CACHE_DIR) if numba.config.CACHE_DIR else _default_root()
+    configured = numba.config.CACHE_DIR  # type: ignore[attr-defined]  # numba sets its config attributes at import
+    root = Path(configured) if configured else _default_root()
     return root / f"{FOLDER_PREFIX}{_build_fingerprint()}"
 
 
@@ -110,7 +115,7 @@ def use_cache_dir() -> None:
     """
     import numba
 
-    numba.config.CACHE_DIR = str(cache_dir())
+    numba.config.CACHE_DIR = str(cache_dir())  # type: ignore[attr-defined]  # see cache_dir()
 
 
 def is_warm() -> bool:

@@ -14,7 +14,7 @@ run puts it back before it starts. An exception while writing deletes the tempor
 folder and re-raises, so the previous report stays byte-identical.
 
 One writer at a time: everything above happens under the reports folder's lock
-(``planner.report.lock``). ``planner report`` takes it when it starts, before any work,
+(``planner.workflows.report_lock``). ``planner report`` takes it when it starts, before any work,
 and hands it to :func:`write_report`; called on its own, ``write_report`` takes it for
 the write. Either way a second writer stops at once with ``ReportLockedError`` (exit 3,
 nothing written).
@@ -33,10 +33,10 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from planner.report.charts import render_chart
-from planner.report.lock import ReportLock, report_lock
 from planner.report.model import ReportModel
 from planner.report.period import check_month
 from planner.report.render import render_html, render_json, render_markdown
+from planner.workflows.report_lock import ReportLock, report_lock
 
 LEFTOVER = re.compile(r"^\.\d{4}-\d{2}\.(tmp|old)-")
 

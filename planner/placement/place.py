@@ -1,8 +1,9 @@
 """``planner place`` as a function: forecast + catalog + profiles + scenario → a checked plan.
 
-``place_plan`` takes values and returns a :class:`PlacementResult`; it touches no files
-except the optional LP/MPS dump in ``debug_dir``. ``write_plan_outputs`` writes the plan
-CSV, the flows CSV and the plan JSON, all or none.
+``place_plan`` takes values and returns a :class:`PlacementResult`; it touches no files.
+The shell (:mod:`planner.workflows.place`) writes the plan CSV, the flows CSV and the plan
+JSON (:func:`plan_json_payload`), all or none, and the optional LP/MPS dump through the
+``debug`` callback, which gets the instance and returns the names of the files it wrote.
 
 Order of work: validate the capacity table (or build the analytic estimate), fold the
 forecast into periods, assemble the instance, run the structural pre-checks (raising
@@ -25,7 +26,7 @@ from __future__ import annotations
 
 import hashlib
 import math
-from pathlib import Path
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -34,7 +35,6 @@ import pandas as pd
 from planner import __version__
 from planner.catalog import Catalog
 from planner.errors import InputError, PlannerError
-from planner.outputs import plan_output_paths
 from planner.placement import diagnose, highs_backend
 from planner.placement.backends import BACKENDS, HIDDEN_BACKENDS
 from planner.placement.bounds import best_single_sku, elastic_bound
@@ -52,13 +52,12 @@ from planner.placement.limits import DEFAULT_NODE_LIMIT, DEFAULT_TIME_LIMIT_S, S
 from planner.placement.periods import Demand, demand_from_forecast, parse_periods
 from planner.placement.problem import formulate
 from planner.placement.result import PlacementResult, fleet_cost, plan_frames
-from planner.placement.solve import solve_instance
+from planner.placement.solve import SolveSummary, solve_instance
 from planner.placement.status import SolveStatus
 from planner.placement.window import PlanningWindow
 from planner.profiles.deploy import Deployment
 from planner.profiles.measured import MODEL_PATHS
 from planner.scenario import Scenario, usable_profiles
-from planner.storage import atomic_path, staged_outputs
 
 DEFAULT_SOLVER = "highs"
 """HiGHS holds the best bound of the three backends on the bundled scenarios
@@ -118,7 +117,7 @@ def place_plan(
     gap: float = DEFAULT_GAP,
     quantile: float | None = None,
     periods: str = DEFAULT_PERIODS,
-    debug_dir: Path | None = None,
+    debug: Callable[[PlacementInstance], list[str]] | None = None,
     input_hashes: dict[str, str] | None = None,
     baselines: bool = True,
     window: PlanningWindow | None = None,
@@ -140,7 +139,7 @@ def place_plan(
     findings = diagnose.precheck(inst)
     if findings:
         diagnose.raise_infeasible(findings)
-    debug_files = _write_debug(inst, debug_dir) if debug_dir is not None else []
+    debug_files = debug(inst) if debug is not None else []
     summary = solve_instance(inst, backend=solver, node_limit=node_limit, gap=gap, net=net)
     if summary.status == SolveStatus.INFEASIBLE or summary.fleet is None:
         _explain_failure(inst, summary.status, summary.message, summary.bound)
@@ -223,25 +222,11 @@ def _explain_failure(inst: PlacementInstance, status: SolveStatus, message: str,
     diagnose.raise_infeasible(findings)
 
 
-def _write_debug(inst: PlacementInstance, folder: Path) -> list[str]:
-    milp = formulate(inst)
-    written = []
-    for name in ("placement.lp", "placement.mps"):
-        path = Path(folder) / name
-        path.parent.mkdir(parents=True, exist_ok=True)
-        with atomic_path(path) as tmp:
-            staged = tmp.with_name(tmp.name + path.suffix)  # HiGHS picks the format by suffix
-            highs_backend.write_model(milp, staged)
-            staged.replace(tmp)
-        written.append(str(path))
-    return written
-
-
 def _round(value: float | None, digits: int = 2) -> float | None:
     return None if value is None or not math.isfinite(value) else round(float(value), digits)
 
 
-def _meta(scenario: Scenario, inst: PlacementInstance, demand: Demand, summary, solver: str, gap: float,
+def _meta(scenario: Scenario, inst: PlacementInstance, demand: Demand, summary: SolveSummary, solver: str, gap: float,
           limits: dict[str, Any], rental: float, switching: float, check: dict[str, Any], capacity_label: str,
           capacity_meta: dict[str, Any], capacity_sha: str, input_hashes: dict[str, str], extra: dict[str, Any],
           debug_files: list[str]) -> dict[str, Any]:
@@ -295,16 +280,6 @@ def _meta(scenario: Scenario, inst: PlacementInstance, demand: Demand, summary, 
         "inputs_sha256": dict(sorted(input_hashes.items())),
         "debug_files": debug_files,
     }
-
-
-def write_plan_outputs(result: PlacementResult, out: Path) -> list[Path]:
-    """Write the plan (CSV or Parquet, by ``out``'s suffix), ``<stem>.flows.csv`` and ``<stem>.json``, all or none."""
-    out, flows_path, json_path = plan_output_paths(out)
-    with staged_outputs() as outputs:
-        outputs.write_table(out, result.plan)
-        outputs.write_table(flows_path, result.flows)
-        outputs.write_json(json_path, plan_json_payload(result, out.name, flows_path.name))
-    return [out, flows_path, json_path]
 
 
 def plan_json_payload(result: PlacementResult, plan_name: str, flows_name: str) -> dict[str, Any]:

@@ -1,0 +1,69 @@
+"""``planner ingest`` and ``planner profiles fit``: read request logs or step measurements, write, record."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import pandas as pd
+
+from planner.storage import write_table_atomic
+
+if TYPE_CHECKING:
+    from planner.ingest.pipeline import IngestResult
+    from planner.profiles.measurements import Measurements
+    from planner.profiles.user_fit import UserFit
+    from planner.runs import RunContext
+
+
+@dataclass(frozen=True)
+class Ingested:
+    result: IngestResult
+    written: list[Path]
+
+
+def ingest(inputs: Sequence[str], fmt: str, out: Path, *, mapping: str | None = None, start: datetime | None = None,
+           labels: Mapping[str, str] | None = None, freq: str = "1h", histogram_out: Path | None = None,
+           run: RunContext | None = None) -> Ingested:
+    """Aggregate raw request logs into demand history (and a token-length histogram beside it), both or neither."""
+    from planner.ingest import ingest_logs, parse_mapping, write_ingest_outputs
+
+    result = ingest_logs(inputs, fmt, mapping=parse_mapping(mapping) if mapping else None, start=start,
+                         labels=dict(labels or {}), freq=freq)
+    written = write_ingest_outputs(result, out, histogram_out)
+    if run is not None:
+        run.add_output(*written)
+    return Ingested(result, written)
+
+
+@dataclass(frozen=True)
+class FittedProfile:
+    table: pd.DataFrame
+    fit: UserFit
+    read: Measurements
+
+
+def fit_profile(measurements: Sequence[str], out: Path, *, base: Callable[[Any, str], dict[str, Any]],
+                run: RunContext | None = None) -> FittedProfile:
+    """Fit a step-time model to the measurements and write it as a one-row profile at ``out``.
+
+    ``base(fit, detail)`` is the profile row the fit goes into (the bundled one of the same key,
+    or one sized by the build's rules).
+    """
+    from planner.profiles.loader import validate_profiles
+    from planner.profiles.measurements import read_measurements
+    from planner.profiles.user_fit import fit_detail, fit_steps, with_fit
+
+    read = read_measurements(list(measurements))
+    fit = fit_steps(read.steps, where=", ".join(str(f.path) for f in read.files))
+    detail = fit_detail(fit, read.describe())
+    table = validate_profiles(pd.DataFrame([with_fit(base(fit, detail), fit, detail)]), out)
+    write_table_atomic(out, table)
+    if run is not None:
+        run.add_figures(steps=fit.error.points, err_median_pct=round(fit.error.median_pct, 2),
+                        err_p95_pct=round(fit.error.p95_pct, 2), err_max_pct=round(fit.error.max_pct, 2))
+        run.add_output(out)
+    return FittedProfile(table, fit, read)
