@@ -150,7 +150,7 @@ def test_loop_converges_on_a_scenario_built_to_fail_the_first_round(small):
 def test_a_loop_without_rounds_is_refused_before_any_work(small):
     scenario, forecast, table, cache = small
     with pytest.raises(ValueError, match="at least one round"):
-        run_loop(scenario, forecast, load_catalog(), load_profiles(), _settings(cache, rounds=0), capacity=table)
+        run_loop(scenario, forecast, load_catalog(), load_profiles(), _settings(scenario, rounds=0), capacity=table)
 
 
 @pytest.mark.slow
