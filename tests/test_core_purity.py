@@ -21,7 +21,7 @@ import planner
 CORE_PACKAGES = ("forecast", "placement", "sim", "calibrate", "loop", "report")
 SHELL_MODULES = ("planner.cli", "planner.runs", "planner.workflows", "planner.storage")
 FILE_CALLS = frozenset({"open", "fdopen", "read_text", "write_text", "read_bytes", "write_bytes", "mkdir", "unlink",
-                        "read_csv", "read_parquet", "read_json"})
+                        "read_csv", "read_parquet", "read_json", "writeModel", "writeSolution", "readModel"})
 """Calls that touch files whatever their arguments (``open`` covers builtins.open, os.open, io.open, Path.open)."""
 WRITER_CALLS = frozenset({"savefig", "to_csv", "to_parquet", "to_json"})
 """Calls that write a file when given a destination; without one (or into an in-memory buffer) they return values."""

@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import math
 import time
-from pathlib import Path
 
 import highspy
 import numpy as np
@@ -88,14 +87,6 @@ def load(milp: Milp, highs: highspy.Highs, names: bool = False) -> None:
         lp.col_names_ = milp.col_names()
         lp.row_names_ = milp.row_names()
     highs.passModel(lp)
-
-
-def write_model(milp: Milp, path: Path) -> Path:
-    """Write the model as LP or MPS (by suffix) with index-built names, for diagnosis."""
-    highs = new_highs()
-    load(milp, highs, names=True)
-    highs.writeModel(str(path))
-    return path
 
 
 def solve(

@@ -67,7 +67,9 @@ def placement_debug_writer(folder: Path) -> Callable[[PlacementInstance], list[s
             path.parent.mkdir(parents=True, exist_ok=True)
             with atomic_path(path) as tmp:
                 staged = tmp.with_name(tmp.name + path.suffix)  # HiGHS picks the format by suffix
-                highs_backend.write_model(milp, staged)
+                highs = highs_backend.new_highs()
+                highs_backend.load(milp, highs, names=True)  # index-built row and column names, for diagnosis
+                highs.writeModel(str(staged))
                 staged.replace(tmp)
             written.append(str(path))
         return written
