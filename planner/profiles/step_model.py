@@ -29,7 +29,7 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable
 from dataclasses import dataclass, fields
-from typing import Protocol, SupportsFloat
+from typing import Any, Protocol
 
 import numpy as np
 
@@ -61,9 +61,13 @@ def causal_pairs(chunk_tokens: float, prefix_tokens: float) -> float:
 
 
 class Row(Protocol):
-    """A record read by column name: a mapping or a pandas row."""
+    """A record read by column name: a mapping or a pandas row.
 
-    def __getitem__(self, column: str, /) -> SupportsFloat | str: ...
+    Its cells are whatever the table holds (numbers, numpy scalars, numeric text); the step
+    model converts each one with ``float``.
+    """
+
+    def __getitem__(self, column: str, /) -> Any: ...
 
 
 @dataclass(frozen=True)
