@@ -12,6 +12,7 @@ Offered load a = λ/μ (in servers), per-server utilisation ρ = a/c < 1.
 from __future__ import annotations
 
 import math
+from typing import cast
 
 from scipy.stats import norm
 
@@ -48,7 +49,8 @@ def erlang_c_mean_wait(lam: float, mu: float, c: int) -> float:
 
 def halfin_whitt_wait_probability(beta: float) -> float:
     """Limiting P(wait) for c = a + β√a servers: 1 / (1 + β Φ(β)/φ(β))."""
-    return 1.0 / (1.0 + beta * norm.cdf(beta) / norm.pdf(beta))
+    # scipy is untyped: norm.cdf and norm.pdf of a float are numpy floats
+    return cast(float, 1.0 / (1.0 + beta * norm.cdf(beta) / norm.pdf(beta)))
 
 
 def halfin_whitt_beta(target_wait_probability: float) -> float:

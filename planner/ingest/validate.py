@@ -21,7 +21,7 @@ import os
 import re
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
-from typing import TypeVar
+from typing import Any, TypeVar
 
 import duckdb
 
@@ -285,7 +285,7 @@ def _is_number(text: str) -> bool:
     return True
 
 
-def _describe(spec: LogSpec, field: str, column: str, row: dict) -> tuple[str, str]:
+def _describe(spec: LogSpec, field: str, column: str, row: dict[str, Any]) -> tuple[str, str]:
     """The message and fix for one bad value."""
     if field == TS:
         raw = row["raw_ts"]

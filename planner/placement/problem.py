@@ -69,7 +69,8 @@ from dataclasses import dataclass
 import numpy as np
 import scipy.sparse as sp
 
-from planner.placement.instance import TIERS, PlacementInstance
+from planner.contracts import TIER_NAMES as TIERS
+from planner.placement.instance import PlacementInstance
 from planner.placement.milp import Block, Milp
 from planner.placement.strengthen import group_cuts
 

@@ -19,8 +19,9 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from planner.placement.check import FLOW_COLUMNS, LOAD_COLUMNS, PLAN_COLUMNS
-from planner.placement.instance import TIERS, PlacementInstance
+from planner.contracts import FLOW_COLUMNS, LOAD_COLUMNS, PLAN_COLUMNS
+from planner.contracts import TIER_NAMES as TIERS
+from planner.placement.instance import PlacementInstance
 from planner.placement.milp import Milp
 from planner.placement.status import SolveStatus
 

@@ -29,6 +29,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from typing import TypedDict
 
 import numpy as np
 import pandas as pd
@@ -133,7 +134,8 @@ def build_profiles(geometries: Mapping[str, ModelGeometry], specs: Mapping[str, 
     """Every profile of every model on every catalog SKU it fits, measured where the tables exist."""
     say = progress or (lambda _message: None)
     version = estimator_version()
-    rows, checks, efficiencies = [], [], []
+    rows, efficiencies = [], []
+    checks: list[_CheckRow] = []
     for engine in ENGINES:
         measured: list[_Measured] = []
         unmeasured: list[tuple[ModelGeometry, SkuSpec, int, str]] = []
@@ -154,7 +156,7 @@ def build_profiles(geometries: Mapping[str, ModelGeometry], specs: Mapping[str, 
                                             f"aiconfigurator-core {version}, {engine} tables", error))
         say(f"fitting the {engine} roofline and checking it on each measured SKU left out of its fit")
         checks.extend(_roofline_checks(engine, measured))
-        overall = StepError(**{field: checks[-2][column] for field, column in _ERROR_FIELDS.items()})
+        overall = _error_of(checks[-2])
         eff = _roofline(measured, held_out=None)
         efficiencies.append({"engine": engine, **{k: _sig(getattr(eff, k)) for k in efficiency_names()}})
         detail = (f"roofline fitted to the {engine} tables of aiconfigurator-core {version}; "
@@ -166,21 +168,40 @@ def build_profiles(geometries: Mapping[str, ModelGeometry], specs: Mapping[str, 
                 for tp in candidate_tps(geometry, spec, engine):
                     step = roofline_step_model(geometry, spec, tp, eff)
                     rows.append(profile_row(geometry, spec, tp, engine, step, "roofline", detail, overall))
-        for geometry, spec, tp, why in unmeasured:
+        for geometry, spec, tp, gap in unmeasured:
             step = roofline_step_model(geometry, spec, tp, eff)
-            rows.append(profile_row(geometry, spec, tp, engine, step, "roofline", f"the tables lack {why}; {detail}",
+            rows.append(profile_row(geometry, spec, tp, engine, step, "roofline", f"the tables lack {gap}; {detail}",
                                     overall))
     profiles = pd.DataFrame(rows).sort_values(["model", "sku", "tp_degree", "engine"], kind="stable")
     return ProfileBuild(profiles.reset_index(drop=True), pd.DataFrame(checks), pd.DataFrame(efficiencies))
 
 
-_ERROR_FIELDS = {"points": "err_points", "median_pct": "err_median_pct", "p95_pct": "err_p95_pct",
-                 "max_pct": "err_max_pct"}
+class _ErrorColumns(TypedDict):
+    """A step error as the tables store it: per cent to two decimals."""
+
+    err_points: int
+    err_median_pct: float
+    err_p95_pct: float
+    err_max_pct: float
 
 
-def _error_columns(error: StepError) -> dict[str, object]:
+class _CheckRow(_ErrorColumns):
+    """One row of the roofline check table."""
+
+    engine: str
+    sku: str
+    check: str
+
+
+def _error_columns(error: StepError) -> _ErrorColumns:
     return {"err_points": error.points, "err_median_pct": round(error.median_pct, 2),
             "err_p95_pct": round(error.p95_pct, 2), "err_max_pct": round(error.max_pct, 2)}
+
+
+def _error_of(columns: _ErrorColumns) -> StepError:
+    """The error a table row stores, as rounded there."""
+    return StepError(columns["err_points"], columns["err_median_pct"], columns["err_p95_pct"],
+                     columns["err_max_pct"])
 
 
 def _predictable(m: _Measured, measured: list[_Measured], held_out: str) -> bool:
@@ -191,10 +212,11 @@ def _predictable(m: _Measured, measured: list[_Measured], held_out: str) -> bool
     return any(o.spec.pcie_only and o.tp > 2 and o.spec.sku != held_out for o in measured)
 
 
-def _roofline_checks(engine: str, measured: list[_Measured]) -> list[dict[str, object]]:
+def _roofline_checks(engine: str, measured: list[_Measured]) -> list[_CheckRow]:
     """The roofline's error on each measured SKU from a fit without it, then over all of them
     (the figure a roofline profile carries), then in sample (fitted on every SKU)."""
-    rows, predicted, observed = [], [], []
+    rows: list[_CheckRow] = []
+    predicted, observed = [], []
     for sku in dict.fromkeys(m.spec.sku for m in measured):
         eff = _roofline(measured, held_out=sku)
         mine = [m for m in measured if m.spec.sku == sku and _predictable(m, measured, sku)]

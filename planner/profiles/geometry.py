@@ -18,7 +18,8 @@ from __future__ import annotations
 
 import json
 import math
-from dataclasses import asdict, dataclass, fields
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
@@ -64,14 +65,16 @@ class ModelGeometry:
         return asdict(self)
 
     @classmethod
-    def from_row(cls, row: Any) -> ModelGeometry:
-        values = {f.name: row[f.name] for f in fields(cls)}
-        for name in ("layers", "hidden_size", "attention_heads", "kv_heads", "head_dim", "vocab_size", "experts",
-                     "experts_per_token", "bytes_per_value"):
-            values[name] = int(values[name])
-        for name in ("params_total", "params_active"):
-            values[name] = float(values[name])
-        return cls(**{k: (str(v) if k in ("model", "hf_name") else v) for k, v in values.items()})
+    def from_row(cls, row: Mapping[str, Any]) -> ModelGeometry:
+        """From a row of ``models.csv`` (every field a column)."""
+        return cls(
+            model=str(row["model"]), hf_name=str(row["hf_name"]), layers=int(row["layers"]),
+            hidden_size=int(row["hidden_size"]), attention_heads=int(row["attention_heads"]),
+            kv_heads=int(row["kv_heads"]), head_dim=int(row["head_dim"]), vocab_size=int(row["vocab_size"]),
+            experts=int(row["experts"]), experts_per_token=int(row["experts_per_token"]),
+            params_total=float(row["params_total"]), params_active=float(row["params_active"]),
+            bytes_per_value=int(row["bytes_per_value"]),
+        )
 
 
 def from_hf_config(model: str, hf_name: str, config: dict[str, Any]) -> ModelGeometry:
@@ -102,4 +105,5 @@ def from_hf_config(model: str, hf_name: str, config: dict[str, Any]) -> ModelGeo
 
 
 def read_hf_config(path: Path) -> dict[str, Any]:
-    return json.loads(path.read_text())
+    config: dict[str, Any] = json.loads(path.read_text())
+    return config

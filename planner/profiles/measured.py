@@ -25,6 +25,7 @@ from __future__ import annotations
 import contextlib
 import io
 import logging
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
 from importlib import metadata
@@ -160,10 +161,10 @@ class MeasuredEngine:
         prefill_rows = [(1.0, q, causal_pairs(q, p)) for q in PREFILL_FIT_CHUNK for p in PREFILL_FIT_PREFIX]
         prefill = fit_relative([self.prefill_attention_ms(q, p) for q in PREFILL_FIT_CHUNK for p in PREFILL_FIT_PREFIX],
                                prefill_rows)
-        return StepModel(*decode, *prefill, dense)
+        return StepModel.from_parts(decode + prefill, dense)
 
 
-def fit_relative(observed: list[float], rows: list[tuple[float, ...]]) -> tuple[float, ...]:
+def fit_relative(observed: list[float], rows: Sequence[tuple[float, ...]]) -> tuple[float, ...]:
     """Non-negative least squares on relative error: each row is weighted by 1 / its observation.
 
     Relative, because the attention parts span three orders of magnitude over the grid and the

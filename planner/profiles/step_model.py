@@ -27,7 +27,9 @@ to every earlier one (compute-bound). The seed's three-coefficient form
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable
 from dataclasses import dataclass, fields
+from typing import Any, Protocol
 
 import numpy as np
 
@@ -56,6 +58,16 @@ STEP_COLUMNS: tuple[str, ...] = ATTENTION_COLUMNS + DENSE_COLUMNS
 def causal_pairs(chunk_tokens: float, prefix_tokens: float) -> float:
     """Query-key pairs of a prefill chunk of ``chunk_tokens`` after ``prefix_tokens`` already in KV."""
     return chunk_tokens * (prefix_tokens + (chunk_tokens + 1.0) / 2.0)
+
+
+class Row(Protocol):
+    """A record read by column name: a mapping or a pandas row.
+
+    Its cells are whatever the table holds (numbers, numpy scalars, numeric text); the step
+    model converts each one with ``float``.
+    """
+
+    def __getitem__(self, column: str, /) -> Any: ...
 
 
 @dataclass(frozen=True)
@@ -94,10 +106,16 @@ class StepModel:
                    tuple(float(a_ms) for _ in KNOT_TOKENS))
 
     @classmethod
-    def from_row(cls, row: object) -> StepModel:
+    def from_parts(cls, attention: Iterable[float], dense_ms: tuple[float, ...]) -> StepModel:
+        """From the six attention coefficients in :data:`ATTENTION_COLUMNS` order and the dense table."""
+        decode_fixed, decode_per_seq, decode_per_kv, prefill_fixed, prefill_per_token, prefill_per_pair = attention
+        return cls(decode_fixed, decode_per_seq, decode_per_kv, prefill_fixed, prefill_per_token, prefill_per_pair,
+                   dense_ms)
+
+    @classmethod
+    def from_row(cls, row: Row) -> StepModel:
         """From a mapping or pandas row holding :data:`STEP_COLUMNS`."""
-        get = row.__getitem__  # type: ignore[attr-defined]
-        return cls(*(float(get(c)) for c in ATTENTION_COLUMNS), tuple(float(get(c)) for c in DENSE_COLUMNS))
+        return cls.from_parts([float(row[c]) for c in ATTENTION_COLUMNS], tuple(float(row[c]) for c in DENSE_COLUMNS))
 
     def to_row(self) -> dict[str, float]:
         row = {f.name: getattr(self, f.name) for f in fields(self) if f.name != "dense_ms"}
@@ -201,7 +219,9 @@ def dense_many(dense_ms: tuple[float, ...] | np.ndarray, tokens: np.ndarray) -> 
     dense = np.asarray(dense_ms, dtype=np.float64)
     tokens = np.maximum(np.asarray(tokens, dtype=np.float64), knots[0])
     slope = (dense[-1] - dense[-2]) / (knots[-1] - knots[-2])
-    return np.where(tokens <= knots[-1], np.interp(tokens, knots, dense), dense[-1] + slope * (tokens - knots[-1]))
+    dense_at_tokens: np.ndarray = np.where(tokens <= knots[-1], np.interp(tokens, knots, dense),
+                                           dense[-1] + slope * (tokens - knots[-1]))
+    return dense_at_tokens
 
 
 def steps_ms(model: StepModel, decodes: np.ndarray, decode_kv_tokens: np.ndarray, prefill_tokens: np.ndarray,

@@ -199,7 +199,7 @@ def fit_steps(steps: pd.DataFrame, where: str) -> UserFit:
     observed = steps["step_ms"].to_numpy(float)
     coefficients = _solve(design, observed, penalised)
     dense = ramps(knots, np.asarray(KNOT_TOKENS, dtype=np.float64)) @ coefficients[:len(knots)]
-    step = StepModel(*coefficients[len(knots):], tuple(np.maximum(dense, MIN_DENSE_MS)))
+    step = StepModel.from_parts(coefficients[len(knots):], tuple(np.maximum(dense, MIN_DENSE_MS)))
     step = step.rounded(SIGNIFICANT_DIGITS)  # judge the model as the profile table will store it
     predicted = predict_ms(step, steps)
     kinds = step_kind(steps)

@@ -21,16 +21,14 @@ from planner.scenario.model import (
     Admission,
     Capacity,
     ModelSpec,
-    Origin,
     Policy,
     PolicyParams,
-    Regions,
     Scenario,
     Seeds,
-    ServingRegion,
     SloOverride,
     TrafficClass,
 )
+from planner.scenario.regions import Origin, Regions, ServingRegion
 
 __all__ = [
     "CLOUDS",

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import math
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, TypeVar
 
 from pydantic import AfterValidator, Field, field_validator, model_validator
 
@@ -42,6 +42,8 @@ from planner.scenario.regions import Frozen, Origin, Quotas, Regions, ServingReg
 from planner.slo import ClassSlo, slo_field_names
 
 SHARE_TOLERANCE = 1e-6
+
+_Item = TypeVar("_Item")
 
 SloMs = Annotated[float, Field(strict=True, gt=0)]
 
@@ -406,10 +408,10 @@ class Scenario(Frozen):
 
     def quota_gpus(self, serving_key: str, sku: str) -> int | None:
         """GPU quota override: the region's own, else capacity.quotas, else None (use the catalog's)."""
-        region = self.serving_region(serving_key)
-        if sku in region.quotas:
-            return region.quotas[sku]
-        return self.capacity.quotas.get(sku)
+        for quotas in (self.serving_region(serving_key).quotas, self.capacity.quotas):
+            if sku in quotas:
+                return quotas[sku]
+        return None
 
     def profile_paths(self, scenario_file: str | Path) -> tuple[Path, ...]:
         """The ``profiles`` files as paths: a relative one is relative to the scenario file's folder."""
@@ -439,7 +441,7 @@ def _effective_slo_issues(where: tuple[str | int, ...], effective: ClassSlo, ove
                   "one it sets")]
 
 
-def _find(items: tuple[Any, ...], attribute: str, value: str, what: str) -> Any:
+def _find(items: tuple[_Item, ...], attribute: str, value: str, what: str) -> _Item:
     for item in items:
         if getattr(item, attribute) == value:
             return item

@@ -98,8 +98,8 @@ def _matrix_issues(matrix: dict[str, dict[str, float]], names: list[str], keys: 
             if key not in keys
         ]
     for origin_name in dict.fromkeys(names):
-        row = matrix.get(origin_name)
-        if row is None:
+        latencies = matrix.get(origin_name)
+        if latencies is None:
             issues.append(
                 Issue(
                     ("latency_ms", origin_name),
@@ -116,7 +116,7 @@ def _matrix_issues(matrix: dict[str, dict[str, float]], names: list[str], keys: 
                 f'add "{key}" = <RTT in ms> to [regions.latency_ms.{origin_name}]',
             )
             for key in dict.fromkeys(keys)
-            if key not in row
+            if key not in latencies
         ]
     return issues
 

@@ -12,13 +12,14 @@ from planner.slo import ClassSlo, target_field
 
 if TYPE_CHECKING:
     from planner.scenario.model import Scenario
+    from planner.scenario.regions import Quotas
 
 
 def _num(value: float) -> str:
     return f"{value:g}"
 
 
-def _quotas(quotas: dict[str, int]) -> str:
+def _quotas(quotas: Quotas) -> str:
     return ", ".join(f"{sku}={gpus}" for sku, gpus in sorted(quotas.items())) or "catalog"
 
 
