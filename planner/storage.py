@@ -136,7 +136,7 @@ def remove_leftovers(folder: str | Path, *, now: float | None = None) -> list[Pa
     """
     folder = Path(folder)
     now = time.time() if now is None else now
-    removed = []
+    removed: list[Path] = []
     try:
         entries = list(os.scandir(folder))
     except OSError:
@@ -195,8 +195,8 @@ def _signals_held() -> Iterator[None]:
     finally:
         for sig, handler in previous.items():
             signal.signal(sig, handler)
-        for sig in dict.fromkeys(caught):
-            signal.raise_signal(sig)
+        for number in dict.fromkeys(caught):
+            signal.raise_signal(number)
 
 
 @dataclass

@@ -34,6 +34,7 @@ the first in class order. At the growth limit no rate missed and the ratios at Î
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 from typing import Any
@@ -158,7 +159,7 @@ def calibrate_unit(task: UnitTask) -> dict[str, Any]:
                                     challenge.replications_run)
                 continue
             start = challenge
-        outcome = bisect_capacity(lambda rate, r=replica: probe(task, r, rate), ceiling, s.rel_tol, start)
+        outcome = bisect_capacity(functools.partial(probe, task, replica), ceiling, s.rel_tol, start)
         tried[i] = _searched(task, replica, ceiling, outcome)
         if tried[i]["status"] != INFEASIBLE and (
                 best is None or tried[i]["rate_rps_per_replica"] > tried[best]["rate_rps_per_replica"]):
@@ -175,10 +176,16 @@ def calibrate_unit(task: UnitTask) -> dict[str, Any]:
         if worst["binding_metric"] == "kv" and not out["binding_class"]:
             out["binding_class"] = [c.name for c in task.active
                                     if task.class_ceiling_rps(task.candidates[order[0]], c) <= 0][0]
-        return json.loads(json.dumps(out))
+        return _plain(out)
     chosen = tried[best]
     out = {**base, **_setting(task.candidates[best]), "status": chosen["status"],
            "rate_rps_per_replica": chosen["rate_rps_per_replica"], "ceiling_rps_per_replica": ceilings[best],
            "reason": chosen["reason"], "binding_class": chosen["binding_class"],
            "binding_metric": chosen["binding_metric"], "probes": chosen["probes"]}
-    return json.loads(json.dumps(out))
+    return _plain(out)
+
+
+def _plain(record: dict[str, Any]) -> dict[str, Any]:
+    """The record as JSON would give it back (numpy scalars and tuples become plain values and lists)."""
+    plain: dict[str, Any] = json.loads(json.dumps(record))
+    return plain

@@ -272,7 +272,11 @@ def profiles_fit(
     sizing = _sizing(model, sku, tp, engine) if bundled is None else None  # checked before reading measurements
 
     def base(fit: Any, detail: str) -> dict[str, Any]:
-        return bundled or profile_row(*sizing, tp, engine, fit.step, "user-fit", detail, fit.error)
+        if bundled is not None:
+            return bundled
+        assert sizing is not None  # sized above whenever no bundled profile exists
+        geometry, spec = sizing
+        return profile_row(geometry, spec, tp, engine, fit.step, "user-fit", detail, fit.error)
 
     fitted = fit_profile(measurements, out, base=base, run=run)
     fit, read, table = fitted.fit, fitted.read, fitted.table

@@ -101,9 +101,10 @@ def local_cluster(n_workers: int) -> Iterator[Any]:
     settings = {"distributed.scheduler.worker-saturation": 1.0,
                 "distributed.nanny.pre-spawn-environ.MALLOC_TRIM_THRESHOLD_": None}
     with dask.config.set(settings):
-        cluster = LocalCluster(n_workers=n_workers, threads_per_worker=1, processes=True, dashboard_address=None,
-                               silence_logs=logging.CRITICAL,
-                               scheduler_kwargs={"allowed_failures": RETRIES, "dashboard_address": "127.0.0.1:0"})
+        cluster = LocalCluster(  # type: ignore[no-untyped-call]  # distributed leaves it unannotated
+            n_workers=n_workers, threads_per_worker=1, processes=True, dashboard_address=None,
+            silence_logs=logging.CRITICAL,
+            scheduler_kwargs={"allowed_failures": RETRIES, "dashboard_address": "127.0.0.1:0"})
     try:
         yield cluster
     finally:
@@ -127,7 +128,8 @@ def _connect(stack: ExitStack, target: Any, address: str | None, where: str) -> 
     from planner import __version__
 
     try:
-        client = Client(target, timeout=CONNECT_TIMEOUT_S, set_as_default=False)
+        client = Client(  # type: ignore[no-untyped-call]  # distributed leaves it unannotated
+            target, timeout=CONNECT_TIMEOUT_S, set_as_default=False)
     except (OSError, TimeoutError) as exc:
         raise InputError(f"cannot reach the Dask scheduler at {address}: {exc}", where=where,
                          fix="check the address and that the scheduler is running and reachable from here "
@@ -181,14 +183,15 @@ def _gather(client: Any, fn: Callable[[Any], Any], tasks: Sequence[Any],
     window = max(MIN_IN_FLIGHT, 4 * sum(client.nthreads().values()))
     index_of: dict[str, int] = {}
     live: dict[str, Any] = {}
-    queue = as_completed(loop=client.loop)
+    queue = as_completed(loop=client.loop)  # type: ignore[no-untyped-call]  # unannotated in distributed
     submitted = 0
 
     def refill() -> None:
         """Top the in-flight tasks up to ``window``, in batches of at most ``MAX_BATCH_BYTES``."""
         nonlocal submitted
         while submitted < total and len(live) < window:
-            first, payloads, size = submitted, [], 0
+            first, size = submitted, 0
+            payloads: list[bytes] = []
             while submitted < total and len(live) + len(payloads) < window and size < MAX_BATCH_BYTES:
                 payloads.append(cloudpickle.dumps((fn, tasks[submitted]), protocol=5))
                 size += len(payloads[-1])
@@ -198,7 +201,7 @@ def _gather(client: Any, fn: Callable[[Any], Any], tasks: Sequence[Any],
             for i, fut in enumerate(futures, start=first):
                 index_of[fut.key] = i
                 live[fut.key] = fut
-                queue.add(fut)
+                queue.add(fut)  # type: ignore[no-untyped-call]  # unannotated in distributed
 
     try:
         refill()

@@ -22,6 +22,7 @@ is solved for a few seconds to find the demand it drops.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import NoReturn
 
 import numpy as np
 
@@ -139,7 +140,7 @@ def budget_finding(inst: PlacementInstance, lower_bound_usd: float) -> Finding:
                    f"{inst.budget_usd:,.2f} USD")
 
 
-def raise_infeasible(findings: list[Finding]) -> None:
+def raise_infeasible(findings: list[Finding]) -> NoReturn:
     """Raise InfeasibleError naming the first findings (and how many more there are)."""
     first = findings[0]
     lines = [f.sentence() for f in findings[:MAX_NAMED]]

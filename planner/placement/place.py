@@ -27,7 +27,7 @@ from __future__ import annotations
 import hashlib
 import math
 from collections.abc import Callable
-from typing import Any
+from typing import Any, NoReturn
 
 import numpy as np
 import pandas as pd
@@ -194,7 +194,7 @@ def _deployments(plan: pd.DataFrame, profiles: pd.DataFrame) -> list[dict[str, A
     return out
 
 
-def _explain_failure(inst: PlacementInstance, status: SolveStatus, message: str, bound: float) -> None:
+def _explain_failure(inst: PlacementInstance, status: SolveStatus, message: str, bound: float) -> NoReturn:
     """Raise the domain error for a solve without a plan: a diagnosis when it is infeasible.
 
     Causes are tried cheapest first: demand the elastic LP cannot place (quota); the

@@ -109,7 +109,7 @@ def iso_utc(moment: Any) -> str | None:
         return None
     stamp = pd.Timestamp(moment)
     stamp = stamp.tz_localize("UTC") if stamp.tzinfo is None else stamp.tz_convert("UTC")
-    return stamp.strftime("%Y-%m-%dT%H:%M:%SZ")
+    return str(stamp.strftime("%Y-%m-%dT%H:%M:%SZ"))
 
 
 def new_run_id(started_at: datetime) -> str:
