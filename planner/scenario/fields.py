@@ -13,6 +13,7 @@ loader expands them, so a file with five broken rules reports five lines.
 
 from __future__ import annotations
 
+import difflib
 import re
 from dataclasses import dataclass
 from typing import Annotated, Literal, get_args
@@ -20,17 +21,18 @@ from typing import Annotated, Literal, get_args
 from pydantic import AfterValidator, Strict
 from pydantic_core import PydanticCustomError
 
+from planner.sim.policies.registry import policy_names
+
 # Fixed names shared by the whole project (catalog, profiles, placement, reports).
 Sku = Literal["A100-40GB", "A100-80GB", "H100", "H200", "B200", "B300", "L40S", "L4", "MI300X"]
 Zone = Literal["us", "ca", "eu", "apac", "me", "sa"]
-PolicyName = Literal["fcfs", "cmu", "wspt", "srpt", "priority-aging", "drr-fcfs", "drr-wspt"]
 Tier = Literal["reserved", "on_demand", "spot"]
 Engine = Literal["vllm", "sglang", "trtllm"]
 TpDegree = Literal[1, 2, 4, 8]
 
 SKU_NAMES: tuple[str, ...] = get_args(Sku)
 ZONES: tuple[str, ...] = get_args(Zone)
-POLICY_NAMES: tuple[str, ...] = get_args(PolicyName)
+POLICY_NAMES: tuple[str, ...] = policy_names()  # when this module loads; PolicyName checks the registry as it is
 TIERS: tuple[str, ...] = get_args(Tier)
 ENGINES: tuple[str, ...] = get_args(Engine)
 TP_DEGREES: tuple[int, ...] = get_args(TpDegree)
@@ -129,7 +131,17 @@ def horizon_to_hours(value: str) -> int:
     return int(match.group(1)) * _HOURS_PER_UNIT[match.group(2)]
 
 
+def _check_policy(value: str) -> str:
+    names = policy_names()
+    if value not in names:
+        close = difflib.get_close_matches(value.lower(), names, n=1)
+        hint = f"did you mean '{close[0]}'? " if close else ""
+        raise custom_error("policy", f"unknown policy {value!r}", f"{hint}use one of: {', '.join(names)}")
+    return value
+
+
 Slug = Annotated[str, Strict(), AfterValidator(_check_slug)]
+PolicyName = Annotated[str, Strict(), AfterValidator(_check_policy)]
 ServingKey = Annotated[str, Strict(), AfterValidator(_check_serving_key)]
 Horizon = Annotated[str, Strict(), AfterValidator(_check_horizon)]
 

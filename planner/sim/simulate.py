@@ -43,7 +43,7 @@ from planner.errors import InputError
 from planner.profiles import profile_for
 from planner.scenario import Scenario
 from planner.sim.plan_input import validated_plan, validated_rates
-from planner.sim.policies import get_policy
+from planner.sim.policies import get_policy, policy_values
 from planner.sim.replica.pool import (
     ClassSpec,
     PoolConfig,
@@ -235,6 +235,7 @@ def simulate_plan(
     pools = _pools(rows, profiles, catalog, scenario)
     rates = _demand_rates(demand, scenario)
     params, admission = scenario.policy.params, scenario.policy.admission
+    policy_params = policy_values(params.model_dump())
     trace = tuple(np.asarray(arrival_trace_s, dtype=float)) if arrival_trace_s is not None else None
     keys = sorted(set(pools) | set(rates))
     configs: dict[tuple[str, str], tuple[PoolConfig, dict[str, Any]]] = {}
@@ -250,7 +251,7 @@ def simulate_plan(
         config = PoolConfig(
             tuple(pools[key]), classes, spec, duration_s=duration_s, warmup_s=warmup,
             kv_fraction=admission.kv_fraction, output_quantile_reserve=admission.output_quantile_reserve,
-            aging_rate=params.aging_rate, trail_c=params.trail_c, prediction_sigma=params.prediction_noise_sigma,
+            policy_params=policy_params, prediction_sigma=params.prediction_noise_sigma,
             router=routing, router_d=router_d, arrival_kind=arrival, arrival_cv=arrival_cv,
             arrival_trace_s=trace)
         check_config(config)
@@ -296,8 +297,7 @@ def simulate_plan(
         "router_d": router_d, "duration_s": duration_s, "warmup_s": warmup, "replications": replications,
         "seed": seed, "arrival": arrival, "arrival_cv": arrival_cv,
         "kv_fraction": admission.kv_fraction, "output_quantile_reserve": admission.output_quantile_reserve,
-        "prediction_noise_sigma": params.prediction_noise_sigma, "aging_rate": params.aging_rate,
-        "trail_c": params.trail_c, "version": __version__,
+        "prediction_noise_sigma": params.prediction_noise_sigma, **policy_params, "version": __version__,
         "length_source": "ingest histogram" if histogram is not None else "trace defaults",
         "pools": pool_meta,
     }

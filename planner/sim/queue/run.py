@@ -7,7 +7,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from planner.sim.policies import get_policy
-from planner.sim.queue.engine import run_queue_loop
+from planner.sim.queue.engine import T_DRR, T_FIFO, T_PREEMPTIVE, T_REMAINING, run_queue_loop
 from planner.sim.queue.model import ROUTING_CODES, QueueModel
 from planner.sim.queue.sampling import JobSample, draw_jobs
 
@@ -48,6 +48,9 @@ def loop_arguments(model: QueueModel, sample: JobSample) -> tuple:
     """The positional arguments of :func:`run_queue_loop` for a model and its jobs."""
     spec = get_policy(model.policy)
     use_drr = spec.drr if model.class_arbiter is None else model.class_arbiter
+    traits = np.zeros(4, dtype=np.int64)
+    traits[[T_FIFO, T_PREEMPTIVE, T_REMAINING, T_DRR]] = (spec.fifo_within_class, spec.preemptive,
+                                                          spec.uses_remaining_size, use_drr)
     weight = np.array([c.weight for c in model.classes], dtype=np.float64)
     jump = np.array([c.priority_jump for c in model.classes], dtype=np.float64)
     quanta = np.array([c.quantum_tokens for c in model.classes], dtype=np.float64)
@@ -62,10 +65,8 @@ def loop_arguments(model: QueueModel, sample: JobSample) -> tuple:
         model.class_mu.astype(np.float64),
         jump,
         quanta,
-        float(model.aging_rate),
-        int(spec.code),
-        bool(spec.preemptive),
-        bool(use_drr),
+        spec.encoding(dict(model.policy_params)).key.packed(),
+        traits,
         np.asarray(model.speeds, dtype=np.float64),
         int(ROUTING_CODES[model.routing]),
         int(model.power_d),

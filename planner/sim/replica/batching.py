@@ -58,7 +58,7 @@ from planner.sim.replica.state import (
     F_EXIT,
     F_FIRST,
     G_DRR,
-    G_SRPT,
+    G_PREEMPTIVE,
     H_W0,
     H_W1,
     I_CLS,
@@ -248,7 +248,7 @@ def start_step(st, hkey: np.ndarray, hid: np.ndarray, r: int, now: float) -> flo
     reserve = st.reserve
     n_cls = st.cls_f.shape[0]
     is_drr = st.pol_i[G_DRR] != 0
-    is_srpt = st.pol_i[G_SRPT] != 0
+    is_preemptive = st.pol_i[G_PREEMPTIVE] != 0
     budget = _schedule_running(st, hkey, hid, r)
     while budget > 0:
         old_ptr = rep_i[r, P_DRRPTR]
@@ -271,7 +271,7 @@ def start_step(st, hkey: np.ndarray, hid: np.ndarray, r: int, now: float) -> flo
             for kk in range(n_cls):
                 drr_def[r, kk] = tmp_def[kk]
             rep_i[r, P_DRRPTR] = old_ptr
-        if is_srpt and not (fits_batch and fits_res):
+        if is_preemptive and not (fits_batch and fits_res):
             if make_room(st, hkey, hid, r, cand, hkey[r * n_cls + k, 0], need_res):
                 budget = _budget_left(st, r)
                 continue

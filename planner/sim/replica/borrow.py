@@ -10,7 +10,7 @@ run time.
 The view also has its own type, :class:`BorrowedArray`, whose data model declares no
 reference to count, so numba does not even emit the increments and decrements. For an
 ordinary array it emits them (a null check each) at every copy of the engine's state
-tuple, 27 arrays at a time: about half of the event loop's LLVM IR, and seconds of its
+tuple, 28 arrays at a time: about half of the event loop's LLVM IR, and seconds of its
 one-time compile. A borrowed array behaves as an ordinary array in every other way
 (indexing, slicing, shape); a slice of one is an ordinary array again.
 

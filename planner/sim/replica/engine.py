@@ -169,7 +169,7 @@ def _borrowed(s):
         borrow(s.arrival), borrow(s.route_u), borrow(s.req_i), borrow(s.req_f), borrow(s.rep_i),
         borrow(s.rep_f), borrow(s.rep_step), borrow(s.run_ids), borrow(s.run_kind), borrow(s.run_tok), borrow(s.mu),
         borrow(s.drr_def), borrow(s.cls_f), borrow(s.reserve), borrow(s.class_order), borrow(s.class_start),
-        borrow(s.exp_ptr), borrow(s.pol_i), borrow(s.pol_f), borrow(s.acc_f), borrow(s.acc_i),
+        borrow(s.exp_ptr), borrow(s.pol_i), borrow(s.pol_f), borrow(s.pol_key), borrow(s.acc_f), borrow(s.acc_i),
         borrow(s.tokens_win), borrow(s.heap_n), borrow(s.tmp_def), borrow(s.tmp_cost), borrow(s.tmp_mask),
         borrow(s.tmp_mark), borrow(s.present),
     )

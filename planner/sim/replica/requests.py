@@ -1,9 +1,9 @@
 """Moving one request between the waiting queues and a replica's batch.
 
-* :func:`waiting_key` — its policy key at a replica (registry's ``priority_key``; larger is
-  served first). Keys are evaluated with ``now = 0``: every key is fixed while a request
-  waits except priority-aging's, which grows by aging_rate·Δt for every waiting request
-  alike, so its order is the same at any evaluation time.
+* :func:`waiting_key` — its policy key at a replica (:func:`~planner.sim.policies.keys.priority_key`
+  of the policy's key form; larger is served first). Keys are evaluated with ``now = 0``: a key
+  that grows with the time waited grows alike for every waiting request, so the order is the
+  same at any evaluation time.
 * :func:`enqueue` — into its class's heap at a replica.
 * :func:`preempt` — out of the batch by recompute: KV freed, reservation released, prompt +
   generated tokens to prefill again, generated tokens kept, back into the queue.
@@ -17,7 +17,6 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from planner.sim.policies.base import SRPT
 from planner.sim.policies.keys import priority_key
 from planner.sim.replica.heap import heap_push
 from planner.sim.replica.inline import inlined
@@ -25,8 +24,7 @@ from planner.sim.replica.state import (
     C_JUMP,
     C_WEIGHT,
     F_PRED,
-    G_CODE,
-    H_AGING,
+    G_REMAINING,
     I_CLS,
     I_GEN,
     I_HELD,
@@ -59,13 +57,12 @@ def waiting_key(st, j: int, r: int) -> float:
     req_i = st.req_i
     req_f = st.req_f
     cls_f = st.cls_f
-    code = st.pol_i[G_CODE]
     k = req_i[j, I_CLS]
     size = req_f[j, F_PRED]
-    if code == SRPT:
+    if st.pol_i[G_REMAINING] != 0:
         size = req_f[j, F_PRED] - req_i[j, I_GEN]
-    return priority_key(code, cls_f[k, C_WEIGHT], st.mu[r, k], size, st.arrival[j], 0.0,
-                        cls_f[k, C_JUMP], float(req_i[j, I_TARGET]), st.pol_f[H_AGING])
+    return priority_key(st.pol_key, cls_f[k, C_WEIGHT], st.mu[r, k], size, st.arrival[j], 0.0,
+                        cls_f[k, C_JUMP], float(req_i[j, I_TARGET]))
 
 
 @inlined

@@ -52,10 +52,11 @@ SLOT_IDLE, SLOT_DECODE, SLOT_PREFILL = 0, 1, 2
 # cls_f columns
 C_WEIGHT, C_JUMP, C_QUANTUM, C_MAXWAIT = range(4)
 N_CLS_F = 4
-# pol_i: policy code, is DRR, SRPT-style limited preemption, router code, router d
-G_CODE, G_DRR, G_SRPT, G_ROUTER, G_D = range(5)
-# pol_f: aging rate, trail_c, window start, window end
-H_AGING, H_TRAIL, H_W0, H_W1 = range(4)
+# pol_i: the policy's traits (DRR class arbiter, Trail-limited preemption, key sized by remaining
+# work), router code, router d
+G_DRR, G_PREEMPTIVE, G_REMAINING, G_ROUTER, G_D = range(5)
+# pol_f: the policy's preemption limit (Trail's c), window start, window end; pol_key: its packed KeyForm
+H_TRAIL, H_W0, H_W1 = range(3)
 # acc_f: area under N(t), time of the last event; acc_i: requests present, round-robin counter
 A_AREA, A_LAST = 0, 1
 B_NSYS, B_RR = 0, 1
@@ -66,7 +67,7 @@ State = collections.namedtuple(
         "arrival", "route_u", "req_i", "req_f",
         "rep_i", "rep_f", "rep_step", "run_ids", "run_kind", "run_tok", "mu", "drr_def",
         "cls_f", "reserve", "class_order", "class_start", "exp_ptr",
-        "pol_i", "pol_f", "acc_f", "acc_i", "tokens_win", "heap_n",
+        "pol_i", "pol_f", "pol_key", "acc_f", "acc_i", "tokens_win", "heap_n",
         "tmp_def", "tmp_cost", "tmp_mask", "tmp_mark", "present",
     ],
 )
@@ -89,6 +90,7 @@ def build_state(
     reserve: np.ndarray,
     policy_i: np.ndarray,
     policy_f: np.ndarray,
+    policy_key: np.ndarray,
 ) -> tuple[State, np.ndarray, np.ndarray]:
     """Fresh engine state and empty heaps for one replication of one pool.
 
@@ -140,6 +142,7 @@ def build_state(
         exp_ptr=np.zeros(n_cls, dtype=np.int64),
         pol_i=np.ascontiguousarray(policy_i, dtype=np.int64),
         pol_f=np.ascontiguousarray(policy_f, dtype=np.float64),
+        pol_key=np.ascontiguousarray(policy_key, dtype=np.float64),
         acc_f=np.zeros(2),
         acc_i=np.zeros(2, dtype=np.int64),
         tokens_win=np.zeros(n_cls, dtype=np.int64),
