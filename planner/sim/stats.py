@@ -62,9 +62,8 @@ def t_interval(values: np.ndarray | list[float], level: float = 0.95) -> Confide
     mean = float(x.mean())
     if n == 1:
         return ConfidenceInterval(mean, math.inf, 1, level)
-    sd = float(x.std(ddof=1))
-    t = float(_st.t.ppf(0.5 + level / 2.0, n - 1))
-    return ConfidenceInterval(mean, t * sd / math.sqrt(n), n, level)
+    low, high = _st.t.interval(level, n - 1, loc=mean, scale=_st.sem(x))
+    return ConfidenceInterval(mean, float(high - low) / 2.0, n, level)
 
 
 def replication_ci(values: np.ndarray | list[float], level: float = 0.95) -> ConfidenceInterval:
