@@ -101,7 +101,7 @@ class Reference:
         self.mu = st.mu.tolist()
         drr, preemptive, remaining, self.router, self.d = st.pol_i.tolist()
         self.drr, self.preemptive, self.remaining = bool(drr), bool(preemptive), bool(remaining)
-        self.trail, self.w0, self.w1 = st.pol_f.tolist()
+        _, self.trail, self.w0, self.w1 = st.pol_f.tolist()
         self.form = st.pol_key.tolist()
         k = len(self.weight)
         self.reps = [Rep(_step_model(st.rep_step[r]), *st.rep_i[r, 4:8].tolist(), k, int(st.rep_i[r, P_CHUNK]))

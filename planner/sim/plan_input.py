@@ -48,7 +48,7 @@ def numbers(frame: pd.DataFrame, column: str, where: str, *, whole: bool, unit: 
         raise InputError(f"{column} must be {kind} ({unit}), got {_show(cells.iloc[row])}",
                          where=f"{where}, {data_row(row)}, column '{column}'",
                          fix=f"write {unit} as {kind} in every row")
-    return values
+    return np.asarray(values)
 
 
 def validated_plan(plan: pd.DataFrame, columns: tuple[str, ...]) -> pd.DataFrame:

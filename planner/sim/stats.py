@@ -77,7 +77,7 @@ def batch_means(values: np.ndarray, n_batches: int = 20) -> np.ndarray:
     size = x.size // n_batches
     if size == 0:
         return x.copy()
-    return x[: size * n_batches].reshape(n_batches, size).mean(axis=1)
+    return np.asarray(x[: size * n_batches].reshape(n_batches, size).mean(axis=1))
 
 
 def batch_means_ci(values: np.ndarray, n_batches: int = 20, level: float = 0.95) -> ConfidenceInterval:

@@ -59,4 +59,9 @@ def policy_values(given: Mapping[str, object]) -> dict[str, float]:
     may hold other settings too; the result is what travels with a policy name to the engines.
     """
     names = sorted({p.name for spec in POLICIES.values() for p in spec.params})
-    return {name: float(given[name]) for name in names if isinstance(given.get(name), int | float)}
+    values: dict[str, float] = {}
+    for name in names:
+        value = given.get(name)
+        if isinstance(value, int | float):
+            values[name] = float(value)
+    return values

@@ -22,7 +22,7 @@ displaces it, and the displaced job re-enters its lane with that key. A server o
 serves work at rate v.
 
 The helpers are inlined into the loop (a real call passing its arrays costs the loop
-several times its run time; docs/decisions/0006-sim-queue-engine-shares-the-heap.md).
+several times its run time; docs/decisions/0007-sim-queue-engine-shares-the-heap.md).
 
 Routing (dispatch at arrival, one queue per server): random (uniform server),
 round-robin, JSQ (fewest jobs present, ties from a random rotation), power-of-d
@@ -30,6 +30,9 @@ round-robin, JSQ (fewest jobs present, ties from a random rotation), power-of-d
 sampled), least-work (earliest FCFS finish: (outstanding work + own work)/speed).
 ``central`` keeps one queue; an arrival takes the fastest idle server.
 """
+
+# mypy: disable-error-code="no-any-return"
+# (compiled kernels: numpy's stubs type an element read from an array as Any)
 
 from __future__ import annotations
 
@@ -55,7 +58,9 @@ INITIAL_LANE_CAP = 64
 
 
 @njit(cache=True)
-def _route(j, now, routing, power_d, route_u, size, speeds, running, comp, nwait, qwork, perm, rr):  # type: ignore[no-untyped-def]  # numba infers the types
+def _route(j: int, now: float, routing: int, power_d: int, route_u: np.ndarray, size: np.ndarray,
+           speeds: np.ndarray, running: np.ndarray, comp: np.ndarray, nwait: np.ndarray, qwork: np.ndarray,
+           perm: np.ndarray, rr: int) -> int:
     """Server index for arriving job j under a dispatch rule (see module doc)."""
     m = speeds.shape[0]
     if routing == ROUTE_RANDOM:
@@ -98,7 +103,8 @@ def _route(j, now, routing, power_d, route_u, size, speeds, running, comp, nwait
 
 
 @inlined
-def _job_key(form, j, work, remaining_sized, cls, weight, mu, predicted, arrival, jump, tokens):  # type: ignore[no-untyped-def]
+def _job_key(form: np.ndarray, j: int, work: float, remaining_sized: bool, cls: np.ndarray, weight: np.ndarray,
+             mu: np.ndarray, predicted: np.ndarray, arrival: np.ndarray, jump: np.ndarray, tokens: np.ndarray) -> float:
     """Job j's key with ``work`` left: the policy's key sized by ``work`` or by the prediction."""
     k = cls[j]
     sized = work if remaining_sized else predicted[j]
@@ -106,7 +112,7 @@ def _job_key(form, j, work, remaining_sized, cls, weight, mu, predicted, arrival
 
 
 @inlined
-def _next_departure(comp):  # type: ignore[no-untyped-def]
+def _next_departure(comp: np.ndarray) -> tuple[int, float]:
     """(server, time) of the earliest completion; (−1, inf) when every server is idle."""
     s_dep = -1
     t_dep = np.inf
@@ -118,8 +124,9 @@ def _next_departure(comp):  # type: ignore[no-untyped-def]
 
 
 @inlined
-def _choose_lane(q, n_cls, keys, ids, lsize, lhead, arrival, tokens, use_drr, deficits, quanta, head_costs,  # type: ignore[no-untyped-def]
-                 nonempty, ptr):
+def _choose_lane(q: int, n_cls: int, keys: np.ndarray, ids: np.ndarray, lsize: np.ndarray, lhead: np.ndarray,
+                 arrival: np.ndarray, tokens: np.ndarray, use_drr: bool, deficits: np.ndarray, quanta: np.ndarray,
+                 head_costs: np.ndarray, nonempty: np.ndarray, ptr: np.ndarray) -> int:
     """The class whose head queue q serves next (DRR arbiter, or the best lane head)."""
     chosen = -1
     if use_drr:
@@ -146,7 +153,8 @@ def _choose_lane(q, n_cls, keys, ids, lsize, lhead, arrival, tokens, use_drr, de
 
 
 @inlined
-def _pop_lane(h, fifo, keys, ids, lsize, lhead, arrival):  # type: ignore[no-untyped-def]
+def _pop_lane(h: int, fifo: bool, keys: np.ndarray, ids: np.ndarray, lsize: np.ndarray, lhead: np.ndarray,
+              arrival: np.ndarray) -> int:
     """Remove and return the head of lane h."""
     if fifo:
         top = ids[h, lhead[h]]
@@ -157,7 +165,8 @@ def _pop_lane(h, fifo, keys, ids, lsize, lhead, arrival):  # type: ignore[no-unt
 
 
 @inlined
-def _push_lane(h, key, j, fifo, keys, ids, lsize, lhead, arrival):  # type: ignore[no-untyped-def]
+def _push_lane(h: int, key: float, j: int, fifo: bool, keys: np.ndarray, ids: np.ndarray, lsize: np.ndarray,
+               lhead: np.ndarray, arrival: np.ndarray) -> None:
     """Append job j to lane h (the caller made room: :func:`_lane_room`)."""
     if fifo:
         pos = lhead[h] + lsize[h]
@@ -169,7 +178,8 @@ def _push_lane(h, key, j, fifo, keys, ids, lsize, lhead, arrival):  # type: igno
 
 
 @njit(cache=True)
-def _lane_room(h, keys, ids, lsize, lhead):  # type: ignore[no-untyped-def]
+def _lane_room(h: int, keys: np.ndarray, ids: np.ndarray, lsize: np.ndarray,
+               lhead: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Lane arrays with room for one more job in full lane h: a FIFO lane with room behind its head
     is compacted in place, else every lane is grown to twice the capacity."""
     cap = keys.shape[1]
@@ -183,8 +193,10 @@ def _lane_room(h, keys, ids, lsize, lhead):  # type: ignore[no-untyped-def]
 
 
 @inlined
-def _central_server(now, preemptive, speeds, running, comp, arrival, form, remaining_sized, cls, weight, mu,  # type: ignore[no-untyped-def]
-                    predicted, jump, tokens):
+def _central_server(now: float, preemptive: bool, speeds: np.ndarray, running: np.ndarray, comp: np.ndarray,
+                    arrival: np.ndarray, form: np.ndarray, remaining_sized: bool, cls: np.ndarray,
+                    weight: np.ndarray, mu: np.ndarray, predicted: np.ndarray, jump: np.ndarray,
+                    tokens: np.ndarray) -> int:
     """The server a central queue gives an arrival: the fastest idle one, else (preemptive) the one
     running the job last in the policy's order at its remaining work, else −1."""
     m = speeds.shape[0]
@@ -206,8 +218,11 @@ def _central_server(now, preemptive, speeds, running, comp, arrival, form, remai
 
 
 @inlined
-def _admit_arrival(j, now, target, preemptive, key_j, running, comp, speeds, arrival, remaining, busy, seg,  # type: ignore[no-untyped-def]
-                   form, remaining_sized, cls, weight, mu, predicted, jump, tokens):
+def _admit_arrival(j: int, now: float, target: int, preemptive: bool, key_j: float, running: np.ndarray,
+                   comp: np.ndarray, speeds: np.ndarray, arrival: np.ndarray, remaining: np.ndarray,
+                   busy: np.ndarray, seg: np.ndarray, form: np.ndarray, remaining_sized: bool, cls: np.ndarray,
+                   weight: np.ndarray, mu: np.ndarray, predicted: np.ndarray, jump: np.ndarray,
+                   tokens: np.ndarray) -> tuple[int, int, float, int]:
     """Arrival j at server ``target``: (job to start, job to enqueue, key of that job, preempted 0/1).
 
     j starts on an idle server, or displaces the running job of a preemptive policy when its key
@@ -232,10 +247,23 @@ def _admit_arrival(j, now, target, preemptive, key_j, running, comp, speeds, arr
 
 
 @njit(cache=True)
-def run_queue_loop(  # type: ignore[no-untyped-def]  # numba infers the types
-    arrival, cls, size, predicted, tokens, route_u, weight, mu, jump, quanta, key_form, traits, speeds, routing,
-    power_d,
-):
+def run_queue_loop(
+    arrival: np.ndarray,
+    cls: np.ndarray,
+    size: np.ndarray,
+    predicted: np.ndarray,
+    tokens: np.ndarray,
+    route_u: np.ndarray,
+    weight: np.ndarray,
+    mu: np.ndarray,
+    jump: np.ndarray,
+    quanta: np.ndarray,
+    key_form: np.ndarray,
+    traits: np.ndarray,
+    speeds: np.ndarray,
+    routing: int,
+    power_d: int,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, int]:
     """Simulate every job to completion. Returns (start, finish, server, busy, preemptions).
 
     ``key_form`` is the policy's packed :class:`~planner.sim.policies.base.KeyForm` and
@@ -264,11 +292,38 @@ def run_queue_loop(  # type: ignore[no-untyped-def]  # numba infers the types
 
 
 @njit(cache=True)
-def _event_loop(  # type: ignore[no-untyped-def]  # numba infers the types
-    arrival_o, cls_o, size_o, predicted_o, tokens_o, route_u_o, weight_o, mu_o, jump_o, quanta_o, key_form_o, traits,
-    speeds_o, routing, power_d, remaining_o, start_o, finish_o, server_o, busy_o, running_o, comp_o, seg_o, nwait_o,
-    qwork_o, deficits_o, ptr_o, head_costs_o, nonempty_o, perm_o,
-):
+def _event_loop(
+    arrival_o: np.ndarray,
+    cls_o: np.ndarray,
+    size_o: np.ndarray,
+    predicted_o: np.ndarray,
+    tokens_o: np.ndarray,
+    route_u_o: np.ndarray,
+    weight_o: np.ndarray,
+    mu_o: np.ndarray,
+    jump_o: np.ndarray,
+    quanta_o: np.ndarray,
+    key_form_o: np.ndarray,
+    traits: np.ndarray,
+    speeds_o: np.ndarray,
+    routing: int,
+    power_d: int,
+    remaining_o: np.ndarray,
+    start_o: np.ndarray,
+    finish_o: np.ndarray,
+    server_o: np.ndarray,
+    busy_o: np.ndarray,
+    running_o: np.ndarray,
+    comp_o: np.ndarray,
+    seg_o: np.ndarray,
+    nwait_o: np.ndarray,
+    qwork_o: np.ndarray,
+    deficits_o: np.ndarray,
+    ptr_o: np.ndarray,
+    head_costs_o: np.ndarray,
+    nonempty_o: np.ndarray,
+    perm_o: np.ndarray,
+) -> int:
     """The events of :func:`run_queue_loop` on borrowed views of its arrays (:mod:`planner.sim.replica.borrow`:
     no reference counting per access; the owners are this call's arguments). Each event either frees a
     server (which then pops the head of the chosen lane) or brings an arrival (which starts, preempts, or

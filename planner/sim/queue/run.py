@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -31,12 +32,12 @@ class QueueRun:
     @property
     def wait(self) -> np.ndarray:
         """Time from arrival to first entering service."""
-        return self.start - self.arrival
+        return np.asarray(self.start - self.arrival)
 
     @property
     def sojourn(self) -> np.ndarray:
         """Time from arrival to completion (T)."""
-        return self.finish - self.arrival
+        return np.asarray(self.finish - self.arrival)
 
     @property
     def kept(self) -> slice:
@@ -44,7 +45,7 @@ class QueueRun:
         return slice(self.model.warmup, None)
 
 
-def loop_arguments(model: QueueModel, sample: JobSample) -> tuple:
+def loop_arguments(model: QueueModel, sample: JobSample) -> tuple[Any, ...]:
     """The positional arguments of :func:`run_queue_loop` for a model and its jobs."""
     spec = get_policy(model.policy)
     use_drr = spec.drr if model.class_arbiter is None else model.class_arbiter

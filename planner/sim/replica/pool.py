@@ -162,7 +162,7 @@ def engine_state(config: PoolConfig, sample: RequestSample) -> tuple[State, np.n
     encoding = policy.encoding(config.policy_params)
     policy_i = np.array([int(policy.drr), int(policy.preemptive), int(policy.uses_remaining_size),
                          router_code(config.router), max(1, config.router_d)], dtype=np.int64)
-    policy_f = np.array([encoding.preempt_until, config.warmup_s, config.duration_s])
+    policy_f = np.array([0.0, encoding.preempt_until, config.warmup_s, config.duration_s])
     class_f = np.array([[c.weight, c.priority_jump, c.drr_quantum_tokens, c.max_queue_wait_ms / 1000.0]
                         for c in config.classes], dtype=np.float64)
     return build_state(

@@ -12,6 +12,9 @@
 See :mod:`.batching` for why these take the state tuple but read its fields into locals.
 """
 
+# mypy: disable-error-code="no-any-return"
+# (compiled kernels: numpy's stubs type an element read from an array as Any)
+
 from __future__ import annotations
 
 import numpy as np
@@ -41,6 +44,7 @@ from planner.sim.replica.state import (
     Q_WORK,
     SLOT_IDLE,
     WAITING,
+    State,
 )
 
 
@@ -52,7 +56,7 @@ def outstanding(req_i: np.ndarray, req_f: np.ndarray, j: int) -> float:
 
 
 @inlined
-def waiting_key(st, j: int, r: int) -> float:
+def waiting_key(st: State, j: int, r: int) -> float:
     """Policy key of request j waiting at (or running on) replica r; larger is served first."""
     req_i = st.req_i
     req_f = st.req_f
@@ -66,7 +70,7 @@ def waiting_key(st, j: int, r: int) -> float:
 
 
 @inlined
-def enqueue(st, hkey: np.ndarray, hid: np.ndarray, j: int, r: int) -> None:
+def enqueue(st: State, hkey: np.ndarray, hid: np.ndarray, j: int, r: int) -> None:
     req_i = st.req_i
     n_cls = st.cls_f.shape[0]
     req_i[j, I_STATUS] = WAITING
@@ -77,7 +81,7 @@ def enqueue(st, hkey: np.ndarray, hid: np.ndarray, j: int, r: int) -> None:
 
 
 @njit(cache=True)
-def preempt(st, hkey: np.ndarray, hid: np.ndarray, r: int, slot: int) -> int:
+def preempt(st: State, hkey: np.ndarray, hid: np.ndarray, r: int, slot: int) -> int:
     """Evict the running request in ``slot`` (recompute); return the step tokens it gives back.
 
     The caller counts the preemption (``I_PRE_KV`` or ``I_PRE_POL``): a constant flag argument

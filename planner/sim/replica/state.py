@@ -23,10 +23,13 @@ the step model packed as :mod:`.step_time` reads it.
 from __future__ import annotations
 
 import collections
+from typing import cast
 
 import numpy as np
 
-NO_INDEX = np.int64(-1)
+from planner.sim.policies.base import KeyForm
+
+NO_INDEX = cast(int, np.int64(-1))
 """No replica, request or class. A numpy integer, not ``-1``: numba types a literal ``-1`` as
 a type of its own, and while it infers the types of a variable that starts as one it
 compiles every function the variable is passed to twice, for the literal and for int64."""
@@ -55,8 +58,9 @@ N_CLS_F = 4
 # pol_i: the policy's traits (DRR class arbiter, Trail-limited preemption, key sized by remaining
 # work), router code, router d
 G_DRR, G_PREEMPTIVE, G_REMAINING, G_ROUTER, G_D = range(5)
-# pol_f: the policy's preemption limit (Trail's c), window start, window end; pol_key: its packed KeyForm
-H_TRAIL, H_W0, H_W1 = range(3)
+# pol_f: (unused), the policy's preemption limit (Trail's c), window start, window end; pol_key: its packed
+# KeyForm. Column 0 is unused: callers that build these arrays themselves (static_batch) pass four columns.
+H_TRAIL, H_W0, H_W1 = 1, 2, 3
 # acc_f: area under N(t), time of the last event; acc_i: requests present, round-robin counter
 A_AREA, A_LAST = 0, 1
 B_NSYS, B_RR = 0, 1
@@ -73,6 +77,7 @@ State = collections.namedtuple(
 )
 
 INITIAL_HEAP_CAP = 256
+FCFS_KEY = KeyForm(waited=1.0).packed()
 
 
 def build_state(
@@ -90,13 +95,14 @@ def build_state(
     reserve: np.ndarray,
     policy_i: np.ndarray,
     policy_f: np.ndarray,
-    policy_key: np.ndarray,
+    policy_key: np.ndarray | None = None,
 ) -> tuple[State, np.ndarray, np.ndarray]:
     """Fresh engine state and empty heaps for one replication of one pool.
 
     ``replica_steps[r]`` = replica r's packed step model (``StepModel.packed``),
     ``replica_ints[r] = (kv_capacity_tokens, admission limit, max_batch, token budget, prefill chunk cap)``,
-    the chunk cap being the most prompt tokens one request prefills in a step (0: the budget left).
+    the chunk cap being the most prompt tokens one request prefills in a step (0: the budget left);
+    ``policy_key`` is the policy's packed key form (FCFS's when not given).
     """
     n = int(arrival.size)
     n_rep = int(replica_steps.shape[0])
@@ -142,7 +148,7 @@ def build_state(
         exp_ptr=np.zeros(n_cls, dtype=np.int64),
         pol_i=np.ascontiguousarray(policy_i, dtype=np.int64),
         pol_f=np.ascontiguousarray(policy_f, dtype=np.float64),
-        pol_key=np.ascontiguousarray(policy_key, dtype=np.float64),
+        pol_key=np.ascontiguousarray(FCFS_KEY if policy_key is None else policy_key, dtype=np.float64),
         acc_f=np.zeros(2),
         acc_i=np.zeros(2, dtype=np.int64),
         tokens_win=np.zeros(n_cls, dtype=np.int64),
