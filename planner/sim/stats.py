@@ -62,8 +62,8 @@ def t_interval(values: np.ndarray | list[float], level: float = 0.95) -> Confide
     mean = float(x.mean())
     if n == 1:
         return ConfidenceInterval(mean, math.inf, 1, level)
-    low, high = _st.t.interval(level, n - 1, loc=mean, scale=_st.sem(x))
-    return ConfidenceInterval(mean, float(high - low) / 2.0, n, level)
+    _, t_upper = _st.t.interval(level, n - 1)  # of the standard t: a zero spread gives a zero width
+    return ConfidenceInterval(mean, float(t_upper * _st.sem(x)), n, level)
 
 
 def replication_ci(values: np.ndarray | list[float], level: float = 0.95) -> ConfidenceInterval:

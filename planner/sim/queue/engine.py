@@ -165,6 +165,24 @@ def _pop_lane(h: int, fifo: bool, keys: np.ndarray, ids: np.ndarray, lsize: np.n
 
 
 @inlined
+def _take_next(q: int, n_cls: int, fifo: bool, keys: np.ndarray, ids: np.ndarray, lsize: np.ndarray,
+               lhead: np.ndarray, arrival: np.ndarray, tokens: np.ndarray, remaining: np.ndarray, use_drr: bool,
+               deficits: np.ndarray, quanta: np.ndarray, head_costs: np.ndarray, nonempty: np.ndarray,
+               ptr: np.ndarray, nwait: np.ndarray, qwork: np.ndarray) -> int:
+    """Remove and return the job queue q serves next (queue q is not empty); an emptied DRR lane
+    forfeits its deficit."""
+    k = _choose_lane(q, n_cls, keys, ids, lsize, lhead, arrival, tokens, use_drr, deficits, quanta, head_costs,
+                     nonempty, ptr)
+    h = q * n_cls + k
+    job = _pop_lane(h, fifo, keys, ids, lsize, lhead, arrival)
+    if use_drr and lsize[h] == 0:
+        deficits[q, k] = 0.0
+    nwait[q] -= 1
+    qwork[q] -= remaining[job]
+    return job
+
+
+@inlined
 def _push_lane(h: int, key: float, j: int, fifo: bool, keys: np.ndarray, ids: np.ndarray, lsize: np.ndarray,
                lhead: np.ndarray, arrival: np.ndarray) -> None:
     """Append job j to lane h (the caller made room: :func:`_lane_room`)."""
@@ -248,21 +266,9 @@ def _admit_arrival(j: int, now: float, target: int, preemptive: bool, key_j: flo
 
 @njit(cache=True)
 def run_queue_loop(
-    arrival: np.ndarray,
-    cls: np.ndarray,
-    size: np.ndarray,
-    predicted: np.ndarray,
-    tokens: np.ndarray,
-    route_u: np.ndarray,
-    weight: np.ndarray,
-    mu: np.ndarray,
-    jump: np.ndarray,
-    quanta: np.ndarray,
-    key_form: np.ndarray,
-    traits: np.ndarray,
-    speeds: np.ndarray,
-    routing: int,
-    power_d: int,
+    arrival: np.ndarray, cls: np.ndarray, size: np.ndarray, predicted: np.ndarray, tokens: np.ndarray,
+    route_u: np.ndarray, weight: np.ndarray, mu: np.ndarray, jump: np.ndarray, quanta: np.ndarray,
+    key_form: np.ndarray, traits: np.ndarray, speeds: np.ndarray, routing: int, power_d: int,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, int]:
     """Simulate every job to completion. Returns (start, finish, server, busy, preemptions).
 
@@ -292,42 +298,17 @@ def run_queue_loop(
 
 
 @njit(cache=True)
-def _event_loop(
-    arrival_o: np.ndarray,
-    cls_o: np.ndarray,
-    size_o: np.ndarray,
-    predicted_o: np.ndarray,
-    tokens_o: np.ndarray,
-    route_u_o: np.ndarray,
-    weight_o: np.ndarray,
-    mu_o: np.ndarray,
-    jump_o: np.ndarray,
-    quanta_o: np.ndarray,
-    key_form_o: np.ndarray,
-    traits: np.ndarray,
-    speeds_o: np.ndarray,
-    routing: int,
-    power_d: int,
-    remaining_o: np.ndarray,
-    start_o: np.ndarray,
-    finish_o: np.ndarray,
-    server_o: np.ndarray,
-    busy_o: np.ndarray,
-    running_o: np.ndarray,
-    comp_o: np.ndarray,
-    seg_o: np.ndarray,
-    nwait_o: np.ndarray,
-    qwork_o: np.ndarray,
-    deficits_o: np.ndarray,
-    ptr_o: np.ndarray,
-    head_costs_o: np.ndarray,
-    nonempty_o: np.ndarray,
-    perm_o: np.ndarray,
+def _event_loop(  # the arrays are owned by the caller
+    arrival_o: np.ndarray, cls_o: np.ndarray, size_o: np.ndarray, predicted_o: np.ndarray, tokens_o: np.ndarray,
+    route_u_o: np.ndarray, weight_o: np.ndarray, mu_o: np.ndarray, jump_o: np.ndarray, quanta_o: np.ndarray,
+    key_form_o: np.ndarray, traits: np.ndarray, speeds_o: np.ndarray, routing: int, power_d: int,
+    remaining_o: np.ndarray, start_o: np.ndarray, finish_o: np.ndarray, server_o: np.ndarray, busy_o: np.ndarray,
+    running_o: np.ndarray, comp_o: np.ndarray, seg_o: np.ndarray, nwait_o: np.ndarray, qwork_o: np.ndarray,
+    deficits_o: np.ndarray, ptr_o: np.ndarray, head_costs_o: np.ndarray, nonempty_o: np.ndarray, perm_o: np.ndarray,
 ) -> int:
-    """The events of :func:`run_queue_loop` on borrowed views of its arrays (:mod:`planner.sim.replica.borrow`:
-    no reference counting per access; the owners are this call's arguments). Each event either frees a
-    server (which then pops the head of the chosen lane) or brings an arrival (which starts, preempts, or
-    is pushed onto its lane): one pop site, one push site. Returns the number of preemptions."""
+    """The events of :func:`run_queue_loop` on borrowed views of its arrays (no reference counting per access).
+    An event frees a server (which takes the next job of its queue) or brings an arrival (which starts, preempts,
+    or waits): one pop site, one push site. Returns the number of preemptions."""
     arrival, cls, size, predicted, tokens = borrow(arrival_o), borrow(cls_o), borrow(size_o), borrow(predicted_o), \
         borrow(tokens_o)
     weight, mu, jump, key_form = borrow(weight_o), borrow(mu_o), borrow(jump_o), borrow(key_form_o)
@@ -347,9 +328,7 @@ def _event_loop(
     lsize, lhead = borrow(lsize_own), borrow(lhead_own)
     deficits, ptr, head_costs, nonempty, perm = borrow(deficits_o), borrow(ptr_o), borrow(head_costs_o), \
         borrow(nonempty_o), borrow(perm_o)
-    rr = 0
-    nxt = 0
-    preemptions = 0
+    rr, nxt, preemptions = 0, 0, 0
     while True:
         s_dep, t_dep = _next_departure(comp)
         t_arr = arrival[nxt] if nxt < n else np.inf
@@ -358,21 +337,13 @@ def _event_loop(
         begin = -1
         if s_dep >= 0 and t_dep <= t_arr:
             now, target = t_dep, s_dep
-            finish[running[target]] = now
-            busy[target] += now - seg[target]
-            running[target] = -1
-            comp[target] = np.inf
+            finish[running[target]], busy[target] = now, busy[target] + (now - seg[target])
+            running[target], comp[target] = -1, np.inf
             q = 0 if central else target
             if nwait[q] == 0:
                 continue
-            k = _choose_lane(q, n_cls, keys, ids, lsize, lhead, arrival, tokens, use_drr, deficits, quanta,
-                             head_costs, nonempty, ptr)
-            h = q * n_cls + k
-            begin = _pop_lane(h, fifo, keys, ids, lsize, lhead, arrival)
-            if use_drr and lsize[h] == 0:
-                deficits[q, k] = 0.0
-            nwait[q] -= 1
-            qwork[q] -= remaining[begin]
+            begin = _take_next(q, n_cls, fifo, keys, ids, lsize, lhead, arrival, tokens, remaining, use_drr, deficits,
+                               quanta, head_costs, nonempty, ptr, nwait, qwork)
         else:
             now, j = t_arr, nxt
             nxt += 1

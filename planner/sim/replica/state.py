@@ -99,10 +99,10 @@ def build_state(
 ) -> tuple[State, np.ndarray, np.ndarray]:
     """Fresh engine state and empty heaps for one replication of one pool.
 
-    ``replica_steps[r]`` = replica r's packed step model (``StepModel.packed``),
-    ``replica_ints[r] = (kv_capacity_tokens, admission limit, max_batch, token budget, prefill chunk cap)``,
-    the chunk cap being the most prompt tokens one request prefills in a step (0: the budget left);
-    ``policy_key`` is the policy's packed key form (FCFS's when not given).
+    ``replica_steps[r]`` = replica r's packed step model (``StepModel.packed``), ``replica_ints[r] =
+    (kv_capacity_tokens, admission limit, max_batch, token budget, prefill chunk cap)``, the chunk cap being the
+    most prompt tokens one request prefills in a step (0: the budget left); ``policy_key`` is the policy's packed
+    key form (FCFS's when not given).
     """
     n = int(arrival.size)
     n_rep = int(replica_steps.shape[0])
@@ -116,11 +116,7 @@ def build_state(
     req_f = np.full((n, N_REQ_F), np.nan)
     req_f[:, F_PRED] = predicted
     rep_i = np.zeros((n_rep, N_REP_I), dtype=np.int64)
-    rep_i[:, P_CAP] = replica_ints[:, 0]
-    rep_i[:, P_KVLIM] = replica_ints[:, 1]
-    rep_i[:, P_MAXB] = replica_ints[:, 2]
-    rep_i[:, P_BUDGET] = replica_ints[:, 3]
-    rep_i[:, P_CHUNK] = replica_ints[:, 4]
+    rep_i[:, [P_CAP, P_KVLIM, P_MAXB, P_BUDGET, P_CHUNK]] = replica_ints[:, :5]
     rep_i[:, P_DRRPTR] = -1
     rep_f = np.zeros((n_rep, N_REP_F))
     rep_f[:, Q_END] = np.inf
