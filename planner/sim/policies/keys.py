@@ -33,8 +33,20 @@ def priority_key(
     tokens: float,
 ) -> float:
     """The scheduling key of one job under the key ``form`` (larger = served first)."""
-    num = (form[K_JUMP] * priority_jump + form[K_INDEX] * (weight * mu_class) + form[K_WEIGHT] * weight
-           + form[K_WAITED] * (now - arrival) + form[K_SIZE] * size + form[K_CONST])
+    return key_from_class_part(form, class_part(form, weight, mu_class, priority_jump), size, arrival, now, tokens)
+
+
+@njit(cache=True, inline="always")
+def class_part(form: np.ndarray, weight: float, mu_class: float, priority_jump: float) -> float:
+    """The first terms of a key's numerator, which depend on the job's class only (a loop may keep them)."""
+    return form[K_JUMP] * priority_jump + form[K_INDEX] * (weight * mu_class) + form[K_WEIGHT] * weight
+
+
+@njit(cache=True, inline="always")
+def key_from_class_part(form: np.ndarray, part: float, size: float, arrival: float, now: float,
+                        tokens: float) -> float:
+    """:func:`priority_key` from its :func:`class_part`, with the same operations in the same order."""
+    num = part + form[K_WAITED] * (now - arrival) + form[K_SIZE] * size + form[K_CONST]
     if form[K_OVER_SIZE] == 0.0 and form[K_OVER_TOKENS] == 0.0 and form[K_OVER_CONST] == 1.0:
         return num  # num / 1.0 without the division, which the hot loops feel
     den = form[K_OVER_SIZE] * size + form[K_OVER_TOKENS] * tokens + form[K_OVER_CONST]

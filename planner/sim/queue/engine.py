@@ -40,7 +40,7 @@ import numpy as np
 from numba import njit
 
 from planner.sim.policies.drr import drr_select_class
-from planner.sim.policies.keys import precedes, priority_key
+from planner.sim.policies.keys import class_part, key_from_class_part, precedes
 from planner.sim.replica.borrow import borrow
 from planner.sim.replica.heap import grow, heap_pop, heap_push
 from planner.sim.replica.inline import inlined
@@ -103,12 +103,11 @@ def _route(j: int, now: float, routing: int, power_d: int, route_u: np.ndarray, 
 
 
 @inlined
-def _job_key(form: np.ndarray, j: int, work: float, remaining_sized: bool, cls: np.ndarray, weight: np.ndarray,
-             mu: np.ndarray, predicted: np.ndarray, arrival: np.ndarray, jump: np.ndarray, tokens: np.ndarray) -> float:
+def _job_key(form: np.ndarray, j: int, work: float, remaining_sized: bool, cls: np.ndarray, class_key: np.ndarray,
+             predicted: np.ndarray, arrival: np.ndarray, tokens: np.ndarray) -> float:
     """Job j's key with ``work`` left: the policy's key sized by ``work`` or by the prediction."""
-    k = cls[j]
     sized = work if remaining_sized else predicted[j]
-    return priority_key(form, weight[k], mu[k], sized, arrival[j], 0.0, jump[k], tokens[j])
+    return key_from_class_part(form, class_key[cls[j]], sized, arrival[j], 0.0, tokens[j])
 
 
 @inlined
@@ -213,8 +212,7 @@ def _lane_room(h: int, keys: np.ndarray, ids: np.ndarray, lsize: np.ndarray,
 @inlined
 def _central_server(now: float, preemptive: bool, speeds: np.ndarray, running: np.ndarray, comp: np.ndarray,
                     arrival: np.ndarray, form: np.ndarray, remaining_sized: bool, cls: np.ndarray,
-                    weight: np.ndarray, mu: np.ndarray, predicted: np.ndarray, jump: np.ndarray,
-                    tokens: np.ndarray) -> int:
+                    class_key: np.ndarray, predicted: np.ndarray, tokens: np.ndarray) -> int:
     """The server a central queue gives an arrival: the fastest idle one, else (preemptive) the one
     running the job last in the policy's order at its remaining work, else −1."""
     m = speeds.shape[0]
@@ -227,8 +225,8 @@ def _central_server(now: float, preemptive: bool, speeds: np.ndarray, running: n
     worst_key = 0.0
     for s in range(m):
         r = running[s]
-        key = _job_key(form, r, (comp[s] - now) * speeds[s], remaining_sized, cls, weight, mu, predicted, arrival,
-                       jump, tokens)
+        key = _job_key(form, r, (comp[s] - now) * speeds[s], remaining_sized, cls, class_key, predicted, arrival,
+                       tokens)
         if target < 0 or precedes(worst_key, arrival[running[target]], running[target], key, arrival[r], r):
             target = s
             worst_key = key
@@ -239,8 +237,7 @@ def _central_server(now: float, preemptive: bool, speeds: np.ndarray, running: n
 def _admit_arrival(j: int, now: float, target: int, preemptive: bool, key_j: float, running: np.ndarray,
                    comp: np.ndarray, speeds: np.ndarray, arrival: np.ndarray, remaining: np.ndarray,
                    busy: np.ndarray, seg: np.ndarray, form: np.ndarray, remaining_sized: bool, cls: np.ndarray,
-                   weight: np.ndarray, mu: np.ndarray, predicted: np.ndarray, jump: np.ndarray,
-                   tokens: np.ndarray) -> tuple[int, int, float, int]:
+                   class_key: np.ndarray, predicted: np.ndarray, tokens: np.ndarray) -> tuple[int, int, float, int]:
     """Arrival j at server ``target``: (job to start, job to enqueue, key of that job, preempted 0/1).
 
     j starts on an idle server, or displaces the running job of a preemptive policy when its key
@@ -253,13 +250,12 @@ def _admit_arrival(j: int, now: float, target: int, preemptive: bool, key_j: flo
     r = running[target]
     if preemptive:
         rem = (comp[target] - now) * speeds[target]
-        key_r = _job_key(form, r, rem, remaining_sized, cls, weight, mu, predicted, arrival, jump, tokens)
+        key_r = _job_key(form, r, rem, remaining_sized, cls, class_key, predicted, arrival, tokens)
         if precedes(key_j, arrival[j], j, key_r, arrival[r], r):
             busy[target] += now - seg[target]
             remaining[r] = rem if rem > 0.0 else 0.0
             running[target] = -1
-            key_r = _job_key(form, r, remaining[r], remaining_sized, cls, weight, mu, predicted, arrival, jump,
-                             tokens)
+            key_r = _job_key(form, r, remaining[r], remaining_sized, cls, class_key, predicted, arrival, tokens)
             return j, r, key_r, 1
     return -1, j, key_j, 0
 
@@ -289,8 +285,11 @@ def run_queue_loop(
     servers = (np.full(m, -1, np.int64), np.full(m, np.inf), np.zeros(m))  # running job, completion, segment start
     queues = (np.zeros(nq, np.int64), np.zeros(nq))  # jobs waiting, work waiting
     n_cls = weight.shape[0]
+    class_key = np.empty(n_cls)  # the part of every key that depends on the class only
+    for k in range(n_cls):
+        class_key[k] = class_part(key_form, weight[k], mu[k], jump[k])
     drr = (np.zeros((nq, n_cls)), np.full(nq, -1, np.int64), np.zeros(n_cls), np.zeros(n_cls, np.bool_))
-    preemptions = _event_loop(arrival, cls, size, predicted, tokens, route_u, weight, mu, jump, quanta, key_form,
+    preemptions = _event_loop(arrival, cls, size, predicted, tokens, route_u, class_key, quanta, key_form,
                               traits, speeds, routing, power_d, remaining, start, finish, server, busy, servers[0],
                               servers[1], servers[2], queues[0], queues[1], drr[0], drr[1], drr[2], drr[3],
                               np.arange(m))
@@ -300,7 +299,7 @@ def run_queue_loop(
 @njit(cache=True)
 def _event_loop(  # the arrays are owned by the caller
     arrival_o: np.ndarray, cls_o: np.ndarray, size_o: np.ndarray, predicted_o: np.ndarray, tokens_o: np.ndarray,
-    route_u_o: np.ndarray, weight_o: np.ndarray, mu_o: np.ndarray, jump_o: np.ndarray, quanta_o: np.ndarray,
+    route_u_o: np.ndarray, class_key_o: np.ndarray, quanta_o: np.ndarray,
     key_form_o: np.ndarray, traits: np.ndarray, speeds_o: np.ndarray, routing: int, power_d: int,
     remaining_o: np.ndarray, start_o: np.ndarray, finish_o: np.ndarray, server_o: np.ndarray, busy_o: np.ndarray,
     running_o: np.ndarray, comp_o: np.ndarray, seg_o: np.ndarray, nwait_o: np.ndarray, qwork_o: np.ndarray,
@@ -311,13 +310,13 @@ def _event_loop(  # the arrays are owned by the caller
     or waits): one pop site, one push site. Returns the number of preemptions."""
     arrival, cls, size, predicted, tokens = borrow(arrival_o), borrow(cls_o), borrow(size_o), borrow(predicted_o), \
         borrow(tokens_o)
-    weight, mu, jump, key_form = borrow(weight_o), borrow(mu_o), borrow(jump_o), borrow(key_form_o)
+    class_key, key_form = borrow(class_key_o), borrow(key_form_o)
     route_u, quanta, speeds = borrow(route_u_o), borrow(quanta_o), borrow(speeds_o)
     remaining, start, finish, server, busy = borrow(remaining_o), borrow(start_o), borrow(finish_o), \
         borrow(server_o), borrow(busy_o)
     running, comp, seg, nwait, qwork = borrow(running_o), borrow(comp_o), borrow(seg_o), borrow(nwait_o), \
         borrow(qwork_o)
-    n, n_cls, nq = arrival.shape[0], weight.shape[0], nwait.shape[0]
+    n, n_cls, nq = arrival.shape[0], class_key.shape[0], nwait.shape[0]
     central = routing == ROUTE_CENTRAL
     preemptive, remaining_sized, use_drr = traits[T_PREEMPTIVE] != 0, traits[T_REMAINING] != 0, traits[T_DRR] != 0
     fifo = traits[T_FIFO] != 0 and not preemptive
@@ -347,12 +346,11 @@ def _event_loop(  # the arrays are owned by the caller
         else:
             now, j = t_arr, nxt
             nxt += 1
-            key_j = _job_key(key_form, j, remaining[j], remaining_sized, cls, weight, mu, predicted, arrival, jump,
-                             tokens)
+            key_j = _job_key(key_form, j, remaining[j], remaining_sized, cls, class_key, predicted, arrival, tokens)
             if central:
                 q = 0
                 target = _central_server(now, preemptive, speeds, running, comp, arrival, key_form, remaining_sized,
-                                         cls, weight, mu, predicted, jump, tokens)
+                                         cls, class_key, predicted, tokens)
             else:
                 target = _route(j, now, routing, power_d, route_u, size, speeds, running, comp, nwait, qwork,
                                 perm, rr)
@@ -360,7 +358,7 @@ def _event_loop(  # the arrays are owned by the caller
                 q = target
             begin, push, key_p, preempted = _admit_arrival(j, now, target, preemptive, key_j, running, comp, speeds,
                                                            arrival, remaining, busy, seg, key_form, remaining_sized,
-                                                           cls, weight, mu, predicted, jump, tokens)
+                                                           cls, class_key, predicted, tokens)
             preemptions += preempted
             if push >= 0:
                 h = q * n_cls + cls[push]
