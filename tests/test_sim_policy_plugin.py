@@ -3,7 +3,7 @@
 The policy is strict priority with a size tie-break inside each class's priority level:
 key = priority_jump − share·size (``share`` a parameter), so a class with a larger jump
 always goes first when ``share`` is small, and shorter jobs go first inside a class.
-It is the worked example of docs/adding-a-policy.md.
+docs/adding-a-policy.md describes it under "Testing a new policy".
 """
 
 from __future__ import annotations
