@@ -40,7 +40,7 @@ sys.path.insert(0, str(ROOT / "tests"))
 
 from planner.profiles import load_profiles, profile_for  # noqa: E402
 from planner.scenario import load_scenario  # noqa: E402
-from planner.sim.policies import get_policy  # noqa: E402
+from planner.sim.policies import get_policy, policy_values  # noqa: E402
 from planner.sim.replica.engine import run_pool  # noqa: E402
 from planner.sim.replica.metrics import replication_metrics  # noqa: E402
 from planner.sim.replica.pool import (  # noqa: E402
@@ -68,8 +68,9 @@ def make_pool(rate: float, replicas: int = 16, duration: float = HOUR, no_reject
     adm, par = scenario.policy.admission, scenario.policy.params
     return PoolConfig((spec,), classes, get_policy(scenario.policy.name), duration_s=duration,
                       warmup_s=duration / 10, kv_fraction=adm.kv_fraction,
-                      output_quantile_reserve=adm.output_quantile_reserve, aging_rate=par.aging_rate,
-                      trail_c=par.trail_c, prediction_sigma=par.prediction_noise_sigma, router="jsq")
+                      output_quantile_reserve=adm.output_quantile_reserve,
+                      policy_params=policy_values(par.model_dump()), prediction_sigma=par.prediction_noise_sigma,
+                      router="jsq")
 
 
 def keeps_up(rate: float, replicas: int = 16) -> bool:

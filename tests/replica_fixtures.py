@@ -55,7 +55,7 @@ def pool(rate: float, policy: str = "fcfs", router: str = "jsq", *, replicas=Non
     reps = tuple(replace(r, prefill_chunk_cap=chunk_cap) for r in reps) if chunk_cap else reps
     return PoolConfig(tuple(reps), classes, get_policy(policy), duration_s=duration, warmup_s=duration / 10,
                       router=router, kv_fraction=kv_fraction, output_quantile_reserve=reserve,
-                      prediction_sigma=sigma, trail_c=trail_c)
+                      prediction_sigma=sigma, policy_params={"trail_c": trail_c})
 
 
 def run(config: PoolConfig, seed: int = 7):

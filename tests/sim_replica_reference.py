@@ -18,7 +18,6 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from planner.profiles.step_model import ATTENTION_COLUMNS, StepModel
-from planner.sim.policies.base import CMU, DRR_FCFS, DRR_WSPT, FCFS, PRIORITY_AGING, SRPT, WSPT
 from planner.sim.policies.drr import drr_select_class_reference
 from planner.sim.replica.state import P_CHUNK
 
@@ -31,22 +30,16 @@ def _step_model(packed: np.ndarray) -> StepModel:
     return StepModel(*(float(v) for v in packed[:n]), tuple(float(v) for v in packed[n:]))
 
 
-def ref_key(code, weight, mu, size, arrival, jump, isl, aging):
-    if code == FCFS:
-        return -arrival
-    if code == CMU:
-        return weight * mu
-    if code == WSPT:
-        return weight / (size if size > 0.0 else 1e-300)
-    if code == SRPT:
-        return -size
-    if code == PRIORITY_AGING:
-        return jump + aging * (0.0 - arrival)
-    if code == DRR_FCFS:
-        return jump - arrival
-    if code == DRR_WSPT:
-        return (1.0 + jump) / (isl if isl > 1.0 else 1.0)
-    return -arrival
+def ref_key(form, weight, mu, size, arrival, jump, isl):
+    """A policy's key from its packed KeyForm (jump, index, weight, waited, size, const, over_size,
+    over_tokens, over_const, floor_at, floor_to), evaluated at now = 0 as the engine does."""
+    c_jump, c_index, c_weight, c_waited, c_size, c_const, d_size, d_tokens, d_const, floor_at, floor_to = form
+    num = c_jump * jump + c_index * (weight * mu) + c_weight * weight + c_waited * (0.0 - arrival) + c_size * size
+    num += c_const
+    if d_size == 0.0 and d_tokens == 0.0 and d_const == 1.0:
+        return num
+    den = d_size * size + d_tokens * isl + d_const
+    return num / (den if den > floor_at else floor_to)
 
 
 @dataclass
@@ -106,9 +99,10 @@ class Reference:
         self.weight, self.jump, self.quantum, self.maxwait = (st.cls_f[:, i].tolist() for i in range(4))
         self.reserve = st.reserve.tolist()
         self.mu = st.mu.tolist()
-        self.code, drr, srpt, self.router, self.d = st.pol_i.tolist()
-        self.drr, self.srpt = bool(drr), bool(srpt)
-        self.aging, self.trail, self.w0, self.w1 = st.pol_f.tolist()
+        drr, preemptive, remaining, self.router, self.d = st.pol_i.tolist()
+        self.drr, self.preemptive, self.remaining = bool(drr), bool(preemptive), bool(remaining)
+        _, self.trail, self.w0, self.w1 = st.pol_f.tolist()
+        self.form = st.pol_key.tolist()
         k = len(self.weight)
         self.reps = [Rep(_step_model(st.rep_step[r]), *st.rep_i[r, 4:8].tolist(), k, int(st.rep_i[r, P_CHUNK]))
                      for r in range(st.rep_i.shape[0])]
@@ -127,9 +121,9 @@ class Reference:
 
     def key(self, j, r):
         k = self.cls[j]
-        size = self.pred[j] - self.gen[j] if self.code == SRPT else self.pred[j]
-        return ref_key(self.code, self.weight[k], self.mu[r][k], size, self.arr[j], self.jump[k],
-                       float(self.target[j]), self.aging)
+        size = self.pred[j] - self.gen[j] if self.remaining else self.pred[j]
+        return ref_key(self.form, self.weight[k], self.mu[r][k], size, self.arr[j], self.jump[k],
+                       float(self.target[j]))
 
     def enqueue(self, j, r):
         self.status[j] = WAITING
@@ -255,7 +249,7 @@ class Reference:
                 continue
             if self.drr:
                 rep.deficits, rep.ptr = saved
-            if self.srpt and not (fits_batch and fits_res):
+            if self.preemptive and not (fits_batch and fits_res):
                 if self.make_room(r, cand, -rep.heaps[k][0][0], need_res):
                     budget = rep.budget - sum(t for _, kind, t in rep.running if kind)
                     continue

@@ -46,7 +46,8 @@ ON_H100 = {"models": ["llama-3.1-8b"], "skus": ["H100"], "class_mix": STANDARD_O
 TWO_UNITS = {**ON_H100, "search_settings": False}
 """With the ``small`` scenario: llama-3.1-8b on 1 x H100 and 2 x H100, at the profile's defaults."""
 SETTINGS = Settings(duration_s=300.0, warmup_fraction=0.1, replications=3, seed=1, rel_tol=0.02, confidence=0.95,
-                    pool_replicas=1, policy="drr-wspt", prediction_sigma=0.5, aging_rate=0.1, trail_c=0.5,
+                    pool_replicas=1, policy="drr-wspt", prediction_sigma=0.5,
+                    policy_params=(("aging_rate", 0.1), ("trail_c", 0.5)),
                     kv_fraction=0.85, output_quantile_reserve=0.95, search_settings=False)
 
 

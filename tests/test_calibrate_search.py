@@ -28,7 +28,7 @@ from planner.calibrate.search import (
 from planner.profiles import load_profiles, profile_for
 from planner.profiles.step_model import StepModel
 from planner.scenario import Scenario, load_scenario
-from planner.sim.policies import get_policy
+from planner.sim.policies import get_policy, policy_values
 from planner.sim.replica.pool import ClassSpec, PoolConfig, ReplicaSpec, draw_sample
 from planner.sim.replica.run import simulate_pool
 from planner.sim.workload import workloads_for
@@ -211,7 +211,8 @@ def test_looser_slo_never_gives_less_capacity_to_any_setting_when_nothing_is_pru
 
 # ----------------------------------------------------------------------------- common random numbers
 SETTINGS = Settings(duration_s=600.0, warmup_fraction=0.1, replications=2, seed=11, rel_tol=0.02, confidence=0.95,
-                    pool_replicas=1, policy="drr-wspt", prediction_sigma=0.5, aging_rate=0.1, trail_c=0.5,
+                    pool_replicas=1, policy="drr-wspt", prediction_sigma=0.5,
+                    policy_params=(("aging_rate", 0.1), ("trail_c", 0.5)),
                     kv_fraction=0.85, output_quantile_reserve=0.95)
 
 
@@ -280,7 +281,7 @@ def independent_pool(scenario: Scenario, profiles, model: str, sku: str, rate: f
     q = scenario.policy.params
     return PoolConfig((replica,), classes, get_policy(scenario.policy.name), duration_s=duration,
                       warmup_s=0.1 * duration, kv_fraction=a.kv_fraction,
-                      output_quantile_reserve=a.output_quantile_reserve, aging_rate=q.aging_rate, trail_c=q.trail_c,
+                      output_quantile_reserve=a.output_quantile_reserve, policy_params=policy_values(q.model_dump()),
                       prediction_sigma=q.prediction_noise_sigma)
 
 

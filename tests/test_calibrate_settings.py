@@ -34,7 +34,8 @@ REL_TOL = 0.02
 SEARCH = {"models": ["llama-3.1-8b"], "skus": ["H100"], "class_mix": STANDARD_ONLY, "duration_s": 300.0,
           "replications": 3, "rel_tol": REL_TOL, "engine": "local", "use_cache": False}
 SETTINGS = Settings(duration_s=300.0, warmup_fraction=0.1, replications=3, seed=1, rel_tol=REL_TOL, confidence=0.95,
-                    pool_replicas=1, policy="drr-wspt", prediction_sigma=0.5, aging_rate=0.1, trail_c=0.5,
+                    pool_replicas=1, policy="drr-wspt", prediction_sigma=0.5,
+                    policy_params=(("aging_rate", 0.1), ("trail_c", 0.5)),
                     kv_fraction=0.85, output_quantile_reserve=0.95, search_settings=True, prune=True)
 PRUNED_BY_CEILING = "its analytic ceiling"
 PRUNED_BY_PROBE = "misses an SLO at"

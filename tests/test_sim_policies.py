@@ -9,47 +9,86 @@ from hypothesis import strategies as st
 
 from planner.errors import InputError
 from planner.sim.policies import POLICIES, get_policy
-from planner.sim.policies.base import CMU, DRR_FCFS, DRR_WSPT, FCFS, PRIORITY_AGING, SRPT, WSPT
 from planner.sim.policies.drr import drr_cost, drr_select_class, drr_select_class_reference
 from planner.sim.policies.keys import precedes, priority_key
 from planner.sim.queue import ArrivalProcess, QueueClass, QueueModel, ServiceDist, simulate_queue
 
 
-def test_registry_has_the_contract_names_and_codes() -> None:
-    assert {name: spec.code for name, spec in POLICIES.items()} == {
-        "fcfs": 0, "cmu": 1, "wspt": 2, "srpt": 3, "priority-aging": 4, "drr-fcfs": 5, "drr-wspt": 6,
-    }
+def test_registry_has_the_contract_names_and_traits() -> None:
+    assert list(POLICIES) == ["fcfs", "cmu", "wspt", "srpt", "priority-aging", "drr-fcfs", "drr-wspt"]
     assert [s.name for s in POLICIES.values() if s.preemptive] == ["srpt"]
+    assert [s.name for s in POLICIES.values() if s.uses_remaining_size] == ["srpt"]
+    assert [s.name for s in POLICIES.values() if s.fifo_within_class] == ["fcfs", "cmu", "priority-aging", "drr-fcfs"]
     assert {s.name: s.inner for s in POLICIES.values() if s.drr} == {"drr-fcfs": "fcfs", "drr-wspt": "wspt"}
+    assert {s.name: [p.name for p in s.params] for s in POLICIES.values() if s.params} == {
+        "srpt": ["trail_c"], "priority-aging": ["aging_rate"]}
 
 
 def test_unknown_policy_lists_the_valid_names() -> None:
     with pytest.raises(InputError) as err:
         get_policy("edf")
     assert "drr-wspt" in str(err.value) and err.value.exit_code == 3
-    assert get_policy(" WSPT ").code == WSPT
+    assert get_policy(" WSPT ").name == "wspt"
 
 
-def _key(code: int, **kw) -> float:
-    args = dict(weight=1.0, mu_class=1.0, predicted_size=1.0, arrival=0.0, now=0.0, priority_jump=0.0,
-                isl_tokens=1.0, aging_rate=0.0)
+def test_parameters_take_their_defaults_and_are_checked() -> None:
+    srpt = get_policy("srpt")
+    assert srpt.values() == {"trail_c": 0.5}
+    assert srpt.values({"trail_c": 0.2, "aging_rate": 9.0}) == {"trail_c": 0.2}  # another policy's value is ignored
+    assert srpt.encoding({"trail_c": 0.2}).preempt_until == 0.2
+    assert get_policy("priority-aging").encoding({"aging_rate": 0.3}).key.waited == 0.3
+    with pytest.raises(InputError, match="trail_c"):
+        srpt.values({"trail_c": 1.5})
+
+
+def _key(policy: str, **kw) -> float:
+    args = dict(weight=1.0, mu_class=1.0, size=1.0, arrival=0.0, now=0.0, priority_jump=0.0, tokens=1.0)
+    aging = kw.pop("aging_rate", 0.1)
     args.update(kw)
-    return priority_key(code, *args.values())
+    form = get_policy(policy).encoding({"aging_rate": aging}).key.packed()
+    return priority_key(form, *args.values())
 
 
 def test_keys_follow_each_rule() -> None:
-    assert _key(FCFS, arrival=1.0) > _key(FCFS, arrival=2.0)
-    assert _key(CMU, weight=8.0, mu_class=1 / 0.3) > _key(CMU, weight=0.5, mu_class=1 / 4.0)
-    assert _key(WSPT, weight=2.0, predicted_size=1.0) == pytest.approx(2.0)
-    assert _key(SRPT, predicted_size=0.5) > _key(SRPT, predicted_size=3.0)
+    assert _key("fcfs", arrival=1.0) > _key("fcfs", arrival=2.0)
+    assert _key("cmu", weight=8.0, mu_class=1 / 0.3) > _key("cmu", weight=0.5, mu_class=1 / 4.0)
+    assert _key("wspt", weight=2.0, size=1.0) == pytest.approx(2.0)
+    assert _key("srpt", size=0.5) > _key("srpt", size=3.0)
     # priority-aging: a jump-0 job that waited J / r overtakes a fresh job with jump J
-    assert _key(PRIORITY_AGING, priority_jump=0.0, aging_rate=0.1, arrival=0.0, now=31.0) > _key(
-        PRIORITY_AGING, priority_jump=3.0, aging_rate=0.1, arrival=31.0, now=31.0)
+    assert _key("priority-aging", priority_jump=0.0, aging_rate=0.1, arrival=0.0, now=31.0) > _key(
+        "priority-aging", priority_jump=3.0, aging_rate=0.1, arrival=31.0, now=31.0)
     # Dynamo fcfs: priority_jump - arrival_offset; Dynamo wspt: (1 + jump) / isl_tokens
-    assert _key(DRR_FCFS, priority_jump=3.0, arrival=10.0) == pytest.approx(-7.0)
-    assert _key(DRR_WSPT, priority_jump=3.0, isl_tokens=800.0) == pytest.approx(4.0 / 800.0)
-    assert _key(DRR_WSPT, isl_tokens=0.0) == 1.0
+    assert _key("drr-fcfs", priority_jump=3.0, arrival=10.0) == pytest.approx(-7.0)
+    assert _key("drr-wspt", priority_jump=3.0, tokens=800.0) == pytest.approx(4.0 / 800.0)
+    assert _key("drr-wspt", tokens=0.0) == 1.0
     assert drr_cost(0.0) == 1.0 and drr_cost(512.0) == 512.0
+
+
+def _textbook(policy: str, w: float, mu: float, size: float, a: float, jump: float, tokens: float,
+              rate: float) -> float:
+    """Each policy's key as its module states it, at now = 0 (as the engines evaluate keys)."""
+    return {
+        "fcfs": lambda: -a,
+        "cmu": lambda: w * mu,
+        "wspt": lambda: w / (size if size > 0.0 else 1e-300),
+        "srpt": lambda: -size,
+        "priority-aging": lambda: jump + rate * (0.0 - a),
+        "drr-fcfs": lambda: jump - a,
+        "drr-wspt": lambda: (1.0 + jump) / (tokens if tokens > 1.0 else 1.0),
+    }[policy]()
+
+
+finite = st.floats(-1e6, 1e6, allow_nan=False)
+positive = st.floats(0.0, 1e6, allow_nan=False)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.sampled_from(sorted(POLICIES)), positive, positive, finite, positive, positive, positive, positive)
+def test_each_key_form_is_the_textbook_key_bit_for_bit(policy, w, mu, size, a, jump, tokens, rate) -> None:
+    """The engines' results stay the same only if every form evaluates exactly to its formula."""
+    form = get_policy(policy).encoding({"aging_rate": rate}).key.packed()
+    got = priority_key(form, w, mu, size, a, 0.0, jump, tokens)
+    assert got == _textbook(policy, w, mu, size, a, jump, tokens, rate)
 
 
 def test_ties_break_by_arrival_then_id() -> None:

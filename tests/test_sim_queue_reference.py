@@ -15,22 +15,24 @@ from planner.sim.policies.drr import drr_select_class_reference
 from planner.sim.queue import ArrivalProcess, QueueClass, QueueModel, ServiceDist, draw_jobs, simulate_queue
 
 
-def _key(spec_code: int, j: int, k: int, s, model: QueueModel) -> float:
+def _key(policy: str, j: int, k: int, s, model: QueueModel) -> float:
+    """Each policy's textbook key, written out independently of its KeyForm."""
     c = model.classes[k]
     mu = 1.0 / c.service.first_moment
-    if spec_code == 0:
+    if policy == "fcfs":
         return -s.arrival[j]
-    if spec_code == 1:
+    if policy == "cmu":
         return c.weight * mu
-    if spec_code == 2:
+    if policy == "wspt":
         p = s.predicted[j]
         return c.weight / (p if p > 0 else 1e-300)
-    if spec_code == 3:
+    if policy == "srpt":
         return -s.size[j]
-    if spec_code == 4:
-        return c.priority_jump + model.aging_rate * (0.0 - s.arrival[j])
-    if spec_code == 5:
+    if policy == "priority-aging":
+        return c.priority_jump + dict(model.policy_params).get("aging_rate", 0.1) * (0.0 - s.arrival[j])
+    if policy == "drr-fcfs":
         return c.priority_jump - s.arrival[j]
+    assert policy == "drr-wspt"
     tok = s.tokens[j]
     return (1.0 + c.priority_jump) / (tok if tok > 1.0 else 1.0)
 
@@ -81,7 +83,7 @@ def reference_single_server(model: QueueModel, s) -> tuple[np.ndarray, np.ndarra
         now, j = t_arr, nxt
         nxt += 1
         k = int(s.cls[j])
-        key = _key(spec.code, j, k, s, model)
+        key = _key(spec.name, j, k, s, model)
         if running < 0:
             begin(j, now)
             continue

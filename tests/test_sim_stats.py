@@ -18,6 +18,7 @@ def test_t_interval_matches_scipy() -> None:
     assert ci.low == pytest.approx(lo) and ci.high == pytest.approx(hi) and ci.n == 5
     assert ci.covers(x.mean())
     assert math.isinf(replication_ci([3.0]).half_width)
+    assert replication_ci([3.0, 3.0, 3.0]).half_width == 0.0  # identical replications: no spread, no width
     assert replication_ci([]).n == 0
 
 

@@ -63,8 +63,7 @@ class Settings:
     pool_replicas: int
     policy: str
     prediction_sigma: float
-    aging_rate: float
-    trail_c: float
+    policy_params: tuple[tuple[str, float], ...]
     kv_fraction: float
     output_quantile_reserve: float
     min_class_requests: int = MIN_CLASS_REQUESTS

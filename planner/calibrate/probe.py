@@ -104,8 +104,8 @@ def pool_config(task: UnitTask, replica: ReplicaSpec, rate_rps_per_replica: floa
     classes = tuple(replace(c.spec, rate_rps=total * c.share) for c in task.classes)
     return PoolConfig(
         (replica,), classes, get_policy(s.policy), duration_s=duration, warmup_s=s.warmup_fraction * duration,
-        kv_fraction=s.kv_fraction, output_quantile_reserve=s.output_quantile_reserve, aging_rate=s.aging_rate,
-        trail_c=s.trail_c, prediction_sigma=s.prediction_sigma, router=s.router)
+        kv_fraction=s.kv_fraction, output_quantile_reserve=s.output_quantile_reserve,
+        policy_params=dict(s.policy_params), prediction_sigma=s.prediction_sigma, router=s.router)
 
 
 @dataclass(frozen=True)

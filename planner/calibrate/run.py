@@ -44,7 +44,7 @@ from planner.calibrate.unit import CEILING_MARGIN, calibrate_unit
 from planner.engine import resolve_engine, run_tasks
 from planner.errors import InputError
 from planner.scenario import Scenario
-from planner.sim.policies import get_policy
+from planner.sim.policies import get_policy, policy_values
 from planner.sim.simulate import WARMUP_FRACTION
 from planner.sim.work import PoolWork, check_work
 from planner.slo import SLO_METRICS
@@ -103,8 +103,8 @@ def calibrate(
     settings = Settings(
         duration_s=float(duration_s), warmup_fraction=WARMUP_FRACTION, replications=replications,
         seed=seed, rel_tol=float(rel_tol), confidence=float(confidence), pool_replicas=pool_replicas,
-        policy=policy_name, prediction_sigma=params.prediction_noise_sigma, aging_rate=params.aging_rate,
-        trail_c=params.trail_c, kv_fraction=admission.kv_fraction,
+        policy=policy_name, prediction_sigma=params.prediction_noise_sigma,
+        policy_params=tuple(policy_values(params.model_dump()).items()), kv_fraction=admission.kv_fraction,
         output_quantile_reserve=admission.output_quantile_reserve, search_settings=search_settings, prune=prune)
     tasks = build_tasks(scenario, units, shares, settings, histogram)
     check_unit_work(tasks)
@@ -199,7 +199,7 @@ def _meta(scenario: Scenario, s: Settings, shares: Mapping[str, float], explicit
                             "rule": "the setting with the highest calibrated rate; see planner/calibrate/unit.py"},
         "router": s.router, "kv_fraction": s.kv_fraction,
         "output_quantile_reserve": s.output_quantile_reserve, "prediction_noise_sigma": s.prediction_sigma,
-        "aging_rate": s.aging_rate, "trail_c": s.trail_c,
+        **dict(s.policy_params),
         "cache": {"used": use_cache, "units_cached": n_cached, "units_simulated": n_simulated,
                   "notes": cache_notes},
         "units": units, "skipped_pairs": skipped, "failures": failures,

@@ -13,6 +13,7 @@ loader expands them, so a file with five broken rules reports five lines.
 
 from __future__ import annotations
 
+import difflib
 import re
 from dataclasses import dataclass
 from typing import Annotated, Literal, get_args
@@ -32,18 +33,18 @@ from planner.contracts import (
 from planner.contracts import FORECAST_QUANTILES as FORECAST_QUANTILES
 from planner.contracts import Tier as Tier
 from planner.contracts import Zone as Zone
+from planner.sim.policies.registry import policy_names
 
 # Fixed names shared by the whole project (catalog, profiles, placement, reports). Tiers, zones
 # and clouds are enums of planner.contracts; the scenario models store their plain text values
 # (``use_enum_values``), so a loaded scenario holds the same strings as before.
 Sku = Literal["A100-40GB", "A100-80GB", "H100", "H200", "B200", "B300", "L40S", "L4", "MI300X"]
-PolicyName = Literal["fcfs", "cmu", "wspt", "srpt", "priority-aging", "drr-fcfs", "drr-wspt"]
 Engine = Literal["vllm", "sglang", "trtllm"]
 TpDegree = Literal[1, 2, 4, 8]
 
 SKU_NAMES: tuple[str, ...] = get_args(Sku)
 ZONES: tuple[str, ...] = ZONE_NAMES
-POLICY_NAMES: tuple[str, ...] = get_args(PolicyName)
+POLICY_NAMES: tuple[str, ...] = policy_names()  # when this module loads; PolicyName checks the registry as it is
 TIERS: tuple[str, ...] = TIER_NAMES
 ENGINES: tuple[str, ...] = get_args(Engine)
 TP_DEGREES: tuple[int, ...] = get_args(TpDegree)
@@ -137,7 +138,17 @@ def horizon_to_hours(value: str) -> int:
     return duration_hours(parse_duration(value, SCENARIO_HORIZON))
 
 
+def _check_policy(value: str) -> str:
+    names = policy_names()
+    if value not in names:
+        close = difflib.get_close_matches(value.lower(), names, n=1)
+        hint = f"did you mean '{close[0]}'? " if close else ""
+        raise custom_error("policy", f"unknown policy {value!r}", f"{hint}use one of: {', '.join(names)}")
+    return value
+
+
 Slug = Annotated[str, Strict(), AfterValidator(_check_slug)]
+PolicyName = Annotated[str, Strict(), AfterValidator(_check_policy)]
 ServingKey = Annotated[str, Strict(), AfterValidator(_check_serving_key)]
 Horizon = Annotated[str, Strict(), AfterValidator(_check_horizon)]
 

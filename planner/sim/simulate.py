@@ -31,6 +31,7 @@ import math
 import re
 import zlib
 from collections.abc import Callable
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
@@ -43,7 +44,7 @@ from planner.errors import InputError
 from planner.profiles import profile_for
 from planner.scenario import Scenario
 from planner.sim.plan_input import validated_plan, validated_rates
-from planner.sim.policies import get_policy
+from planner.sim.policies import get_policy, policy_values
 from planner.sim.replica.pool import (
     ClassSpec,
     PoolConfig,
@@ -60,7 +61,7 @@ from planner.sim.replica.run import (
 )
 from planner.sim.result import SimulationResult
 from planner.sim.work import PoolWork, check_work
-from planner.sim.workload import workloads_for
+from planner.sim.workload import ClassWorkload, workloads_for
 from planner.slo import SLO_METRICS, met_column, p99_column, target_column, verdict_column
 from planner.sources import source_of
 
@@ -234,41 +235,69 @@ def simulate_plan(
     pools = _pools(rows, profiles, catalog, scenario)
     rates = _demand_rates(demand, scenario)
     params, admission = scenario.policy.params, scenario.policy.admission
+    policy_params = policy_values(params.model_dump())
     trace = tuple(np.asarray(arrival_trace_s, dtype=float)) if arrival_trace_s is not None else None
-    keys = sorted(set(pools) | set(rates))
-    configs: dict[tuple[str, str], tuple[PoolConfig, dict[str, Any]]] = {}
+    template = PoolConfig(
+        (), (), spec, duration_s=duration_s, warmup_s=warmup, kv_fraction=admission.kv_fraction,
+        output_quantile_reserve=admission.output_quantile_reserve, policy_params=policy_params,
+        prediction_sigma=params.prediction_noise_sigma, router=routing, router_d=router_d, arrival_kind=arrival,
+        arrival_cv=arrival_cv, arrival_trace_s=trace)
+    configs = _pool_configs(scenario, pools, rates, histogram, template)
+    check_work([PoolWork(f"{region} / {model}", sum(s.count * s.max_batch for s in config.replicas),
+                         sum(c.rate_rps for c in config.classes)) for (region, model), (config, _) in configs.items()],
+               duration_s=duration_s, replications=replications, size_where=source_of(plan, "plan"))
     tasks: list[ReplicationTask] = []
-    for key in keys:
-        if key not in pools:
-            continue
+    for (region, model), (config, _) in configs.items():
+        tasks += replication_tasks(config, replications, pool_seed(seed, region, model))
+    metrics = run_tasks(run_replication_task, tasks, engine=engine, workers=workers, progress=progress,
+                        scheduler=scheduler)
+    keys = sorted(set(pools) | set(rates))
+    per_class, pool_meta = _summaries(scenario, keys, configs, rates, metrics, replications, duration_s - warmup)
+    meta = {
+        "scenario": scenario.name, "period": period_label, "policy": spec.name, "routing": routing,
+        "router_d": router_d, "duration_s": duration_s, "warmup_s": warmup, "replications": replications,
+        "seed": seed, "arrival": arrival, "arrival_cv": arrival_cv,
+        "kv_fraction": admission.kv_fraction, "output_quantile_reserve": admission.output_quantile_reserve,
+        "prediction_noise_sigma": params.prediction_noise_sigma, **policy_params, "version": __version__,
+        "length_source": "ingest histogram" if histogram is not None else "trace defaults",
+        "pools": pool_meta,
+    }
+    return SimulationResult(per_class, meta)
+
+
+PoolConfigs = dict[tuple[str, str], tuple[PoolConfig, dict[str, ClassWorkload]]]
+"""Per served (region, model): its pool and the length laws of its classes."""
+
+
+def _pool_configs(scenario: Scenario, pools: dict[tuple[str, str], list[ReplicaSpec]],
+                  rates: dict[tuple[str, str], dict[str, float]], histogram: pd.DataFrame | None,
+                  template: PoolConfig) -> PoolConfigs:
+    """One pool per (region, model) with replicas: ``template``'s settings, its replicas, its classes' rates."""
+    configs: PoolConfigs = {}
+    for key in sorted(pools):
         region, model = key
         pool_rates = rates.get(key, {})
         laws = workloads_for(model, scenario.class_names, histogram, scenario.prompt_caps())
         classes = tuple(ClassSpec.of(k, scenario.slo(model, k.name), pool_rates.get(k.name, 0.0), laws[k.name])
                         for k in scenario.classes)
-        config = PoolConfig(
-            tuple(pools[key]), classes, spec, duration_s=duration_s, warmup_s=warmup,
-            kv_fraction=admission.kv_fraction, output_quantile_reserve=admission.output_quantile_reserve,
-            aging_rate=params.aging_rate, trail_c=params.trail_c, prediction_sigma=params.prediction_noise_sigma,
-            router=routing, router_d=router_d, arrival_kind=arrival, arrival_cv=arrival_cv,
-            arrival_trace_s=trace)
+        config = replace(template, replicas=tuple(pools[key]), classes=classes)
         check_config(config)
         configs[key] = (config, laws)
-    check_work([PoolWork(f"{region} / {model}", sum(s.count * s.max_batch for s in config.replicas),
-                         sum(c.rate_rps for c in config.classes)) for (region, model), (config, _) in configs.items()],
-               duration_s=duration_s, replications=replications, size_where=source_of(plan, "plan"))
-    for (region, model), (config, _) in configs.items():
-        tasks += replication_tasks(config, replications, pool_seed(int(seed), region, model))
-    metrics = run_tasks(run_replication_task, tasks, engine=engine, workers=workers, progress=progress,
-                        scheduler=scheduler)
+    return configs
+
+
+def _summaries(scenario: Scenario, keys: list[tuple[str, str]], configs: PoolConfigs,
+               rates: dict[tuple[str, str], dict[str, float]], metrics: list[Any], replications: int,
+               window_s: float) -> tuple[pd.DataFrame, list[dict[str, Any]]]:
+    """Per-class rows and per-pool metadata of every (region, model), in ``keys`` order; ``metrics`` holds
+    ``replications`` results per pool of ``configs``, in the same order."""
     frames: list[pd.DataFrame] = []
     pool_meta: list[dict[str, Any]] = []
     done = 0
     for key in keys:
         region, model = key
         if key not in configs:
-            frames.append(pd.DataFrame(_unserved_rows(region, model, rates.get(key, {}), scenario,
-                                                      duration_s - warmup)))
+            frames.append(pd.DataFrame(_unserved_rows(region, model, rates.get(key, {}), scenario, window_s)))
             pool_meta.append({"region": region, "model": model, "replicas": {}, "note": "demand but no replicas"})
             continue
         config, laws = configs[key]
@@ -290,17 +319,7 @@ def simulate_plan(
     per_class = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
     if not per_class.empty:
         _mark_no_traffic(per_class)
-    meta = {
-        "scenario": scenario.name, "period": period_label, "policy": spec.name, "routing": routing,
-        "router_d": router_d, "duration_s": duration_s, "warmup_s": warmup, "replications": replications,
-        "seed": seed, "arrival": arrival, "arrival_cv": arrival_cv,
-        "kv_fraction": admission.kv_fraction, "output_quantile_reserve": admission.output_quantile_reserve,
-        "prediction_noise_sigma": params.prediction_noise_sigma, "aging_rate": params.aging_rate,
-        "trail_c": params.trail_c, "version": __version__,
-        "length_source": "ingest histogram" if histogram is not None else "trace defaults",
-        "pools": pool_meta,
-    }
-    return SimulationResult(per_class, meta)
+    return per_class, pool_meta
 
 
 def _rate_column(frame: pd.DataFrame, where: str) -> np.ndarray:

@@ -62,9 +62,8 @@ def t_interval(values: np.ndarray | list[float], level: float = 0.95) -> Confide
     mean = float(x.mean())
     if n == 1:
         return ConfidenceInterval(mean, math.inf, 1, level)
-    sd = float(x.std(ddof=1))
-    t = float(_st.t.ppf(0.5 + level / 2.0, n - 1))
-    return ConfidenceInterval(mean, t * sd / math.sqrt(n), n, level)
+    _, t_upper = _st.t.interval(level, n - 1)  # of the standard t: a zero spread gives a zero width
+    return ConfidenceInterval(mean, float(t_upper * _st.sem(x)), n, level)
 
 
 def replication_ci(values: np.ndarray | list[float], level: float = 0.95) -> ConfidenceInterval:
@@ -78,7 +77,7 @@ def batch_means(values: np.ndarray, n_batches: int = 20) -> np.ndarray:
     size = x.size // n_batches
     if size == 0:
         return x.copy()
-    return x[: size * n_batches].reshape(n_batches, size).mean(axis=1)
+    return np.asarray(x[: size * n_batches].reshape(n_batches, size).mean(axis=1))
 
 
 def batch_means_ci(values: np.ndarray, n_batches: int = 20, level: float = 0.95) -> ConfidenceInterval:

@@ -15,6 +15,8 @@ the weighted objective's theory value is Σ_k p_k w_k T_k.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, Any
+
 import numpy as np
 import pandas as pd
 
@@ -28,6 +30,9 @@ from planner.sim.experiments.common import (
     sized,
 )
 from planner.sim.queue import ArrivalProcess, QueueClass, QueueModel, rate_for_load, simulate_queue, summarize
+
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
 
 POLICIES = ("fcfs", "cmu", "wspt", "srpt")
 
@@ -52,13 +57,14 @@ def theory_sojourns(classes: tuple[QueueClass, ...], rho: float, policy: str) ->
     return None
 
 
-def run_config(classes, rho: float, policy: str, n: int, warmup: int, seed: int, **extra) -> dict:
+def run_config(classes: tuple[QueueClass, ...], rho: float, policy: str, n: int, warmup: int, seed: int,
+               **extra: Any) -> dict[str, Any]:
     """Simulate one (ρ, policy) and return its table row (shared by E1 and E2)."""
     model = QueueModel(classes, ArrivalProcess("poisson", rate_for_load(classes, rho)), policy=policy,
                        n_jobs=n, warmup=warmup, **extra)
     run = simulate_queue(model, seed)
     summ = summarize(run)
-    row: dict = {
+    row: dict[str, Any] = {
         "rho": rho,
         "policy": policy,
         "jobs": n - warmup,
@@ -84,7 +90,7 @@ def run_config(classes, rho: float, policy: str, n: int, warmup: int, seed: int,
     return row
 
 
-def _draw(table: pd.DataFrame, fig) -> None:
+def _draw(table: pd.DataFrame, fig: Figure) -> None:
     axes = fig.subplots(1, 3)
     colours = {"fcfs": "tab:gray", "cmu": "tab:blue", "wspt": "tab:green", "srpt": "tab:red"}
     for pol in POLICIES:
@@ -108,7 +114,7 @@ def _draw(table: pd.DataFrame, fig) -> None:
     fig.tight_layout()
 
 
-def _checks(table: pd.DataFrame) -> list[dict]:
+def _checks(table: pd.DataFrame) -> list[dict[str, Any]]:
     piv = table.pivot(index="rho", columns="policy", values="weighted_objective_s")
     gain_cmu = piv["fcfs"] / piv["cmu"]
     gain_wspt = piv["fcfs"] / piv["wspt"]

@@ -19,13 +19,14 @@ import pandas as pd
 
 from planner.sim.experiments.common import ExperimentResult, check, e1_classes, new_figure, sized
 from planner.sim.experiments.e1_policies import run_config
+from planner.sim.queue.run import QueueRun
 from planner.sim.stats import batch_means_ci
 
 RHO = 0.85
 SIGMAS = (0.0, 0.5, 1.0, 1.5)
 
 
-def _paired(run, base, weights: np.ndarray) -> tuple[float, float]:
+def _paired(run: QueueRun, base: QueueRun, weights: np.ndarray) -> tuple[float, float]:
     kept = run.kept
     d = weights[run.cls[kept]] * (run.sojourn[kept] - base.sojourn[kept])
     ci = batch_means_ci(d)

@@ -15,6 +15,8 @@ against the first tenth (drift ≫ 1 means no steady state).
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 import pandas as pd
 
@@ -28,7 +30,7 @@ ROUTINGS = ("random", "jsq", "power-of-d", "least-work")
 LABELS = {"random": "random", "jsq": "JSQ", "power-of-d": "power-of-2", "least-work": "least-work"}
 
 
-def _row(rho: float, routing: str, n: int, warmup: int, seed: int) -> dict:
+def _row(rho: float, routing: str, n: int, warmup: int, seed: int) -> dict[str, Any]:
     classes = e1_classes()
     model = QueueModel(classes, ArrivalProcess("poisson", rate_for_load(classes, rho, sum(SPEEDS))),
                        policy="fcfs", n_jobs=n, warmup=warmup, speeds=SPEEDS, routing=routing, power_d=2)

@@ -23,12 +23,17 @@ which at a 20% token share is rare.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, Any
+
 import numpy as np
 import pandas as pd
 
 from planner.sim.experiments.common import ExperimentResult, check, new_figure, sized
 from planner.sim.queue import ArrivalProcess, QueueClass, QueueModel, ServiceDist, simulate_queue, summarize
 from planner.sim.stats import batch_means_ci
+
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
 
 TOKENS_PER_S = 3000.0
 SIGMA = 1.05
@@ -47,7 +52,7 @@ def _classes(premium_quantum: float, regular_quantum: float) -> tuple[QueueClass
     )
 
 
-def _row(inner: str, arbiter: bool, base: float, ratio: float, n: int, warmup: int, seed: int) -> dict:
+def _row(inner: str, arbiter: bool, base: float, ratio: float, n: int, warmup: int, seed: int) -> dict[str, Any]:
     classes = _classes(base * ratio, base) if arbiter else _classes(4096.0, 4096.0)
     mean_tokens = sum(c.share * c.service.mean for c in classes)
     model = QueueModel(classes, ArrivalProcess("poisson", RHO * TOKENS_PER_S / mean_tokens),
@@ -60,7 +65,7 @@ def _row(inner: str, arbiter: bool, base: float, ratio: float, n: int, warmup: i
     wait = run.wait[kept] * 1000.0
     cls = run.cls[kept]
     tokens = run.tokens[kept]
-    row: dict = {
+    row: dict[str, Any] = {
         "arbiter": "drr" if arbiter else "none",
         "inner": inner,
         "regular_quantum_tokens": base if arbiter else np.nan,
@@ -91,7 +96,7 @@ def _row(inner: str, arbiter: bool, base: float, ratio: float, n: int, warmup: i
     return row
 
 
-def _draw(table: pd.DataFrame, fig) -> None:
+def _draw(table: pd.DataFrame, fig: Figure) -> None:
     (a1, a2), (a3, a4) = fig.subplots(2, 2)
     drr = table[table["arbiter"] == "drr"]
     styles = {("fcfs", 256): ("tab:blue", "-"), ("wspt", 256): ("tab:green", "-"),
@@ -131,7 +136,7 @@ def _draw(table: pd.DataFrame, fig) -> None:
     fig.tight_layout()
 
 
-def _checks(table: pd.DataFrame) -> list[dict]:
+def _checks(table: pd.DataFrame) -> list[dict[str, Any]]:
     drr = table[table["arbiter"] == "drr"]
     out = []
     for inner in INNERS:

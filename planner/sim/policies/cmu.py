@@ -9,21 +9,18 @@ rate from the step-time model and KV occupancy (Li, Wang & Si 2026).
 
 from __future__ import annotations
 
-from numba import njit
+from collections.abc import Mapping
 
-from planner.sim.policies.base import CMU, PolicySpec
+from planner.sim.policies.base import EngineEncoding, KeyForm, PolicySpec
+
+
+def encode(values: Mapping[str, float]) -> EngineEncoding:
+    return EngineEncoding(KeyForm(index=1.0))
+
 
 SPEC = PolicySpec(
     name="cmu",
-    code=CMU,
-    preemptive=False,
-    drr=False,
-    inner=None,
     summary="serve the class with the largest weight x service rate (w_k mu_k)",
+    encode=encode,
+    fifo_within_class=True,  # every job of a class carries its class's index
 )
-
-
-@njit(cache=True)
-def cmu_key(weight: float, mu_class: float) -> float:
-    """Class index w_k·μ_k; every job of a class carries its class's index."""
-    return weight * mu_class

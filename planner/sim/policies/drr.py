@@ -1,4 +1,4 @@
-"""Deficit Round Robin across classes, with FCFS or WSPT inside each class (Dynamo's router).
+"""The Deficit Round Robin class arbiter of ``drr-fcfs`` and ``drr-wspt`` (Dynamo's router).
 
 Rule: classes take turns; on its turn a class earns its quantum Q_k of credit
 (uncached prompt tokens) and dispatches its head-of-line request while its deficit
@@ -34,26 +34,6 @@ import math
 
 import numpy as np
 from numba import njit
-
-from planner.sim.policies.base import DRR_FCFS, DRR_WSPT, PolicySpec
-
-SPEC_FCFS = PolicySpec(
-    name="drr-fcfs",
-    code=DRR_FCFS,
-    preemptive=False,
-    drr=True,
-    inner="fcfs",
-    summary="DRR over classes (quantum in uncached tokens), priority_jump - arrival inside",
-)
-
-SPEC_WSPT = PolicySpec(
-    name="drr-wspt",
-    code=DRR_WSPT,
-    preemptive=False,
-    drr=True,
-    inner="wspt",
-    summary="DRR over classes (quantum in uncached tokens), (1 + priority_jump)/isl_tokens inside",
-)
 
 
 @njit(cache=True)

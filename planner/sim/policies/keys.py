@@ -1,56 +1,58 @@
-"""One compiled entry point for every policy's priority key, dispatched on the policy code.
+"""One compiled evaluation of every policy's priority key, and the total order of waiting jobs.
 
-Compiled event loops (queue level and replica level) call :func:`priority_key` with
-the policy's integer code; LARGER = SERVED FIRST. Ties are broken by
-(key descending, arrival ascending, job id ascending): :func:`precedes` encodes that
-total order so both engines break ties identically.
-
-Arguments a policy does not use are ignored. For ``srpt`` the caller passes the
-job's *remaining* work as ``predicted_size`` (the key is −remaining). For
-``drr-fcfs``/``drr-wspt`` the key is the within-class order only; the class is
-chosen first by :func:`planner.sim.policies.drr.drr_select_class`.
+Compiled event loops (queue level and replica level) call :func:`priority_key` with the
+policy's packed :class:`~planner.sim.policies.base.KeyForm`; LARGER = SERVED FIRST. Ties are
+broken by (key descending, arrival ascending, job id ascending): :func:`precedes` encodes that
+total order so both engines break ties identically. The caller passes the remaining work as
+``size`` when the policy ``uses_remaining_size``, else the (predicted) total.
 """
+
+# mypy: disable-error-code="no-any-return"
+# (compiled kernels: numpy's stubs type an element read from an array as Any)
 
 from __future__ import annotations
 
+import numpy as np
 from numba import njit
 
-from planner.sim.policies.base import CMU, DRR_FCFS, DRR_WSPT, FCFS, PRIORITY_AGING, SRPT, WSPT
-from planner.sim.policies.cmu import cmu_key
-from planner.sim.policies.fcfs import dynamo_fcfs_key, fcfs_key
-from planner.sim.policies.priority_aging import aging_key
-from planner.sim.policies.srpt import srpt_key
-from planner.sim.policies.wspt import dynamo_wspt_key, wspt_key
+# columns of a packed KeyForm (its field order)
+K_JUMP, K_INDEX, K_WEIGHT, K_WAITED, K_SIZE, K_CONST = range(6)
+K_OVER_SIZE, K_OVER_TOKENS, K_OVER_CONST, K_FLOOR_AT, K_FLOOR_TO = range(6, 11)
+N_KEY = 11
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def priority_key(
-    code: int,
+    form: np.ndarray,
     weight: float,
     mu_class: float,
-    predicted_size: float,
+    size: float,
     arrival: float,
     now: float,
     priority_jump: float,
-    isl_tokens: float,
-    aging_rate: float,
+    tokens: float,
 ) -> float:
-    """The scheduling key of one waiting job under policy ``code`` (larger = served first)."""
-    if code == FCFS:
-        return fcfs_key(arrival)
-    if code == CMU:
-        return cmu_key(weight, mu_class)
-    if code == WSPT:
-        return wspt_key(weight, predicted_size)
-    if code == SRPT:
-        return srpt_key(predicted_size)
-    if code == PRIORITY_AGING:
-        return aging_key(priority_jump, aging_rate, now, arrival)
-    if code == DRR_FCFS:
-        return dynamo_fcfs_key(priority_jump, arrival)
-    if code == DRR_WSPT:
-        return dynamo_wspt_key(priority_jump, isl_tokens)
-    return fcfs_key(arrival)
+    """The scheduling key of one job under the key ``form`` (larger = served first)."""
+    return key_from_class_part(form, class_part(form, weight, mu_class, priority_jump), size, arrival, now, tokens)
+
+
+@njit(cache=True, inline="always")
+def class_part(form: np.ndarray, weight: float, mu_class: float, priority_jump: float) -> float:
+    """The first terms of a key's numerator, which depend on the job's class only (a loop may keep them)."""
+    return form[K_JUMP] * priority_jump + form[K_INDEX] * (weight * mu_class) + form[K_WEIGHT] * weight
+
+
+@njit(cache=True, inline="always")
+def key_from_class_part(form: np.ndarray, part: float, size: float, arrival: float, now: float,
+                        tokens: float) -> float:
+    """:func:`priority_key` from its :func:`class_part`, with the same operations in the same order."""
+    num = part + form[K_WAITED] * (now - arrival) + form[K_SIZE] * size + form[K_CONST]
+    if form[K_OVER_SIZE] == 0.0 and form[K_OVER_TOKENS] == 0.0 and form[K_OVER_CONST] == 1.0:
+        return num  # num / 1.0 without the division, which the hot loops feel
+    den = form[K_OVER_SIZE] * size + form[K_OVER_TOKENS] * tokens + form[K_OVER_CONST]
+    if not den > form[K_FLOOR_AT]:
+        den = form[K_FLOOR_TO]
+    return num / den
 
 
 @njit(cache=True)

@@ -11,21 +11,19 @@ System Concepts*, ch. 5.
 
 from __future__ import annotations
 
-from numba import njit
+from collections.abc import Mapping
 
-from planner.sim.policies.base import PRIORITY_AGING, PolicySpec
+from planner.sim.policies.base import EngineEncoding, KeyForm, Param, PolicySpec
+
+
+def encode(values: Mapping[str, float]) -> EngineEncoding:
+    return EngineEncoding(KeyForm(jump=1.0, waited=values["aging_rate"]))
+
 
 SPEC = PolicySpec(
     name="priority-aging",
-    code=PRIORITY_AGING,
-    preemptive=False,
-    drr=False,
-    inner=None,
     summary="serve the largest priority_jump + aging_rate x time waited",
+    encode=encode,
+    fifo_within_class=True,  # one class shares its jump, and older jobs have aged more
+    params=(Param("aging_rate", 0.1, "priority gained per second of queue wait"),),
 )
-
-
-@njit(cache=True)
-def aging_key(priority_jump: float, aging_rate: float, now: float, arrival: float) -> float:
-    """Static priority plus linear aging credit."""
-    return priority_jump + aging_rate * (now - arrival)

@@ -10,21 +10,22 @@ processing time discipline", Operations Research 16 (1968).
 
 from __future__ import annotations
 
-from numba import njit
+from collections.abc import Mapping
 
-from planner.sim.policies.base import SRPT, PolicySpec
+from planner.sim.policies.base import EngineEncoding, KeyForm, Param, PolicySpec
+
+
+def encode(values: Mapping[str, float]) -> EngineEncoding:
+    return EngineEncoding(KeyForm(size=-1.0), preempt_until=values["trail_c"])
+
 
 SPEC = PolicySpec(
     name="srpt",
-    code=SRPT,
-    preemptive=True,
-    drr=False,
-    inner=None,
     summary="preemptively serve the job with the least remaining work",
+    encode=encode,
+    fifo_within_class=False,
+    preemptive=True,
+    uses_remaining_size=True,
+    params=(Param("trail_c", 0.5, "fraction of its predicted output after which a request is no longer preempted",
+                  maximum=1.0),),
 )
-
-
-@njit(cache=True)
-def srpt_key(remaining: float) -> float:
-    """Least remaining work has the largest key."""
-    return -remaining

@@ -7,25 +7,22 @@ servers) and the next arrival (from the pre-drawn, sorted arrival array). Same-t
 events are ordered (time, kind, sequence): departures before arrivals, servers by
 index, arrivals by job id, so a freed server can take a job arriving at that instant.
 
-Lanes: per queue, one lane per class in one flat array (lane (q, k) starts at
-q·n + offset_k and can hold every job of class k). A free server takes the top of its
-queue: without DRR the job first in the order (key desc, arrival asc, id asc) among
-the lane heads; with DRR the class is chosen by
-:func:`~planner.sim.policies.drr.drr_select_class` (cost max(1, tokens)) and its lane
-gives the head. When the within-class order is arrival order (fcfs, cmu,
-priority-aging, drr-fcfs, all non-preemptive) a lane is a plain FIFO, since jobs enter
-it in arrival order; otherwise (wspt, drr-wspt, srpt) it is a binary heap on the
-same total order. Keys are fixed when a job is enqueued (priority-aging's key
-priority_jump + r·(now − a) orders waiting jobs the same at every instant, so it is
-evaluated at now = 0). SRPT is preemptive-resume: an arriving job whose size is below
-the running job's remaining work displaces it, and the displaced job re-enters its
-lane with key −remaining. All other policies are non-preemptive. A server of speed v
+Lanes: lane (q, k) is row q·K + k of the shared waiting-queue arrays of the replica engine
+(:mod:`planner.sim.replica.heap`: keys and job ids per row, grown when a row fills). A free
+server takes the top of its queue: without DRR the job first in the order (key desc,
+arrival asc, id asc) among the lane heads; with DRR the class is chosen by
+:func:`~planner.sim.policies.drr.drr_select_class` (cost max(1, tokens)) and its lane gives
+the head. When the policy is FIFO within a class and not preemptive, a lane is a plain
+FIFO (jobs enter it in arrival order, which is then the policy's order); otherwise it is
+the shared binary heap on the same total order. Keys are fixed when a job is enqueued,
+evaluated at now = 0 (a key that grows with the time waited grows alike for every waiting
+job, so the order is the same at every instant). A preemptive policy is preemptive-resume:
+an arriving job whose key beats the running job's (evaluated at its remaining work)
+displaces it, and the displaced job re-enters its lane with that key. A server of speed v
 serves work at rate v.
 
-Speed: heap sift-up/sift-down are written out inside the loop rather than called.
-Calls that pass arrays from the hot loop cost about 3× in throughput here (reference
-counting and lost register allocation); with one push site and one pop site the
-loop runs at tens of millions of jobs per second (benchmarks/sim_queue_speed.py).
+The helpers are inlined into the loop (a real call passing its arrays costs the loop
+several times its run time; docs/decisions/0007-sim-queue-engine-shares-the-heap.md).
 
 Routing (dispatch at arrival, one queue per server): random (uniform server),
 round-robin, JSQ (fewest jobs present, ties from a random rotation), power-of-d
@@ -34,14 +31,19 @@ sampled), least-work (earliest FCFS finish: (outstanding work + own work)/speed)
 ``central`` keeps one queue; an arrival takes the fastest idle server.
 """
 
+# mypy: disable-error-code="no-any-return"
+# (compiled kernels: numpy's stubs type an element read from an array as Any)
+
 from __future__ import annotations
 
 import numpy as np
 from numba import njit
 
-from planner.sim.policies.base import CMU, DRR_FCFS, FCFS, PRIORITY_AGING, SRPT
 from planner.sim.policies.drr import drr_select_class
-from planner.sim.policies.keys import precedes, priority_key
+from planner.sim.policies.keys import class_part, key_from_class_part, precedes
+from planner.sim.replica.borrow import borrow
+from planner.sim.replica.heap import grow, heap_pop, heap_push
+from planner.sim.replica.inline import inlined
 
 ROUTE_CENTRAL = 0
 ROUTE_RANDOM = 1
@@ -50,9 +52,15 @@ ROUTE_JSQ = 3
 ROUTE_POWER_OF_D = 4
 ROUTE_LEAST_WORK = 5
 
+# the policy's traits, as run_queue_loop receives them
+T_FIFO, T_PREEMPTIVE, T_REMAINING, T_DRR = range(4)
+INITIAL_LANE_CAP = 64
+
 
 @njit(cache=True)
-def _route(j, now, routing, power_d, route_u, size, speeds, running, comp, nwait, qwork, perm, rr):
+def _route(j: int, now: float, routing: int, power_d: int, route_u: np.ndarray, size: np.ndarray,
+           speeds: np.ndarray, running: np.ndarray, comp: np.ndarray, nwait: np.ndarray, qwork: np.ndarray,
+           perm: np.ndarray, rr: int) -> int:
     """Server index for arriving job j under a dispatch rule (see module doc)."""
     m = speeds.shape[0]
     if routing == ROUTE_RANDOM:
@@ -94,208 +102,270 @@ def _route(j, now, routing, power_d, route_u, size, speeds, running, comp, nwait
     return best
 
 
+@inlined
+def _job_key(form: np.ndarray, j: int, work: float, remaining_sized: bool, cls: np.ndarray, class_key: np.ndarray,
+             predicted: np.ndarray, arrival: np.ndarray, tokens: np.ndarray) -> float:
+    """Job j's key with ``work`` left: the policy's key sized by ``work`` or by the prediction."""
+    sized = work if remaining_sized else predicted[j]
+    return key_from_class_part(form, class_key[cls[j]], sized, arrival[j], 0.0, tokens[j])
+
+
+@inlined
+def _next_departure(comp: np.ndarray) -> tuple[int, float]:
+    """(server, time) of the earliest completion; (−1, inf) when every server is idle."""
+    s_dep = -1
+    t_dep = np.inf
+    for s in range(comp.shape[0]):
+        if comp[s] < t_dep:
+            t_dep = comp[s]
+            s_dep = s
+    return s_dep, t_dep
+
+
+@inlined
+def _choose_lane(q: int, n_cls: int, keys: np.ndarray, ids: np.ndarray, lsize: np.ndarray, lhead: np.ndarray,
+                 arrival: np.ndarray, tokens: np.ndarray, use_drr: bool, deficits: np.ndarray, quanta: np.ndarray,
+                 head_costs: np.ndarray, nonempty: np.ndarray, ptr: np.ndarray) -> int:
+    """The class whose head queue q serves next (DRR arbiter, or the best lane head)."""
+    chosen = -1
+    if use_drr:
+        for k in range(n_cls):
+            h = q * n_cls + k
+            nonempty[k] = lsize[h] > 0
+            if nonempty[k]:
+                tok = tokens[ids[h, lhead[h]]]
+                head_costs[k] = tok if tok > 1.0 else 1.0
+        chosen, ptr[q] = drr_select_class(deficits[q], quanta, head_costs, nonempty, ptr[q])
+        return chosen
+    best = -1
+    best_key = 0.0
+    for k in range(n_cls):
+        h = q * n_cls + k
+        if lsize[h] > 0:
+            c = ids[h, lhead[h]]
+            key = keys[h, lhead[h]]
+            if best < 0 or precedes(key, arrival[c], c, best_key, arrival[best], best):
+                best = c
+                best_key = key
+                chosen = k
+    return chosen
+
+
+@inlined
+def _pop_lane(h: int, fifo: bool, keys: np.ndarray, ids: np.ndarray, lsize: np.ndarray, lhead: np.ndarray,
+              arrival: np.ndarray) -> int:
+    """Remove and return the head of lane h."""
+    if fifo:
+        top = ids[h, lhead[h]]
+        lhead[h] += 1
+        lsize[h] -= 1
+        return top
+    return heap_pop(keys, ids, lsize, arrival, h)
+
+
+@inlined
+def _take_next(q: int, n_cls: int, fifo: bool, keys: np.ndarray, ids: np.ndarray, lsize: np.ndarray,
+               lhead: np.ndarray, arrival: np.ndarray, tokens: np.ndarray, remaining: np.ndarray, use_drr: bool,
+               deficits: np.ndarray, quanta: np.ndarray, head_costs: np.ndarray, nonempty: np.ndarray,
+               ptr: np.ndarray, nwait: np.ndarray, qwork: np.ndarray) -> int:
+    """Remove and return the job queue q serves next (queue q is not empty); an emptied DRR lane
+    forfeits its deficit."""
+    k = _choose_lane(q, n_cls, keys, ids, lsize, lhead, arrival, tokens, use_drr, deficits, quanta, head_costs,
+                     nonempty, ptr)
+    h = q * n_cls + k
+    job = _pop_lane(h, fifo, keys, ids, lsize, lhead, arrival)
+    if use_drr and lsize[h] == 0:
+        deficits[q, k] = 0.0
+    nwait[q] -= 1
+    qwork[q] -= remaining[job]
+    return job
+
+
+@inlined
+def _push_lane(h: int, key: float, j: int, fifo: bool, keys: np.ndarray, ids: np.ndarray, lsize: np.ndarray,
+               lhead: np.ndarray, arrival: np.ndarray) -> None:
+    """Append job j to lane h (the caller made room: :func:`_lane_room`)."""
+    if fifo:
+        pos = lhead[h] + lsize[h]
+        keys[h, pos] = key
+        ids[h, pos] = j
+        lsize[h] += 1
+    else:
+        heap_push(keys, ids, lsize, arrival, h, key, j)
+
+
+@njit(cache=True)
+def _lane_room(h: int, keys: np.ndarray, ids: np.ndarray, lsize: np.ndarray,
+               lhead: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Lane arrays with room for one more job in full lane h: a FIFO lane with room behind its head
+    is compacted in place, else every lane is grown to twice the capacity."""
+    cap = keys.shape[1]
+    if lhead[h] > 0 and 2 * lsize[h] < cap:
+        for i in range(lsize[h]):
+            keys[h, i] = keys[h, lhead[h] + i]
+            ids[h, i] = ids[h, lhead[h] + i]
+        lhead[h] = 0
+        return keys, ids
+    return grow(keys, ids, 2 * cap)
+
+
+@inlined
+def _central_server(now: float, preemptive: bool, speeds: np.ndarray, running: np.ndarray, comp: np.ndarray,
+                    arrival: np.ndarray, form: np.ndarray, remaining_sized: bool, cls: np.ndarray,
+                    class_key: np.ndarray, predicted: np.ndarray, tokens: np.ndarray) -> int:
+    """The server a central queue gives an arrival: the fastest idle one, else (preemptive) the one
+    running the job last in the policy's order at its remaining work, else −1."""
+    m = speeds.shape[0]
+    target = -1
+    for s in range(m):
+        if running[s] < 0 and (target < 0 or speeds[s] > speeds[target]):
+            target = s
+    if target >= 0 or not preemptive:
+        return target
+    worst_key = 0.0
+    for s in range(m):
+        r = running[s]
+        key = _job_key(form, r, (comp[s] - now) * speeds[s], remaining_sized, cls, class_key, predicted, arrival,
+                       tokens)
+        if target < 0 or precedes(worst_key, arrival[running[target]], running[target], key, arrival[r], r):
+            target = s
+            worst_key = key
+    return target
+
+
+@inlined
+def _admit_arrival(j: int, now: float, target: int, preemptive: bool, key_j: float, running: np.ndarray,
+                   comp: np.ndarray, speeds: np.ndarray, arrival: np.ndarray, remaining: np.ndarray,
+                   busy: np.ndarray, seg: np.ndarray, form: np.ndarray, remaining_sized: bool, cls: np.ndarray,
+                   class_key: np.ndarray, predicted: np.ndarray, tokens: np.ndarray) -> tuple[int, int, float, int]:
+    """Arrival j at server ``target``: (job to start, job to enqueue, key of that job, preempted 0/1).
+
+    j starts on an idle server, or displaces the running job of a preemptive policy when its key
+    beats that job's key at its remaining work; otherwise j waits.
+    """
+    if target < 0:
+        return -1, j, key_j, 0
+    if running[target] < 0:
+        return j, -1, key_j, 0
+    r = running[target]
+    if preemptive:
+        rem = (comp[target] - now) * speeds[target]
+        key_r = _job_key(form, r, rem, remaining_sized, cls, class_key, predicted, arrival, tokens)
+        if precedes(key_j, arrival[j], j, key_r, arrival[r], r):
+            busy[target] += now - seg[target]
+            remaining[r] = rem if rem > 0.0 else 0.0
+            running[target] = -1
+            key_r = _job_key(form, r, remaining[r], remaining_sized, cls, class_key, predicted, arrival, tokens)
+            return j, r, key_r, 1
+    return -1, j, key_j, 0
+
+
 @njit(cache=True)
 def run_queue_loop(
-    arrival: np.ndarray,
-    cls: np.ndarray,
-    size: np.ndarray,
-    predicted: np.ndarray,
-    tokens: np.ndarray,
-    route_u: np.ndarray,
-    weight: np.ndarray,
-    mu: np.ndarray,
-    jump: np.ndarray,
-    quanta: np.ndarray,
-    aging_rate: float,
-    code: int,
-    preemptive: bool,
-    use_drr: bool,
-    speeds: np.ndarray,
-    routing: int,
-    power_d: int,
-):
+    arrival: np.ndarray, cls: np.ndarray, size: np.ndarray, predicted: np.ndarray, tokens: np.ndarray,
+    route_u: np.ndarray, weight: np.ndarray, mu: np.ndarray, jump: np.ndarray, quanta: np.ndarray,
+    key_form: np.ndarray, traits: np.ndarray, speeds: np.ndarray, routing: int, power_d: int,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, int]:
     """Simulate every job to completion. Returns (start, finish, server, busy, preemptions).
 
+    ``key_form`` is the policy's packed :class:`~planner.sim.policies.base.KeyForm` and
+    ``traits`` its flags indexed by ``T_FIFO``, ``T_PREEMPTIVE``, ``T_REMAINING``, ``T_DRR``.
     ``start`` is the first time a job entered service, ``server`` the last server that
-    served it, ``busy[s]`` the total time server s spent serving. Each event either
-    frees a server (which then pops the head of the chosen lane) or brings an arrival
-    (which starts, preempts, or is pushed onto its lane): one pop site, one push site.
+    served it, ``busy[s]`` the total time server s spent serving.
     """
     n = arrival.shape[0]
-    n_cls = weight.shape[0]
     m = speeds.shape[0]
-    central = routing == ROUTE_CENTRAL
-    nq = 1 if central else m
-    counts = np.zeros(n_cls, np.int64)
-    for j in range(n):
-        counts[cls[j]] += 1
-    offs = np.zeros(n_cls, np.int64)
-    acc = 0
-    for k in range(n_cls):
-        offs[k] = acc
-        acc += counts[k]
-    heap = np.empty(nq * n, np.int64)
-    hsize = np.zeros((nq, n_cls), np.int64)
-    lhead = np.zeros((nq, n_cls), np.int64)
-    fifo = (not preemptive) and (code == FCFS or code == CMU or code == PRIORITY_AGING or code == DRR_FCFS)
-    key = np.empty(n)
+    nq = 1 if routing == ROUTE_CENTRAL else m
+    preemptive = traits[T_PREEMPTIVE] != 0
     remaining = size.copy() if preemptive else size  # written only when a job is preempted
     start = np.full(n, np.nan) if preemptive else np.empty(n)  # every job starts and finishes
     finish = np.empty(n)
     server = np.full(n, -1, np.int64)
-    running = np.full(m, -1, np.int64)
-    comp = np.full(m, np.inf)
-    seg = np.zeros(m)
     busy = np.zeros(m)
-    nwait = np.zeros(nq, np.int64)
-    qwork = np.zeros(nq)
-    deficits = np.zeros((nq, n_cls))
-    ptr = np.full(nq, -1, np.int64)
-    head_costs = np.zeros(n_cls)
-    nonempty = np.zeros(n_cls, np.bool_)
-    perm = np.arange(m)
-    rr = 0
-    nxt = 0
-    preemptions = 0
+    servers = (np.full(m, -1, np.int64), np.full(m, np.inf), np.zeros(m))  # running job, completion, segment start
+    queues = (np.zeros(nq, np.int64), np.zeros(nq))  # jobs waiting, work waiting
+    n_cls = weight.shape[0]
+    class_key = np.empty(n_cls)  # the part of every key that depends on the class only
+    for k in range(n_cls):
+        class_key[k] = class_part(key_form, weight[k], mu[k], jump[k])
+    drr = (np.zeros((nq, n_cls)), np.full(nq, -1, np.int64), np.zeros(n_cls), np.zeros(n_cls, np.bool_))
+    preemptions = _event_loop(arrival, cls, size, predicted, tokens, route_u, class_key, quanta, key_form,
+                              traits, speeds, routing, power_d, remaining, start, finish, server, busy, servers[0],
+                              servers[1], servers[2], queues[0], queues[1], drr[0], drr[1], drr[2], drr[3],
+                              np.arange(m))
+    return start, finish, server, busy, preemptions
+
+
+@njit(cache=True)
+def _event_loop(  # the arrays are owned by the caller
+    arrival_o: np.ndarray, cls_o: np.ndarray, size_o: np.ndarray, predicted_o: np.ndarray, tokens_o: np.ndarray,
+    route_u_o: np.ndarray, class_key_o: np.ndarray, quanta_o: np.ndarray,
+    key_form_o: np.ndarray, traits: np.ndarray, speeds_o: np.ndarray, routing: int, power_d: int,
+    remaining_o: np.ndarray, start_o: np.ndarray, finish_o: np.ndarray, server_o: np.ndarray, busy_o: np.ndarray,
+    running_o: np.ndarray, comp_o: np.ndarray, seg_o: np.ndarray, nwait_o: np.ndarray, qwork_o: np.ndarray,
+    deficits_o: np.ndarray, ptr_o: np.ndarray, head_costs_o: np.ndarray, nonempty_o: np.ndarray, perm_o: np.ndarray,
+) -> int:
+    """The events of :func:`run_queue_loop` on borrowed views of its arrays (no reference counting per access).
+    An event frees a server (which takes the next job of its queue) or brings an arrival (which starts, preempts,
+    or waits): one pop site, one push site. Returns the number of preemptions."""
+    arrival, cls, size, predicted, tokens = borrow(arrival_o), borrow(cls_o), borrow(size_o), borrow(predicted_o), \
+        borrow(tokens_o)
+    class_key, key_form = borrow(class_key_o), borrow(key_form_o)
+    route_u, quanta, speeds = borrow(route_u_o), borrow(quanta_o), borrow(speeds_o)
+    remaining, start, finish, server, busy = borrow(remaining_o), borrow(start_o), borrow(finish_o), \
+        borrow(server_o), borrow(busy_o)
+    running, comp, seg, nwait, qwork = borrow(running_o), borrow(comp_o), borrow(seg_o), borrow(nwait_o), \
+        borrow(qwork_o)
+    n, n_cls, nq = arrival.shape[0], class_key.shape[0], nwait.shape[0]
+    central = routing == ROUTE_CENTRAL
+    preemptive, remaining_sized, use_drr = traits[T_PREEMPTIVE] != 0, traits[T_REMAINING] != 0, traits[T_DRR] != 0
+    fifo = traits[T_FIFO] != 0 and not preemptive
+    keys_own = np.empty((nq * n_cls, INITIAL_LANE_CAP))
+    ids_own = np.empty((nq * n_cls, INITIAL_LANE_CAP), np.int64)
+    keys, ids = borrow(keys_own), borrow(ids_own)
+    lsize_own, lhead_own = np.zeros(nq * n_cls, np.int64), np.zeros(nq * n_cls, np.int64)
+    lsize, lhead = borrow(lsize_own), borrow(lhead_own)
+    deficits, ptr, head_costs, nonempty, perm = borrow(deficits_o), borrow(ptr_o), borrow(head_costs_o), \
+        borrow(nonempty_o), borrow(perm_o)
+    rr, nxt, preemptions = 0, 0, 0
     while True:
-        s_dep = -1
-        t_dep = np.inf
-        for s in range(m):
-            if comp[s] < t_dep:
-                t_dep = comp[s]
-                s_dep = s
+        s_dep, t_dep = _next_departure(comp)
         t_arr = arrival[nxt] if nxt < n else np.inf
         if s_dep < 0 and nxt >= n:
             break
         begin = -1
-        target = -1
-        push = -1
-        q = 0
         if s_dep >= 0 and t_dep <= t_arr:
-            now = t_dep
-            target = s_dep
-            j = running[target]
-            finish[j] = now
-            busy[target] += now - seg[target]
-            running[target] = -1
-            comp[target] = np.inf
+            now, target = t_dep, s_dep
+            finish[running[target]], busy[target] = now, busy[target] + (now - seg[target])
+            running[target], comp[target] = -1, np.inf
             q = 0 if central else target
             if nwait[q] == 0:
                 continue
-            # ---- choose the lane
-            chosen = -1
-            if use_drr:
-                for k in range(n_cls):
-                    nonempty[k] = hsize[q, k] > 0
-                    if nonempty[k]:
-                        tok = tokens[heap[q * n + offs[k] + lhead[q, k]]]
-                        head_costs[k] = tok if tok > 1.0 else 1.0
-                chosen, ptr[q] = drr_select_class(deficits[q], quanta, head_costs, nonempty, ptr[q])
-            else:
-                best = -1
-                for k in range(n_cls):
-                    if hsize[q, k] > 0:
-                        h = heap[q * n + offs[k] + lhead[q, k]]
-                        if best < 0 or precedes(key[h], arrival[h], h, key[best], arrival[best], best):
-                            best = h
-                            chosen = k
-            # ---- pop its head
-            base = q * n + offs[chosen] + lhead[q, chosen]
-            size_l = hsize[q, chosen]
-            begin = heap[base]
-            if fifo:
-                lhead[q, chosen] += 1
-            else:
-                last = size_l - 1
-                heap[base] = heap[base + last]
-                i = 0
-                while True:
-                    left = 2 * i + 1
-                    if left >= last:
-                        break
-                    bi = left
-                    if left + 1 < last:
-                        rj = heap[base + left + 1]
-                        lj = heap[base + left]
-                        if precedes(key[rj], arrival[rj], rj, key[lj], arrival[lj], lj):
-                            bi = left + 1
-                    c = heap[base + bi]
-                    p = heap[base + i]
-                    if precedes(key[c], arrival[c], c, key[p], arrival[p], p):
-                        heap[base + bi] = p
-                        heap[base + i] = c
-                        i = bi
-                    else:
-                        break
-            hsize[q, chosen] = size_l - 1
-            if use_drr and size_l == 1:
-                deficits[q, chosen] = 0.0
-            nwait[q] -= 1
-            qwork[q] -= remaining[begin]
+            begin = _take_next(q, n_cls, fifo, keys, ids, lsize, lhead, arrival, tokens, remaining, use_drr, deficits,
+                               quanta, head_costs, nonempty, ptr, nwait, qwork)
         else:
-            now = t_arr
-            j = nxt
+            now, j = t_arr, nxt
             nxt += 1
-            k = cls[j]
-            if code == SRPT:
-                key[j] = -size[j]
-            else:
-                key[j] = priority_key(code, weight[k], mu[k], predicted[j], arrival[j], 0.0, jump[k],
-                                      tokens[j], aging_rate)
+            key_j = _job_key(key_form, j, remaining[j], remaining_sized, cls, class_key, predicted, arrival, tokens)
             if central:
-                for s in range(m):
-                    if running[s] < 0 and (target < 0 or speeds[s] > speeds[target]):
-                        target = s
-                if target < 0 and preemptive:
-                    for s in range(m):
-                        if target < 0:
-                            target = s
-                        else:
-                            r = running[s]
-                            w = running[target]
-                            if precedes(-(comp[target] - now) * speeds[target], arrival[w], w,
-                                        -(comp[s] - now) * speeds[s], arrival[r], r):
-                                target = s
-                if target < 0:
-                    push = j
+                q = 0
+                target = _central_server(now, preemptive, speeds, running, comp, arrival, key_form, remaining_sized,
+                                         cls, class_key, predicted, tokens)
             else:
                 target = _route(j, now, routing, power_d, route_u, size, speeds, running, comp, nwait, qwork,
                                 perm, rr)
                 rr += 1
                 q = target
-            if push < 0:
-                if running[target] < 0:
-                    begin = j
-                else:
-                    r = running[target]
-                    rem = (comp[target] - now) * speeds[target]
-                    if preemptive and precedes(key[j], arrival[j], j, -rem, arrival[r], r):
-                        busy[target] += now - seg[target]
-                        remaining[r] = rem if rem > 0.0 else 0.0
-                        key[r] = -remaining[r]
-                        preemptions += 1
-                        running[target] = -1
-                        push = r
-                        begin = j
-                    else:
-                        push = j
+            begin, push, key_p, preempted = _admit_arrival(j, now, target, preemptive, key_j, running, comp, speeds,
+                                                           arrival, remaining, busy, seg, key_form, remaining_sized,
+                                                           cls, class_key, predicted, tokens)
+            preemptions += preempted
             if push >= 0:
-                kp = cls[push]
-                base = q * n + offs[kp] + lhead[q, kp]
-                i = hsize[q, kp]
-                heap[base + i] = push
-                if not fifo:
-                    while i > 0:
-                        parent = (i - 1) >> 1
-                        a = heap[base + i]
-                        b = heap[base + parent]
-                        if precedes(key[a], arrival[a], a, key[b], arrival[b], b):
-                            heap[base + i] = b
-                            heap[base + parent] = a
-                            i = parent
-                        else:
-                            break
-                hsize[q, kp] += 1
+                h = q * n_cls + cls[push]
+                if lhead[h] + lsize[h] >= keys.shape[1]:
+                    keys_own, ids_own = _lane_room(h, keys_own, ids_own, lsize_own, lhead_own)
+                    keys, ids = borrow(keys_own), borrow(ids_own)
+                _push_lane(h, key_p, push, fifo, keys, ids, lsize, lhead, arrival)
                 nwait[q] += 1
                 qwork[q] += remaining[push]
         if begin >= 0:
@@ -305,4 +375,4 @@ def run_queue_loop(
             running[target] = begin
             seg[target] = now
             comp[target] = now + remaining[begin] / speeds[target]
-    return start, finish, server, busy, preemptions
+    return preemptions

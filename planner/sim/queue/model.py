@@ -136,7 +136,8 @@ class ArrivalProcess:
 @dataclass(frozen=True)
 class QueueModel:
     """One queueing configuration. ``n_jobs`` arrivals are simulated; the first ``warmup``
-    (in arrival order) are left out of every summary statistic."""
+    (in arrival order) are left out of every summary statistic. ``policy_params`` are the
+    policy's parameter values by name (its defaults for the ones missing)."""
 
     classes: tuple[QueueClass, ...]
     arrivals: ArrivalProcess
@@ -147,7 +148,7 @@ class QueueModel:
     routing: str = "central"
     power_d: int = 2
     prediction_sigma: float = 0.0
-    aging_rate: float = 0.1
+    policy_params: tuple[tuple[str, float], ...] = ()
     class_arbiter: bool | None = None
     mu_override: tuple[float, ...] = field(default=())
 
@@ -157,7 +158,7 @@ class QueueModel:
         shares = sum(c.share for c in self.classes)
         if abs(shares - 1.0) > 1e-6:
             raise _bad("classes.share", f"class shares sum to {shares:.6f}, not 1", "rescale the shares")
-        get_policy(self.policy)
+        get_policy(self.policy).values(dict(self.policy_params))  # an unknown name or a value out of range raises
         if self.routing not in ROUTING_CODES:
             raise _bad("routing", f"unknown routing '{self.routing}'", f"use one of: {', '.join(ROUTING_CODES)}")
         if not self.speeds or min(self.speeds) <= 0:
@@ -171,8 +172,8 @@ class QueueModel:
         if self.n_jobs < 1 or not 0 <= self.warmup < self.n_jobs:
             raise _bad("warmup", f"need 0 <= warmup < n_jobs, got {self.warmup} and {self.n_jobs}",
                        "discard fewer jobs than you simulate")
-        if self.prediction_sigma < 0 or self.aging_rate < 0:
-            raise _bad("prediction_sigma", "noise sigma and aging rate must be >= 0", "use 0 to switch them off")
+        if self.prediction_sigma < 0:
+            raise _bad("prediction_sigma", "the noise sigma must be >= 0", "use 0 to switch it off")
         if self.mu_override and len(self.mu_override) != len(self.classes):
             raise _bad("mu_override", "one service rate per class is needed", "match the class count")
 

@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
 from planner.sim.policies import get_policy
-from planner.sim.queue.engine import run_queue_loop
+from planner.sim.queue.engine import T_DRR, T_FIFO, T_PREEMPTIVE, T_REMAINING, run_queue_loop
 from planner.sim.queue.model import ROUTING_CODES, QueueModel
 from planner.sim.queue.sampling import JobSample, draw_jobs
 
@@ -31,12 +32,12 @@ class QueueRun:
     @property
     def wait(self) -> np.ndarray:
         """Time from arrival to first entering service."""
-        return self.start - self.arrival
+        return np.asarray(self.start - self.arrival)
 
     @property
     def sojourn(self) -> np.ndarray:
         """Time from arrival to completion (T)."""
-        return self.finish - self.arrival
+        return np.asarray(self.finish - self.arrival)
 
     @property
     def kept(self) -> slice:
@@ -44,10 +45,13 @@ class QueueRun:
         return slice(self.model.warmup, None)
 
 
-def loop_arguments(model: QueueModel, sample: JobSample) -> tuple:
+def loop_arguments(model: QueueModel, sample: JobSample) -> tuple[Any, ...]:
     """The positional arguments of :func:`run_queue_loop` for a model and its jobs."""
     spec = get_policy(model.policy)
     use_drr = spec.drr if model.class_arbiter is None else model.class_arbiter
+    traits = np.zeros(4, dtype=np.int64)
+    traits[[T_FIFO, T_PREEMPTIVE, T_REMAINING, T_DRR]] = (spec.fifo_within_class, spec.preemptive,
+                                                          spec.uses_remaining_size, use_drr)
     weight = np.array([c.weight for c in model.classes], dtype=np.float64)
     jump = np.array([c.priority_jump for c in model.classes], dtype=np.float64)
     quanta = np.array([c.quantum_tokens for c in model.classes], dtype=np.float64)
@@ -62,10 +66,8 @@ def loop_arguments(model: QueueModel, sample: JobSample) -> tuple:
         model.class_mu.astype(np.float64),
         jump,
         quanta,
-        float(model.aging_rate),
-        int(spec.code),
-        bool(spec.preemptive),
-        bool(use_drr),
+        spec.encoding(dict(model.policy_params)).key.packed(),
+        traits,
         np.asarray(model.speeds, dtype=np.float64),
         int(ROUTING_CODES[model.routing]),
         int(model.power_d),

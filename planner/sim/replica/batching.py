@@ -39,6 +39,9 @@ heaps in :func:`_candidate`, one removal loop in :func:`_admit`): every inlined 
 compiled again, and the event loop's one-time compile grows with them.
 """
 
+# mypy: disable-error-code="no-any-return"
+# (compiled kernels: numpy's stubs type an element read from an array as Any)
+
 from __future__ import annotations
 
 import math
@@ -58,7 +61,7 @@ from planner.sim.replica.state import (
     F_EXIT,
     F_FIRST,
     G_DRR,
-    G_SRPT,
+    G_PREEMPTIVE,
     H_W0,
     H_W1,
     I_CLS,
@@ -89,13 +92,14 @@ from planner.sim.replica.state import (
     SLOT_IDLE,
     SLOT_PREFILL,
     WAITING,
+    State,
 )
 from planner.sim.replica.step_time import step_ms
 from planner.sim.replica.trail import make_room
 
 
 @inlined
-def _schedule_running(st, hkey: np.ndarray, hid: np.ndarray, r: int) -> int:
+def _schedule_running(st: State, hkey: np.ndarray, hid: np.ndarray, r: int) -> int:
     """Give running requests their tokens, decodes first, then ongoing prefills, oldest first;
     evict the newest when KV runs out. Returns the budget left for admissions."""
     req_i = st.req_i
@@ -145,7 +149,7 @@ def _schedule_running(st, hkey: np.ndarray, hid: np.ndarray, r: int) -> int:
 
 
 @inlined
-def _candidate(st, hkey, hid, r: int) -> tuple[int, int]:
+def _candidate(st: State, hkey: np.ndarray, hid: np.ndarray, r: int) -> tuple[int, int]:
     """(request, class) next in the policy's order at replica r, or (−1, −1); DRR charges deficits."""
     req_i = st.req_i
     arrival = st.arrival
@@ -189,7 +193,8 @@ def _reservation(req_i: np.ndarray, reserve: np.ndarray, j: int) -> int:
 
 
 @inlined
-def _admit(st, hkey, hid, r: int, k: int, cand: int, need_res: int, chunk: int, now: float) -> None:
+def _admit(st: State, hkey: np.ndarray, hid: np.ndarray, r: int, k: int, cand: int, need_res: int, chunk: int,
+           now: float) -> None:
     """Move ``cand`` (the head of class k's queue) into the batch with a first chunk."""
     req_i = st.req_i
     rep_i = st.rep_i
@@ -213,7 +218,7 @@ def _admit(st, hkey, hid, r: int, k: int, cand: int, need_res: int, chunk: int, 
 
 
 @inlined
-def _step_cost(st, r: int) -> tuple[int, int, int, float]:
+def _step_cost(st: State, r: int) -> tuple[int, int, int, float]:
     """(decodes, KV tokens the decodes read, prefill tokens, prefill query-key pairs) of the step just formed."""
     req_i = st.req_i
     run_ids = st.run_ids
@@ -239,7 +244,7 @@ def _step_cost(st, r: int) -> tuple[int, int, int, float]:
 
 
 @inlined
-def start_step(st, hkey: np.ndarray, hid: np.ndarray, r: int, now: float) -> float:
+def start_step(st: State, hkey: np.ndarray, hid: np.ndarray, r: int, now: float) -> float:
     """Form replica r's next step at ``now``; return its duration in seconds (−1 when idle)."""
     req_i = st.req_i
     rep_i = st.rep_i
@@ -248,7 +253,7 @@ def start_step(st, hkey: np.ndarray, hid: np.ndarray, r: int, now: float) -> flo
     reserve = st.reserve
     n_cls = st.cls_f.shape[0]
     is_drr = st.pol_i[G_DRR] != 0
-    is_srpt = st.pol_i[G_SRPT] != 0
+    is_preemptive = st.pol_i[G_PREEMPTIVE] != 0
     budget = _schedule_running(st, hkey, hid, r)
     while budget > 0:
         old_ptr = rep_i[r, P_DRRPTR]
@@ -271,7 +276,7 @@ def start_step(st, hkey: np.ndarray, hid: np.ndarray, r: int, now: float) -> flo
             for kk in range(n_cls):
                 drr_def[r, kk] = tmp_def[kk]
             rep_i[r, P_DRRPTR] = old_ptr
-        if is_srpt and not (fits_batch and fits_res):
+        if is_preemptive and not (fits_batch and fits_res):
             if make_room(st, hkey, hid, r, cand, hkey[r * n_cls + k, 0], need_res):
                 budget = _budget_left(st, r)
                 continue
@@ -285,7 +290,7 @@ def start_step(st, hkey: np.ndarray, hid: np.ndarray, r: int, now: float) -> flo
 
 
 @inlined
-def _budget_left(st, r: int) -> int:
+def _budget_left(st: State, r: int) -> int:
     """Tokens of replica r's step budget not yet given to a slot (a decode slot holds 1)."""
     run_kind = st.run_kind
     run_tok = st.run_tok
@@ -297,7 +302,7 @@ def _budget_left(st, r: int) -> int:
 
 
 @inlined
-def finish_step(st, r: int, now: float) -> None:
+def finish_step(st: State, r: int, now: float) -> None:
     """Apply the step that ends at ``now``: tokens produced, requests completed, KV freed."""
     req_i = st.req_i
     req_f = st.req_f

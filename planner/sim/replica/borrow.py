@@ -10,7 +10,7 @@ run time.
 The view also has its own type, :class:`BorrowedArray`, whose data model declares no
 reference to count, so numba does not even emit the increments and decrements. For an
 ordinary array it emits them (a null check each) at every copy of the engine's state
-tuple, 27 arrays at a time: about half of the event loop's LLVM IR, and seconds of its
+tuple, 28 arrays at a time: about half of the event loop's LLVM IR, and seconds of its
 one-time compile. A borrowed array behaves as an ordinary array in every other way
 (indexing, slicing, shape); a slice of one is an ordinary array again.
 
@@ -20,6 +20,9 @@ arrays as its arguments for the whole call and never lets a borrowed view escape
 
 from __future__ import annotations
 
+from typing import Protocol, TypeVar, cast
+
+import numpy as np
 from numba import types
 from numba.core import cgutils
 from numba.core.datamodel.models import ArrayModel
@@ -45,19 +48,30 @@ class BorrowedArrayModel(ArrayModel):
         return False
 
 
-@intrinsic
-def borrow(typingctx, arr):  # type: ignore[no-untyped-def]
+def _borrow(typingctx, arr):  # type: ignore[no-untyped-def]  # numba's typing and lowering API is untyped
     """The same array, not owning a reference (see module docstring)."""
     if not isinstance(arr, types.Array):
         return None
-    view_type = BorrowedArray(arr.dtype, arr.ndim, arr.layout, readonly=not arr.mutable, aligned=arr.aligned)
+    view_type = BorrowedArray(arr.dtype, arr.ndim, arr.layout, readonly=not arr.mutable,  # type: ignore[no-untyped-call]
+                              aligned=arr.aligned)
 
     def codegen(context, builder, signature, args):  # type: ignore[no-untyped-def]
         source = context.make_array(signature.args[0])(context, builder, value=args[0])
         view = context.make_array(signature.return_type)(context, builder)
-        cgutils.copy_struct(view, source)
-        view.meminfo = cgutils.get_null_value(view.meminfo.type)
-        view.parent = cgutils.get_null_value(view.parent.type)
+        cgutils.copy_struct(view, source)  # type: ignore[no-untyped-call]
+        view.meminfo = cgutils.get_null_value(view.meminfo.type)  # type: ignore[no-untyped-call]
+        view.parent = cgutils.get_null_value(view.parent.type)  # type: ignore[no-untyped-call]
         return view._getvalue()
 
     return view_type(arr), codegen
+
+
+_Array = TypeVar("_Array", bound=np.ndarray)
+
+
+class _Borrow(Protocol):
+    def __call__(self, arr: _Array, /) -> _Array: ...
+
+
+borrow = cast(_Borrow, intrinsic(_borrow))
+"""The same array, not owning a reference (see module docstring); callable from compiled code only."""

@@ -23,6 +23,9 @@ Little's law: the loop integrates N(t), the number of requests present, event by
 (1/T)∫N dt with λ·E[T] computed from those records.
 """
 
+# mypy: disable-error-code="no-any-return"
+# (compiled kernels: numpy's stubs type an element read from an array as Any)
+
 from __future__ import annotations
 
 import math
@@ -75,7 +78,7 @@ from planner.sim.replica.state import (
 
 
 @inlined
-def _advance(st, now: float) -> None:
+def _advance(st: State, now: float) -> None:
     """Integrate N(t) up to ``now``, then reject every request whose wait deadline has passed."""
     req_i = st.req_i
     req_f = st.req_f
@@ -113,7 +116,7 @@ def _advance(st, now: float) -> None:
 
 
 @inlined
-def _arrive(st, hkey: np.ndarray, hid: np.ndarray, j: int, now: float) -> None:
+def _arrive(st: State, hkey: np.ndarray, hid: np.ndarray, j: int, now: float) -> None:
     req_i = st.req_i
     rep_i = st.rep_i
     rep_f = st.rep_f
@@ -136,7 +139,7 @@ def _arrive(st, hkey: np.ndarray, hid: np.ndarray, j: int, now: float) -> None:
 
 
 @inlined
-def _account(st, r: int, start: float, end: float) -> None:
+def _account(st: State, r: int, start: float, end: float) -> None:
     """Busy time, KV token-seconds and batch-seconds of one step, clipped to the measurement window."""
     rep_f = st.rep_f
     w0 = st.pol_f[H_W0]
@@ -151,7 +154,7 @@ def _account(st, r: int, start: float, end: float) -> None:
 
 
 @inlined
-def _fullest(st, r: int) -> int:
+def _fullest(st: State, r: int) -> int:
     """Entries in the fullest waiting heap of replica r."""
     heap_n = st.heap_n
     n_cls = st.cls_f.shape[0]
@@ -163,20 +166,20 @@ def _fullest(st, r: int) -> int:
 
 
 @inlined
-def _borrowed(s):
+def _borrowed(s: State) -> State:
     """The state with every array borrowed (:mod:`.borrow`): valid while ``s`` is alive."""
     return State(
         borrow(s.arrival), borrow(s.route_u), borrow(s.req_i), borrow(s.req_f), borrow(s.rep_i),
         borrow(s.rep_f), borrow(s.rep_step), borrow(s.run_ids), borrow(s.run_kind), borrow(s.run_tok), borrow(s.mu),
         borrow(s.drr_def), borrow(s.cls_f), borrow(s.reserve), borrow(s.class_order), borrow(s.class_start),
-        borrow(s.exp_ptr), borrow(s.pol_i), borrow(s.pol_f), borrow(s.acc_f), borrow(s.acc_i),
+        borrow(s.exp_ptr), borrow(s.pol_i), borrow(s.pol_f), borrow(s.pol_key), borrow(s.acc_f), borrow(s.acc_i),
         borrow(s.tokens_win), borrow(s.heap_n), borrow(s.tmp_def), borrow(s.tmp_cost), borrow(s.tmp_mask),
         borrow(s.tmp_mark), borrow(s.present),
     )
 
 
 @njit(cache=True)
-def run_pool(owner, hkey_owner: np.ndarray, hid_owner: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def run_pool(owner: State, hkey_owner: np.ndarray, hid_owner: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Simulate until every request has left; return the (possibly regrown) heap arrays."""
     st = _borrowed(owner)
     hkey = borrow(hkey_owner)

@@ -1,7 +1,7 @@
 """How the replica engine's per-event helpers are inlined: into compiled functions, never into each other.
 
 The event loop's helpers (one replica's step, a heap operation, a queue move) are inlined
-into their caller at numba's IR level: a real call would pass the 27-array state tuple
+into their caller at numba's IR level: a real call would pass the 28-array state tuple
 by value, which costs the loop more than twice its run time. numba inlines a helper by
 copying its IR, and before copying it first inlines the helper's own helpers into it.
 That copy costs time quadratic in the size of what is copied (each block is copied with

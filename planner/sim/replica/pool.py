@@ -20,7 +20,8 @@ from __future__ import annotations
 
 import math
 import time
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -28,7 +29,7 @@ import numpy as np
 from planner.errors import InputError
 from planner.profiles.step_model import StepModel
 from planner.profiles.throughput import ceiling
-from planner.sim.policies import SRPT, PolicySpec
+from planner.sim.policies import PolicySpec
 from planner.sim.replica.engine import run_pool
 from planner.sim.replica.routing import POWER_OF_D, router_code
 from planner.sim.replica.state import State, build_state
@@ -92,6 +93,10 @@ class ClassSpec:
 
 @dataclass(frozen=True)
 class PoolConfig:
+    """One pool to simulate. ``policy_params`` holds the policy's parameter values by name (the
+    scenario's ``[policy.params]``, :func:`planner.sim.policies.policy_values`); the policy's own
+    defaults stand for the ones missing."""
+
     replicas: tuple[ReplicaSpec, ...]
     classes: tuple[ClassSpec, ...]
     policy: PolicySpec
@@ -99,8 +104,7 @@ class PoolConfig:
     warmup_s: float
     kv_fraction: float = 0.85
     output_quantile_reserve: float = 0.95
-    aging_rate: float = 0.1
-    trail_c: float = 0.5
+    policy_params: Mapping[str, float] = field(default_factory=dict)
     prediction_sigma: float = 0.0
     router: str = "jsq"
     router_d: int = 2
@@ -154,9 +158,11 @@ def engine_state(config: PoolConfig, sample: RequestSample) -> tuple[State, np.n
     check_config(config)
     reps = config.expanded()
     kv_limit = [min(s.kv_capacity_tokens, math.floor(config.kv_fraction * s.kv_capacity_tokens)) for s in reps]
-    policy_i = np.array([config.policy.code, int(config.policy.drr), int(config.policy.code == SRPT),
+    policy = config.policy
+    encoding = policy.encoding(config.policy_params)
+    policy_i = np.array([int(policy.drr), int(policy.preemptive), int(policy.uses_remaining_size),
                          router_code(config.router), max(1, config.router_d)], dtype=np.int64)
-    policy_f = np.array([config.aging_rate, config.trail_c, config.warmup_s, config.duration_s])
+    policy_f = np.array([0.0, encoding.preempt_until, config.warmup_s, config.duration_s])
     class_f = np.array([[c.weight, c.priority_jump, c.drr_quantum_tokens, c.max_queue_wait_ms / 1000.0]
                         for c in config.classes], dtype=np.float64)
     return build_state(
@@ -166,7 +172,7 @@ def engine_state(config: PoolConfig, sample: RequestSample) -> tuple[State, np.n
         replica_ints=np.array([[s.kv_capacity_tokens, lim, s.max_batch, s.token_budget, s.prefill_chunk_cap]
                                for s, lim in zip(reps, kv_limit, strict=True)], dtype=np.int64),
         mu=service_rates(config), class_f=class_f, reserve=config.reserve_tokens(),
-        policy_i=policy_i, policy_f=policy_f,
+        policy_i=policy_i, policy_f=policy_f, policy_key=encoding.key.packed(),
     )
 
 

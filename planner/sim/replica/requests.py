@@ -1,9 +1,9 @@
 """Moving one request between the waiting queues and a replica's batch.
 
-* :func:`waiting_key` — its policy key at a replica (registry's ``priority_key``; larger is
-  served first). Keys are evaluated with ``now = 0``: every key is fixed while a request
-  waits except priority-aging's, which grows by aging_rate·Δt for every waiting request
-  alike, so its order is the same at any evaluation time.
+* :func:`waiting_key` — its policy key at a replica (:func:`~planner.sim.policies.keys.priority_key`
+  of the policy's key form; larger is served first). Keys are evaluated with ``now = 0``: a key
+  that grows with the time waited grows alike for every waiting request, so the order is the
+  same at any evaluation time.
 * :func:`enqueue` — into its class's heap at a replica.
 * :func:`preempt` — out of the batch by recompute: KV freed, reservation released, prompt +
   generated tokens to prefill again, generated tokens kept, back into the queue.
@@ -12,12 +12,14 @@
 See :mod:`.batching` for why these take the state tuple but read its fields into locals.
 """
 
+# mypy: disable-error-code="no-any-return"
+# (compiled kernels: numpy's stubs type an element read from an array as Any)
+
 from __future__ import annotations
 
 import numpy as np
 from numba import njit
 
-from planner.sim.policies.base import SRPT
 from planner.sim.policies.keys import priority_key
 from planner.sim.replica.heap import heap_push
 from planner.sim.replica.inline import inlined
@@ -25,8 +27,7 @@ from planner.sim.replica.state import (
     C_JUMP,
     C_WEIGHT,
     F_PRED,
-    G_CODE,
-    H_AGING,
+    G_REMAINING,
     I_CLS,
     I_GEN,
     I_HELD,
@@ -43,6 +44,7 @@ from planner.sim.replica.state import (
     Q_WORK,
     SLOT_IDLE,
     WAITING,
+    State,
 )
 
 
@@ -54,22 +56,21 @@ def outstanding(req_i: np.ndarray, req_f: np.ndarray, j: int) -> float:
 
 
 @inlined
-def waiting_key(st, j: int, r: int) -> float:
+def waiting_key(st: State, j: int, r: int) -> float:
     """Policy key of request j waiting at (or running on) replica r; larger is served first."""
     req_i = st.req_i
     req_f = st.req_f
     cls_f = st.cls_f
-    code = st.pol_i[G_CODE]
     k = req_i[j, I_CLS]
     size = req_f[j, F_PRED]
-    if code == SRPT:
+    if st.pol_i[G_REMAINING] != 0:
         size = req_f[j, F_PRED] - req_i[j, I_GEN]
-    return priority_key(code, cls_f[k, C_WEIGHT], st.mu[r, k], size, st.arrival[j], 0.0,
-                        cls_f[k, C_JUMP], float(req_i[j, I_TARGET]), st.pol_f[H_AGING])
+    return priority_key(st.pol_key, cls_f[k, C_WEIGHT], st.mu[r, k], size, st.arrival[j], 0.0,
+                        cls_f[k, C_JUMP], float(req_i[j, I_TARGET]))
 
 
 @inlined
-def enqueue(st, hkey: np.ndarray, hid: np.ndarray, j: int, r: int) -> None:
+def enqueue(st: State, hkey: np.ndarray, hid: np.ndarray, j: int, r: int) -> None:
     req_i = st.req_i
     n_cls = st.cls_f.shape[0]
     req_i[j, I_STATUS] = WAITING
@@ -80,7 +81,7 @@ def enqueue(st, hkey: np.ndarray, hid: np.ndarray, j: int, r: int) -> None:
 
 
 @njit(cache=True)
-def preempt(st, hkey: np.ndarray, hid: np.ndarray, r: int, slot: int) -> int:
+def preempt(st: State, hkey: np.ndarray, hid: np.ndarray, r: int, slot: int) -> int:
     """Evict the running request in ``slot`` (recompute); return the step tokens it gives back.
 
     The caller counts the preemption (``I_PRE_KV`` or ``I_PRE_POL``): a constant flag argument

@@ -23,10 +23,13 @@ the step model packed as :mod:`.step_time` reads it.
 from __future__ import annotations
 
 import collections
+from typing import cast
 
 import numpy as np
 
-NO_INDEX = np.int64(-1)
+from planner.sim.policies.base import KeyForm
+
+NO_INDEX = cast(int, np.int64(-1))
 """No replica, request or class. A numpy integer, not ``-1``: numba types a literal ``-1`` as
 a type of its own, and while it infers the types of a variable that starts as one it
 compiles every function the variable is passed to twice, for the literal and for int64."""
@@ -52,10 +55,12 @@ SLOT_IDLE, SLOT_DECODE, SLOT_PREFILL = 0, 1, 2
 # cls_f columns
 C_WEIGHT, C_JUMP, C_QUANTUM, C_MAXWAIT = range(4)
 N_CLS_F = 4
-# pol_i: policy code, is DRR, SRPT-style limited preemption, router code, router d
-G_CODE, G_DRR, G_SRPT, G_ROUTER, G_D = range(5)
-# pol_f: aging rate, trail_c, window start, window end
-H_AGING, H_TRAIL, H_W0, H_W1 = range(4)
+# pol_i: the policy's traits (DRR class arbiter, Trail-limited preemption, key sized by remaining
+# work), router code, router d
+G_DRR, G_PREEMPTIVE, G_REMAINING, G_ROUTER, G_D = range(5)
+# pol_f: (unused), the policy's preemption limit (Trail's c), window start, window end; pol_key: its packed
+# KeyForm. Column 0 is unused: callers that build these arrays themselves (static_batch) pass four columns.
+H_TRAIL, H_W0, H_W1 = 1, 2, 3
 # acc_f: area under N(t), time of the last event; acc_i: requests present, round-robin counter
 A_AREA, A_LAST = 0, 1
 B_NSYS, B_RR = 0, 1
@@ -66,12 +71,13 @@ State = collections.namedtuple(
         "arrival", "route_u", "req_i", "req_f",
         "rep_i", "rep_f", "rep_step", "run_ids", "run_kind", "run_tok", "mu", "drr_def",
         "cls_f", "reserve", "class_order", "class_start", "exp_ptr",
-        "pol_i", "pol_f", "acc_f", "acc_i", "tokens_win", "heap_n",
+        "pol_i", "pol_f", "pol_key", "acc_f", "acc_i", "tokens_win", "heap_n",
         "tmp_def", "tmp_cost", "tmp_mask", "tmp_mark", "present",
     ],
 )
 
 INITIAL_HEAP_CAP = 256
+FCFS_KEY = KeyForm(waited=1.0).packed()
 
 
 def build_state(
@@ -89,12 +95,14 @@ def build_state(
     reserve: np.ndarray,
     policy_i: np.ndarray,
     policy_f: np.ndarray,
+    policy_key: np.ndarray | None = None,
 ) -> tuple[State, np.ndarray, np.ndarray]:
     """Fresh engine state and empty heaps for one replication of one pool.
 
-    ``replica_steps[r]`` = replica r's packed step model (``StepModel.packed``),
-    ``replica_ints[r] = (kv_capacity_tokens, admission limit, max_batch, token budget, prefill chunk cap)``,
-    the chunk cap being the most prompt tokens one request prefills in a step (0: the budget left).
+    ``replica_steps[r]`` = replica r's packed step model (``StepModel.packed``), ``replica_ints[r] =
+    (kv_capacity_tokens, admission limit, max_batch, token budget, prefill chunk cap)``, the chunk cap being the
+    most prompt tokens one request prefills in a step (0: the budget left); ``policy_key`` is the policy's packed
+    key form (FCFS's when not given).
     """
     n = int(arrival.size)
     n_rep = int(replica_steps.shape[0])
@@ -108,11 +116,7 @@ def build_state(
     req_f = np.full((n, N_REQ_F), np.nan)
     req_f[:, F_PRED] = predicted
     rep_i = np.zeros((n_rep, N_REP_I), dtype=np.int64)
-    rep_i[:, P_CAP] = replica_ints[:, 0]
-    rep_i[:, P_KVLIM] = replica_ints[:, 1]
-    rep_i[:, P_MAXB] = replica_ints[:, 2]
-    rep_i[:, P_BUDGET] = replica_ints[:, 3]
-    rep_i[:, P_CHUNK] = replica_ints[:, 4]
+    rep_i[:, [P_CAP, P_KVLIM, P_MAXB, P_BUDGET, P_CHUNK]] = replica_ints[:, :5]
     rep_i[:, P_DRRPTR] = -1
     rep_f = np.zeros((n_rep, N_REP_F))
     rep_f[:, Q_END] = np.inf
@@ -140,6 +144,7 @@ def build_state(
         exp_ptr=np.zeros(n_cls, dtype=np.int64),
         pol_i=np.ascontiguousarray(policy_i, dtype=np.int64),
         pol_f=np.ascontiguousarray(policy_f, dtype=np.float64),
+        pol_key=np.ascontiguousarray(FCFS_KEY if policy_key is None else policy_key, dtype=np.float64),
         acc_f=np.zeros(2),
         acc_i=np.zeros(2, dtype=np.int64),
         tokens_win=np.zeros(n_cls, dtype=np.int64),

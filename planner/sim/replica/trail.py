@@ -12,15 +12,27 @@ make room. trail_c = 0 never preempts; trail_c = 1 is SRPT on predictions.
 
 from __future__ import annotations
 
+import numpy as np
 from numba import njit
 
 from planner.sim.policies.keys import precedes
 from planner.sim.replica.requests import preempt, waiting_key
-from planner.sim.replica.state import F_PRED, H_TRAIL, I_GEN, I_PRE_POL, I_RESERVED, P_KVLIM, P_MAXB, P_NRUN, P_RES
+from planner.sim.replica.state import (
+    F_PRED,
+    H_TRAIL,
+    I_GEN,
+    I_PRE_POL,
+    I_RESERVED,
+    P_KVLIM,
+    P_MAXB,
+    P_NRUN,
+    P_RES,
+    State,
+)
 
 
 @njit(cache=True)
-def make_room(st, hkey, hid, r: int, cand: int, cand_key: float, need_res: int) -> bool:
+def make_room(st: State, hkey: np.ndarray, hid: np.ndarray, r: int, cand: int, cand_key: float, need_res: int) -> bool:
     """Trail-limited SRPT: preempt the worst preemptible running requests if that admits ``cand``."""
     req_i = st.req_i
     req_f = st.req_f
