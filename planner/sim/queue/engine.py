@@ -22,7 +22,7 @@ displaces it, and the displaced job re-enters its lane with that key. A server o
 serves work at rate v.
 
 The helpers are inlined into the loop (a real call passing its arrays costs the loop
-several times its run time; docs/decisions/0007-sim-queue-engine-shares-the-heap.md).
+several times its run time; docs/decisions/0013-sim-queue-engine-shares-the-heap.md).
 
 Routing (dispatch at arrival, one queue per server): random (uniform server),
 round-robin, JSQ (fewest jobs present, ties from a random rotation), power-of-d
