@@ -1,17 +1,12 @@
-"""How placement is put together: no import cycle, backends by registry, silent solvers.
+"""How placement is put together: backends by registry, and solvers that print nothing.
 
-The import graph is read from the source (every ``import`` statement of every module of
-``planner.placement``, those inside functions included), so a cycle fails here even when a
-lazy import would let it run.
+(The whole package's import graph is checked for cycles in ``test_code_shape.py``.)
 """
 
 from __future__ import annotations
 
-import ast
 import subprocess
 import sys
-from graphlib import CycleError, TopologicalSorter
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -22,59 +17,6 @@ from planner.placement import backends, highs_backend, pulp_backend
 from planner.placement.problem import formulate
 from planner.placement.status import SolveOutcome, SolveStatus
 
-PACKAGE = "planner.placement"
-
-
-def import_graph(folder: Path, package: str) -> dict[str, set[str]]:
-    """Module -> the modules of the same package it imports (``package`` itself for its ``__init__``)."""
-    modules = {path.stem: path for path in folder.glob("*.py")}
-
-    def module_of(name: str) -> str | None:
-        if name == package:
-            return package
-        if name.startswith(package + "."):
-            head = name[len(package) + 1:].split(".")[0]
-            return f"{package}.{head}" if head in modules else package
-        return None
-
-    graph: dict[str, set[str]] = {}
-    for stem, path in modules.items():
-        this = package if stem == "__init__" else f"{package}.{stem}"
-        edges: set[str] = set()
-        for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
-            if isinstance(node, ast.Import):
-                edges.update(m for alias in node.names if (m := module_of(alias.name)) is not None)
-            elif isinstance(node, ast.ImportFrom) and node.module is not None and node.level == 0:
-                if node.module == package:  # ``from planner.placement import x``: a submodule or a name of __init__
-                    edges.update(f"{package}.{a.name}" if a.name in modules else package for a in node.names)
-                elif (target := module_of(node.module)) is not None:
-                    edges.add(target)
-        graph[this] = edges - {this}
-    return graph
-
-
-def cycle(graph: dict[str, set[str]]) -> list[str] | None:
-    try:
-        tuple(TopologicalSorter(graph).static_order())
-    except CycleError as error:
-        return list(error.args[1])
-    return None
-
-
-def test_placement_has_no_import_cycle():
-    graph = import_graph(REPO_ROOT / "planner" / "placement", PACKAGE)
-    assert f"{PACKAGE}.strengthen" in graph[f"{PACKAGE}.problem"]  # the graph sees the real imports
-    assert cycle(graph) is None, f"import cycle: {' -> '.join(cycle(graph) or [])}"
-
-
-def test_the_cycle_check_finds_a_lazy_import_cycle(tmp_path):
-    (tmp_path / "__init__.py").write_text("")
-    (tmp_path / "a.py").write_text("from pkg.b import B\n")
-    (tmp_path / "b.py").write_text("def f():\n    from pkg import a\n    return a\n")
-    (tmp_path / "c.py").write_text("import pkg.a\n")
-    graph = import_graph(tmp_path, "pkg")
-    assert graph == {"pkg": set(), "pkg.a": {"pkg.b"}, "pkg.b": {"pkg.a"}, "pkg.c": {"pkg.a"}}
-    assert set(cycle(graph) or []) == {"pkg.a", "pkg.b"}
 
 
 def test_the_registries_keep_the_command_line_names_and_the_cross_check():
