@@ -18,7 +18,6 @@ from planner.placement.problem import formulate
 from planner.placement.status import SolveOutcome, SolveStatus
 
 
-
 def test_the_registries_keep_the_command_line_names_and_the_cross_check():
     assert list(backends.BACKENDS)[:3] == ["highs", "cbc", "ortools"]
     assert "pulp-highs" in backends.HIDDEN_BACKENDS
