@@ -58,6 +58,7 @@ run: $(STAMP)
 
 test: $(STAMP)
 	$(BIN)/ruff check planner tests benchmarks
+	$(BIN)/mypy
 	$(BIN)/python -m pytest -q -n auto --durations=15
 
 bench: $(STAMP)
@@ -66,5 +67,5 @@ bench: $(STAMP)
 # Everything `make run` and `make test` wrote: the venv, the demo's run history, calibration cache and
 # reports, and the simulator's compiled code (planner/sim/__pycache__/planner-sim-*).
 clean:
-	rm -rf $(VENV) out reports .pytest_cache .hypothesis *.egg-info
+	rm -rf $(VENV) out reports .pytest_cache .hypothesis .mypy_cache *.egg-info
 	find planner tests benchmarks data -name __pycache__ -type d -prune -exec rm -rf {} +

@@ -114,10 +114,11 @@ class LognormalLength:
 
     def _continuous(self, u: np.ndarray | float) -> np.ndarray:
         lo, hi = self._cdf_bounds()
-        return np.exp(self.mu + self.sigma * ndtri(lo + np.asarray(u, dtype=np.float64) * (hi - lo)))
+        z = np.asarray(ndtri(lo + np.asarray(u, dtype=np.float64) * (hi - lo)), dtype=np.float64)
+        return np.exp(self.mu + self.sigma * z)
 
     def sample_from_uniform(self, u: np.ndarray) -> np.ndarray:
-        return np.clip(np.rint(self._continuous(u)), 1, self.hi).astype(np.int64)
+        return np.asarray(np.clip(np.rint(self._continuous(u)), 1, self.hi), dtype=np.int64)
 
     def quantile(self, p: float) -> int:
         return int(np.clip(np.ceil(self._continuous(p)), 1, self.hi))
@@ -157,7 +158,7 @@ class EmpiricalLength:
     def sample_from_uniform(self, u: np.ndarray) -> np.ndarray:
         idx, frac = self._position(u)
         width = self.hi[idx] - self.lo[idx]
-        return np.maximum(self.lo[idx] + np.floor(frac * width).astype(np.int64), 1)
+        return np.asarray(np.maximum(self.lo[idx] + np.floor(frac * width).astype(np.int64), 1))
 
     def quantile(self, p: float) -> int:
         return int(self.sample_from_uniform(np.array([p]))[0])
@@ -272,7 +273,7 @@ def gamma_arrivals(rate_rps: float, cv: float, duration_s: float, rng: np.random
         if last >= duration_s:
             break
     out = np.concatenate(times)
-    return out[out < duration_s]
+    return np.asarray(out[out < duration_s])
 
 
 def trace_arrivals(timestamps_s: np.ndarray, duration_s: float, rate_rps: float | None = None) -> np.ndarray:
@@ -287,7 +288,7 @@ def trace_arrivals(timestamps_s: np.ndarray, duration_s: float, rate_rps: float 
         t, span = t * scale, span * scale
     repeats = int(math.ceil(duration_s / span)) if span > 0 else 1
     out = (t[None, :] + span * np.arange(repeats)[:, None]).ravel()
-    return out[out < duration_s]
+    return np.asarray(out[out < duration_s])
 
 
 def trace_times_s(frame: pd.DataFrame, column: str = "TIMESTAMP", where: str | Path = "trace") -> np.ndarray:
