@@ -110,7 +110,7 @@ def cache_dir() -> Path:
 def use_cache_dir() -> None:
     """Make numba cache every function defined from now on in :func:`cache_dir` (idempotent).
 
-    Called by ``planner/sim/__init__.py``, before any module defines a compiled function:
+    Called by ``planner/sim/jit.py``, before any module defines a compiled function:
     numba fixes a function's cache folder when the function is defined.
     """
     import numba

@@ -13,7 +13,8 @@ total order so both engines break ties identically. The caller passes the remain
 from __future__ import annotations
 
 import numpy as np
-from numba import njit
+
+from planner.sim.jit import njit
 
 # columns of a packed KeyForm (its field order)
 K_JUMP, K_INDEX, K_WEIGHT, K_WAITED, K_SIZE, K_CONST = range(6)

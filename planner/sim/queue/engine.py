@@ -37,8 +37,8 @@ sampled), least-work (earliest FCFS finish: (outstanding work + own work)/speed)
 from __future__ import annotations
 
 import numpy as np
-from numba import njit
 
+from planner.sim.jit import njit
 from planner.sim.policies.drr import drr_select_class
 from planner.sim.policies.keys import class_part, key_from_class_part, precedes
 from planner.sim.replica.borrow import borrow

@@ -31,8 +31,8 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from numba import njit
 
+from planner.sim.jit import njit
 from planner.sim.replica.batching import finish_step, start_step
 from planner.sim.replica.borrow import borrow
 from planner.sim.replica.heap import grow

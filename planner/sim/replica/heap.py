@@ -17,8 +17,8 @@ it reaches the top (:func:`heap_clean_top`).
 from __future__ import annotations
 
 import numpy as np
-from numba import njit
 
+from planner.sim.jit import njit
 from planner.sim.policies.keys import precedes
 from planner.sim.replica.inline import inlined
 from planner.sim.replica.state import NO_INDEX

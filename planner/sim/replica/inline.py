@@ -22,7 +22,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from numba import njit
+from planner.sim.jit import njit
 
 _HELPERS: set[Callable[..., Any]] = set()
 """The Python functions of every :func:`inlined` helper."""

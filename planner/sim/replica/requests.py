@@ -18,8 +18,8 @@ See :mod:`.batching` for why these take the state tuple but read its fields into
 from __future__ import annotations
 
 import numpy as np
-from numba import njit
 
+from planner.sim.jit import njit
 from planner.sim.policies.keys import priority_key
 from planner.sim.replica.heap import heap_push
 from planner.sim.replica.inline import inlined

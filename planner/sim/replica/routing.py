@@ -23,9 +23,9 @@ JSQ, not a stale snapshot.
 from __future__ import annotations
 
 import numpy as np
-from numba import njit
 
 from planner.errors import InputError
+from planner.sim.jit import njit
 from planner.sim.replica.inline import inlined
 
 RANDOM = 0

@@ -13,8 +13,8 @@ make room. trail_c = 0 never preempts; trail_c = 1 is SRPT on predictions.
 from __future__ import annotations
 
 import numpy as np
-from numba import njit
 
+from planner.sim.jit import njit
 from planner.sim.policies.keys import precedes
 from planner.sim.replica.requests import preempt, waiting_key
 from planner.sim.replica.state import (
