@@ -98,3 +98,32 @@ def test_a_registered_policy_runs_in_the_replica_engine(registered: PolicySpec) 
 def test_a_parameter_reaches_the_engine(registered: PolicySpec) -> None:
     assert registered.encoding().key.size == -1e-3
     assert registered.encoding({"size_share": 0.5}).key.size == -0.5
+
+
+def test_a_listed_policy_brings_its_parameters_to_the_scenario_schema(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``[policy.params]`` is built from the registry: a policy listed there brings its keys and bounds."""
+    from pydantic import ValidationError
+
+    from planner.scenario.model import _policy_params_model
+
+    bounded = Param("size_share", 1e-3, "priority given up per unit of predicted size", maximum=0.5)
+    monkeypatch.setitem(POLICIES, SPEC.name, PolicySpec(**{**SPEC.__dict__, "params": (bounded,)}))
+    params = _policy_params_model()
+    assert params().size_share == pytest.approx(1e-3)
+    assert params(size_share=0.25).size_share == 0.25
+    assert "priority given up per unit of predicted size (priority-short)" in str(params.model_fields["size_share"])
+    with pytest.raises(ValidationError, match="less than or equal to 0.5"):
+        params(size_share=0.75)
+    with pytest.raises(ValidationError, match="Extra inputs are not permitted"):
+        params(size_shares=0.1)
+
+
+def test_the_shipped_scenario_schema_checks_the_registered_parameters(demo_raw: dict) -> None:
+    from planner.scenario.model import PolicyParams
+
+    declared = {param.name for spec in POLICIES.values() for param in spec.params}
+    assert set(PolicyParams.model_fields) == {"prediction_noise_sigma", *declared}
+    assert PolicyParams().trail_c == 0.5 and PolicyParams().aging_rate == 0.1
+    policy = {**demo_raw["policy"], "params": {**demo_raw["policy"].get("params", {}), "trail_c": 2.0}}
+    with pytest.raises(Exception, match=r"policy.params.trail_c: must be <= 1"):
+        parse_scenario({**demo_raw, "policy": policy})

@@ -14,9 +14,9 @@ from __future__ import annotations
 
 import math
 from pathlib import Path
-from typing import Annotated, Any, TypeVar
+from typing import TYPE_CHECKING, Annotated, Any, TypeVar
 
-from pydantic import AfterValidator, Field, field_validator, model_validator
+from pydantic import AfterValidator, Field, create_model, field_validator, model_validator
 
 from planner.scenario.fields import (
     FORECAST_QUANTILES,
@@ -39,6 +39,7 @@ from planner.scenario.fields import (
     rule_error,
 )
 from planner.scenario.regions import Frozen, Origin, Quotas, Regions, ServingRegion
+from planner.sim.policies.registry import POLICIES
 from planner.slo import ClassSlo, slo_field_names
 
 SHARE_TOLERANCE = 1e-6
@@ -149,25 +150,39 @@ class TrafficClass(Frozen):
         return self
 
 
-class PolicyParams(Frozen):
-    """Tuning of the scheduling policy.
+class _PolicyTuning(Frozen):
+    """Tuning of the scheduling policy: the noise of size predictions, then every registered
+    policy's own parameters (:func:`_policy_params_model` adds them from the policy registry).
 
     Size predictions are p_hat = p·exp(N(0, sigma^2)) with sigma = ``prediction_noise_sigma``.
-    Priority-aging serves the largest priority_jump + aging_rate·(seconds waited), so a
-    request with no jump overtakes a fresh one with jump J after J/aging_rate seconds.
-    SRPT uses Trail-style limited preemption (Shahout et al. 2024, arXiv:2410.01035):
-    a running request may be preempted only while its generated tokens < trail_c·p_hat.
     """
 
     prediction_noise_sigma: Annotated[float, Field(strict=True, ge=0)] = Field(
         default=0.0, description="log-space sigma of output-length prediction error; 0 = exact sizes"
     )
-    aging_rate: Annotated[float, Field(strict=True, ge=0)] = Field(
-        default=0.1, description="priority gained per second of queue wait (priority-aging)"
-    )
-    trail_c: Annotated[float, Field(strict=True, ge=0, le=1)] = Field(
-        default=0.5, description="fraction of its predicted output after which a request is no longer preempted"
-    )
+
+    if TYPE_CHECKING:
+        def __getattr__(self, name: str) -> float: ...  # a registered policy's parameter
+
+
+def _policy_params_model() -> type[_PolicyTuning]:
+    """``[policy.params]``: the fields of :class:`_PolicyTuning` plus one per parameter a registered
+    policy declares (its default, bounds and summary), in name order, so a new policy's parameter
+    is settable in a scenario without touching this file."""
+    fields: dict[str, Any] = {}
+    for spec in POLICIES.values():
+        for param in spec.params:
+            most = param.maximum if math.isfinite(param.maximum) else None
+            fields[param.name] = (Annotated[float, Field(strict=True, ge=param.minimum, le=most)],
+                                  Field(default=param.default, description=f"{param.summary} ({spec.name})"))
+    return create_model("PolicyParams", __base__=_PolicyTuning, __module__=__name__,
+                        **dict(sorted(fields.items())))
+
+
+if TYPE_CHECKING:
+    PolicyParams = _PolicyTuning
+else:
+    PolicyParams = _policy_params_model()
 
 
 class Admission(Frozen):
