@@ -86,6 +86,7 @@ def build(hours: int, scale: float, n_regions: int | None = None):
     scenario = load_scenario(PROJECT_ROOT / "scenarios" / "global.toml")
     scenario = scenario.model_copy(update={"horizon": f"{hours}h"})  # the stand-in covers exactly these hours
     forecast = stand_in_forecast(hours, scale)
+    forecast = forecast[forecast["traffic_class"].isin(scenario.class_names)]  # the demo has classes global lacks
     if n_regions is not None:
         scenario, forecast = _fewer_regions(scenario, forecast, n_regions)
     profiles = load_profiles()
