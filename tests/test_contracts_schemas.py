@@ -78,3 +78,19 @@ def test_one_problem_reads_as_a_single_located_error():
     error = _refusal(validated_history, named(history, "hist.csv"), "requests")
     assert error.where == "hist.csv, row 6 (the header is row 0), column requests"
     assert "problems" not in error.message
+
+
+def test_a_capacity_table_with_several_broken_cells_names_every_one():
+    from planner.placement.capacity import validate_capacity
+
+    table = pd.DataFrame({"model": ["m", " ", "m", "m"], "sku": ["H100", "H100", "L4", "H100"],
+                          "tp_degree": [1, 1, "two", 1], "traffic_class": ["k"] * 4,
+                          "max_rps_per_replica": [1.0, 2.0, 0.0, 3.0], "max_num_seqs": [8, 8.5, 8, 8]})
+    error = _refusal(validate_capacity, table, where="cap.csv")
+    text = str(error)
+    assert error.where == "cap.csv" and "5 problems" in error.message, text
+    assert "row 2, column 'model': empty model" in text
+    assert "row 2, column 'max_num_seqs': max_num_seqs must be a whole number >= 0, got 8.5" in text
+    assert "row 3, column 'tp_degree': tp_degree must be a whole number >= 1, got 'two'" in text
+    assert "row 3, column 'max_rps_per_replica': max_rps_per_replica must be a positive number, got 0.0" in text
+    assert "row 4: two rows for model 'm', sku 'H100', TP 1, class 'k'" in text

@@ -1,6 +1,7 @@
 """One schema per file format the planner reads, each reporting every problem at once.
 
 * :mod:`.catalog`: ``skus.csv`` and ``offers.csv``;
+* :mod:`.capacity`: the capacity table placement reads;
 * :mod:`.tables`: the demand history, the forecast, the plan and routed demand.
 
 Imported on its own (``planner.contracts.schemas``), not by ``planner.contracts``; ``pandera``
@@ -17,6 +18,7 @@ from planner.contracts.schemas.base import (
     raise_problems,
     row_check,
 )
+from planner.contracts.schemas.capacity import capacity_schema
 from planner.contracts.schemas.catalog import SKU_UNITS, offer_schema, parse_count, parse_number, sku_schema
 from planner.contracts.schemas.tables import (
     FORECAST_FIX,
@@ -34,7 +36,7 @@ from planner.contracts.schemas.tables import (
 
 __all__ = [
     "FORECAST_FIX", "FORECAST_TS_FIX", "HISTORY_TS_FIX", "MAX_PROBLEMS_SHOWN", "ORDER_TOLERANCE", "PARSED_TS",
-    "SKU_UNITS", "FileSchema", "Problem", "cell_check", "count_check", "forecast_schema", "history_schema",
-    "offer_schema", "parse_count", "parse_number", "plan_schema", "raise_problems", "number_schema", "row_check",
-    "show", "sku_schema",
+    "SKU_UNITS", "FileSchema", "Problem", "capacity_schema", "cell_check", "count_check", "forecast_schema",
+    "history_schema", "offer_schema", "parse_count", "parse_number", "plan_schema", "raise_problems",
+    "number_schema", "row_check", "show", "sku_schema",
 ]
