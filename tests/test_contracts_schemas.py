@@ -94,3 +94,37 @@ def test_a_capacity_table_with_several_broken_cells_names_every_one():
     assert "row 3, column 'tp_degree': tp_degree must be a whole number >= 1, got 'two'" in text
     assert "row 3, column 'max_rps_per_replica': max_rps_per_replica must be a positive number, got 0.0" in text
     assert "row 4: two rows for model 'm', sku 'H100', TP 1, class 'k'" in text
+
+
+def test_a_profile_table_with_several_broken_cells_names_every_one():
+    from planner.paths import profiles_dir
+    from planner.profiles import validate_profiles
+
+    profiles = pd.read_csv(profiles_dir() / "profiles.csv").astype({"tp_degree": float, "sku": object})
+    profiles.loc[1, "engine"] = "tgi"
+    profiles.loc[3, "weights_gb"] = -1.0
+    profiles.loc[5, "tp_degree"] = 1.5
+    profiles.loc[7, "gpu_memory_utilization"] = 1.5
+    profiles.loc[9, "dense_ms_2"] = profiles.loc[9, "dense_ms_1"] / 2
+    profiles.loc[11, "sku"] = None
+    error = _refusal(validate_profiles, profiles, "p.csv")
+    text = str(error)
+    assert error.where == "p.csv" and "6 problems" in error.message, text
+    assert "row 2 (line 3), column 'engine': unknown engine 'tgi'" in text
+    assert "row 4 (line 5), column 'weights_gb': weights_gb must be a positive number, got -1.0" in text
+    assert "row 6 (line 7), column 'tp_degree': tp_degree must be a whole number, got 1.5" in text
+    assert "row 8 (line 9), column 'gpu_memory_utilization': gpu_memory_utilization must be at most 1" in text
+    assert "row 10 (line 11), column 'dense_ms_1': the dense step time falls as tokens grow" in text
+    assert "row 12 (line 13), column 'sku': empty value" in text
+
+
+def test_a_repeated_profile_is_named_once_at_its_second_row():
+    from planner.paths import profiles_dir
+    from planner.profiles import validate_profiles
+
+    profiles = pd.read_csv(profiles_dir() / "profiles.csv")
+    error = _refusal(validate_profiles, pd.concat([profiles, profiles.iloc[[0]]], ignore_index=True), "p.csv")
+    first = profiles.iloc[0]
+    assert error.where == f"p.csv, row {len(profiles) + 1} (line {len(profiles) + 2}), column 'model'"
+    assert error.message == (f"duplicate profile for model {first['model']!r}, sku {first['sku']!r}, "
+                             f"tp_degree {int(first['tp_degree'])}, engine {first['engine']!r}")
