@@ -128,3 +128,23 @@ def test_a_repeated_profile_is_named_once_at_its_second_row():
     assert error.where == f"p.csv, row {len(profiles) + 1} (line {len(profiles) + 2}), column 'model'"
     assert error.message == (f"duplicate profile for model {first['model']!r}, sku {first['sku']!r}, "
                              f"tp_degree {int(first['tp_degree'])}, engine {first['engine']!r}")
+
+
+def test_a_histogram_with_several_broken_cells_names_every_one():
+    from planner.sim.workload import workloads_for
+
+    histogram = pd.DataFrame({
+        "model": "llama-3.1-8b", "traffic_class": "interactive",
+        "measure": ["prompt_tokens"] * 3 + ["output_tokens"] * 3,
+        "bin_lo_tokens": [256, 512, "x", 16, 32, 64.5], "bin_hi_tokens": [512, 256, 2048, 32, 64, 128],
+        "count": [1, 2, 1, -3, 3, None]})
+    error = _refusal(workloads_for, "llama-3.1-8b", ("interactive",), named(histogram, "h.csv"))
+    text = str(error)
+    assert error.where == "h.csv" and "5 problems" in error.message, text
+    assert "row 2 (the header is row 0), column 'bin_hi_tokens': bins need bin_hi_tokens > bin_lo_tokens, " \
+           "got 512 to 256" in text
+    assert "row 3 (the header is row 0), column 'bin_lo_tokens': bin_lo_tokens must be a whole number of " \
+           "tokens >= 0, got 'x'" in text
+    assert "row 4 (the header is row 0), column 'count': bins need count >= 0, got -3.0" in text
+    assert "row 6 (the header is row 0), column 'bin_lo_tokens'" in text
+    assert "row 6 (the header is row 0), column 'count': bins need count >= 0, got nan" in text

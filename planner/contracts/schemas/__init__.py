@@ -2,6 +2,8 @@
 
 * :mod:`.catalog`: ``skus.csv`` and ``offers.csv``;
 * :mod:`.capacity`: the capacity table placement reads;
+* :mod:`.histogram`: the token-length histogram;
+* :mod:`.profiles`: the model profile and model tables;
 * :mod:`.tables`: the demand history, the forecast, the plan and routed demand.
 
 Imported on its own (``planner.contracts.schemas``), not by ``planner.contracts``; ``pandera``
@@ -20,6 +22,7 @@ from planner.contracts.schemas.base import (
 )
 from planner.contracts.schemas.capacity import capacity_schema
 from planner.contracts.schemas.catalog import SKU_UNITS, offer_schema, parse_count, parse_number, sku_schema
+from planner.contracts.schemas.histogram import HISTOGRAM_FIX, histogram_schema
 from planner.contracts.schemas.tables import (
     FORECAST_FIX,
     FORECAST_TS_FIX,
@@ -35,8 +38,8 @@ from planner.contracts.schemas.tables import (
 )
 
 __all__ = [
-    "FORECAST_FIX", "FORECAST_TS_FIX", "HISTORY_TS_FIX", "MAX_PROBLEMS_SHOWN", "ORDER_TOLERANCE", "PARSED_TS",
-    "SKU_UNITS", "FileSchema", "Problem", "capacity_schema", "cell_check", "count_check", "forecast_schema",
-    "history_schema", "offer_schema", "parse_count", "parse_number", "plan_schema", "raise_problems",
-    "number_schema", "row_check", "show", "sku_schema",
+    "FORECAST_FIX", "FORECAST_TS_FIX", "HISTOGRAM_FIX", "HISTORY_TS_FIX", "MAX_PROBLEMS_SHOWN", "ORDER_TOLERANCE",
+    "PARSED_TS", "SKU_UNITS", "FileSchema", "Problem", "capacity_schema", "cell_check", "count_check",
+    "forecast_schema", "histogram_schema", "history_schema", "number_schema", "offer_schema", "parse_count",
+    "parse_number", "plan_schema", "raise_problems", "row_check", "show", "sku_schema",
 ]
