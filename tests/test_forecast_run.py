@@ -8,9 +8,10 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from planner.contracts import MEASURES
 from planner.errors import InputError
 from planner.forecast.model import ModelSpec
-from planner.forecast.run import MEASURES, forecast_history, parse_horizon, parse_quantiles
+from planner.forecast.run import forecast_history, parse_horizon, parse_quantiles
 from planner.forecast.synthetic import hourly_stamps, synthetic_history
 
 QUANTILES = [0.5, 0.9, 0.95, 0.99]

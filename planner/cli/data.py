@@ -295,10 +295,11 @@ def profiles_fit(
 
 def _bundled_replica(model: str, sku: str, tp: int, engine: str) -> dict[str, Any] | None:
     """The bundled profile of the same key, whose replica sizing a user fit keeps; None when there is none."""
-    from planner.profiles import KEY_COLUMNS, load_profiles
+    from planner.contracts import PROFILE_KEY
+    from planner.profiles import load_profiles
 
     table = load_profiles()
-    match = table[(table.loc[:, list(KEY_COLUMNS)] == [model, sku, tp, engine]).all(axis=1)]
+    match = table[(table.loc[:, list(PROFILE_KEY)] == [model, sku, tp, engine]).all(axis=1)]
     return match.iloc[0].to_dict() if len(match) else None
 
 

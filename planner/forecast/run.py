@@ -30,7 +30,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from planner.contracts import HORIZON_OPTION, DurationError, duration_hours, parse_duration, quantile_column
+from planner.contracts import HORIZON_OPTION, MEASURES, DurationError, duration_hours, parse_duration, quantile_column
 from planner.engine import run_tasks
 from planner.errors import InputError
 from planner.forecast import backtest as bt
@@ -42,7 +42,6 @@ from planner.forecast.quality import HOUR_NS, CleanSeries, clean_series, format_
 from planner.forecast.registry import DEFAULT_FORECASTER, make_forecaster
 from planner.sources import source_of
 
-MEASURES = ("requests", "prompt_tokens_sum", "output_tokens_sum")
 MAX_HORIZON_HOURS = 92 * 24
 VALUE_DECIMALS = 3
 

@@ -31,17 +31,17 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from planner.contracts.columns import CAPACITY_COLUMNS, CAPACITY_KEY, DEPLOYMENT_KEY, ENGINE_SETTING_COLUMNS
+from planner.contracts.schemas import Problem, capacity_schema, raise_problems
 from planner.errors import InputError
 from planner.profiles.step_model import StepModel
 from planner.profiles.throughput import ceiling
 
 ANALYTIC_LABEL = "analytic estimate (step-time model × utilisation cap)"
 TABLE_LABEL = "capacity table"
-KEY_COLUMNS = ("model", "sku", "tp_degree", "traffic_class")
-REQUIRED_COLUMNS = (*KEY_COLUMNS, "max_rps_per_replica")
-SETTING_COLUMNS = ("engine", "max_num_seqs", "max_num_batched_tokens", "long_prefill_token_threshold")
-OPTIONAL_COLUMNS = (*SETTING_COLUMNS, "policy", "source")
-CAPACITY_COLUMNS = (*REQUIRED_COLUMNS, *OPTIONAL_COLUMNS)
+REQUIRED_COLUMNS = (*CAPACITY_KEY, "max_rps_per_replica")
+OPTIONAL_COLUMNS = (*ENGINE_SETTING_COLUMNS, "policy", "source")
+WHOLE_COLUMNS = ("tp_degree", "max_num_seqs", "max_num_batched_tokens", "long_prefill_token_threshold")
 DECIMALS = 6
 
 
@@ -148,7 +148,8 @@ def analytic_capacity(
 
 
 def validate_capacity(frame: pd.DataFrame, where: str | Path = "capacity table") -> pd.DataFrame:
-    """Check a capacity table: required columns, positive finite rates and whole TP degrees, one row per key.
+    """Check a capacity table: required columns, positive finite rates and whole TP degrees and
+    settings, one row per key; every problem is reported in one error.
 
     Rows with a non-positive rate are errors (leave the row out when a class cannot run).
     Returns the table with the optional columns filled: no engine settings ('' and 0: the
@@ -164,47 +165,17 @@ def validate_capacity(frame: pd.DataFrame, where: str | Path = "capacity table")
     table = frame.reset_index(drop=True).copy()
     for column in ("model", "sku", "traffic_class"):
         table[column] = table[column].astype("string").fillna("").str.strip().astype(str)
-        empty = np.flatnonzero((table[column] == "").to_numpy())
-        if empty.size:
-            raise InputError(
-                f"empty {column}", where=f"{where}, row {empty[0] + 1}, column '{column}'", fix=f"fill in the {column}"
-            )
-    if pd.api.types.is_bool_dtype(table["max_rps_per_replica"]):
-        raise InputError("max_rps_per_replica holds true/false values, not requests per second",
-                         where=f"{where}, column 'max_rps_per_replica'",
-                         fix="write the calibrated maximum requests per second of one replica (> 0)")
-    rates = pd.to_numeric(table["max_rps_per_replica"], errors="coerce").to_numpy(dtype=float)
-    bad = np.flatnonzero(~(np.isfinite(rates) & (rates > 0)))
-    if bad.size:
-        raise InputError(
-            f"max_rps_per_replica must be a positive number, got {frame['max_rps_per_replica'].iloc[bad[0]]!r}",
-            where=f"{where}, row {bad[0] + 1}, column 'max_rps_per_replica'",
-            fix="write the calibrated maximum requests per second of one replica (> 0), "
-            "or drop the row if the class cannot run on that SKU",
-        )
-    table["max_rps_per_replica"] = rates
-    for column in ("tp_degree", "max_num_seqs", "max_num_batched_tokens", "long_prefill_token_threshold"):
-        if column not in table.columns:
-            table[column] = 0  # no setting: the profile's defaults
-            continue
-        values = pd.to_numeric(table[column], errors="coerce").to_numpy(dtype=float)
-        smallest = 1 if column == "tp_degree" else 0
-        bad = np.flatnonzero(~(np.isfinite(values) & (values >= smallest) & (values == np.floor(values)))
-                             | pd.api.types.is_bool_dtype(table[column]))
-        if bad.size:
-            raise InputError(f"{column} must be a whole number >= {smallest}, got {frame[column].iloc[bad[0]]!r}",
-                             where=f"{where}, row {bad[0] + 1}, column '{column}'",
-                             fix="write the GPUs per replica (tp_degree) and the engine settings as whole numbers")
-        table[column] = values.astype(np.int64)
-    duplicated = np.flatnonzero(table.duplicated(subset=list(KEY_COLUMNS)).to_numpy())
-    if duplicated.size:
-        row = table.iloc[duplicated[0]]
-        raise InputError(
-            f"two rows for model {row['model']!r}, sku {row['sku']!r}, TP {row['tp_degree']}, "
-            f"class {row['traffic_class']!r}",
-            where=f"{where}, row {duplicated[0] + 1}",
-            fix="keep one row per (model, sku, tp_degree, traffic_class)",
-        )
+    rate_numeric = not pd.api.types.is_bool_dtype(table["max_rps_per_replica"])
+    problems = [] if rate_numeric else [Problem(
+        None, "max_rps_per_replica", "max_rps_per_replica holds true/false values, not requests per second",
+        "write the calibrated maximum requests per second of one replica (> 0)")]
+    whole = [c for c in WHOLE_COLUMNS if c in table.columns]
+    problems += capacity_schema(whole, rate_numeric=rate_numeric).problems(table, header_fix=str)
+    raise_problems(problems, str(where), _locate)
+    table["max_rps_per_replica"] = pd.to_numeric(table["max_rps_per_replica"]).to_numpy(dtype=float)
+    for column in WHOLE_COLUMNS:
+        # no setting: the profile's defaults
+        table[column] = pd.to_numeric(table[column]).to_numpy(dtype=np.int64) if column in table.columns else 0
     for column, default in (("engine", ""), ("policy", ""), ("source", TABLE_LABEL)):
         if column not in table.columns:
             table[column] = default
@@ -212,7 +183,8 @@ def validate_capacity(frame: pd.DataFrame, where: str | Path = "capacity table")
     return table.loc[:, list(CAPACITY_COLUMNS)]
 
 
-DEPLOYMENT_KEY = ("model", "sku", "tp_degree")
+def _locate(problem: Problem) -> str:
+    return f"column '{problem.column}'" if problem.row is None else f"row {problem.row + 1}, column '{problem.column}'"
 
 
 def deployment_settings(table: pd.DataFrame, profiles: pd.DataFrame) -> pd.DataFrame:
@@ -221,15 +193,16 @@ def deployment_settings(table: pd.DataFrame, profiles: pd.DataFrame) -> pd.DataF
     A capacity table row that names no setting (engine '' or 0) stands for the profile's
     defaults. One (model, SKU, TP) has one setting; a table that mixes several is refused.
     """
-    profile_defaults = [c for c in SETTING_COLUMNS if c in profiles.columns]  # no threshold: its default is off (0)
+    # no threshold in a profile: its default is off (0)
+    profile_defaults = [c for c in ENGINE_SETTING_COLUMNS if c in profiles.columns]
     defaults = profiles.loc[:, [*DEPLOYMENT_KEY, *profile_defaults]].drop_duplicates(list(DEPLOYMENT_KEY))
-    defaults = defaults.assign(**{c: 0 for c in SETTING_COLUMNS if c not in profile_defaults})
-    merged = table.loc[:, [*DEPLOYMENT_KEY, *SETTING_COLUMNS]].merge(
+    defaults = defaults.assign(**{c: 0 for c in ENGINE_SETTING_COLUMNS if c not in profile_defaults})
+    merged = table.loc[:, [*DEPLOYMENT_KEY, *ENGINE_SETTING_COLUMNS]].merge(
         defaults, on=list(DEPLOYMENT_KEY), how="left", suffixes=("", "_default"))
-    for column in SETTING_COLUMNS:
+    for column in ENGINE_SETTING_COLUMNS:
         given = merged[column].astype(str).isin(["", "0"])
         merged[column] = merged[column].where(~given, merged[f"{column}_default"])
-    settings = merged.loc[:, [*DEPLOYMENT_KEY, *SETTING_COLUMNS]].dropna().drop_duplicates()
+    settings = merged.loc[:, [*DEPLOYMENT_KEY, *ENGINE_SETTING_COLUMNS]].dropna().drop_duplicates()
     clash = settings[settings.duplicated(list(DEPLOYMENT_KEY), keep=False)]
     if len(clash):
         row = clash.iloc[0]

@@ -31,7 +31,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from planner.contracts import quantile_column
+from planner.contracts import FORECAST_KEY, quantile_column
 from planner.errors import InputError
 from planner.placement.forecast_check import check_forecast_contract
 from planner.placement.window import PlanningWindow, iso_hour
@@ -39,7 +39,6 @@ from planner.scenario import Scenario
 
 HOURS_PER_WEEK = 168
 DAY_NAMES = ("Mon", "Tue", "Wed", "Thu", "Fri", "Sat", "Sun")
-FORECAST_KEYS = ("region", "model", "traffic_class", "ts")
 _SPEC = re.compile(r"^(hourly|how)(?::([1-9][0-9]*))?$")
 
 
@@ -105,14 +104,14 @@ def _fail(problem: str, fix: str, where: str = "forecast") -> InputError:
 
 
 def _validated(forecast: pd.DataFrame, scenario: Scenario, column: str) -> pd.DataFrame:
-    missing = [c for c in (*FORECAST_KEYS, column) if c not in forecast.columns]
+    missing = [c for c in (*FORECAST_KEY, column) if c not in forecast.columns]
     if missing:
         raise _fail(
             f"the forecast lacks the column(s) {', '.join(missing)}",
             f"pass a forecast from `planner forecast` (columns region, model, traffic_class, ts, mean, q50, q90, "
             f"q95, q99), or choose a --quantile whose column ({column}) it has",
         )
-    frame = forecast.loc[:, [*FORECAST_KEYS, column]].copy()
+    frame = forecast.loc[:, [*FORECAST_KEY, column]].copy()
     for name, known, what in (
         ("region", scenario.origin_names, "origin"),
         ("model", scenario.model_names, "model"),
@@ -143,7 +142,7 @@ def _validated(forecast: pd.DataFrame, scenario: Scenario, column: str) -> pd.Da
             where=f"forecast, row {bad[0] + 1}, column '{column}'",
         )
     frame[column] = values
-    duplicated = np.flatnonzero(frame.duplicated(subset=list(FORECAST_KEYS)).to_numpy())
+    duplicated = np.flatnonzero(frame.duplicated(subset=list(FORECAST_KEY)).to_numpy())
     if duplicated.size:
         row = frame.iloc[duplicated[0]]
         raise _fail(

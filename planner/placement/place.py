@@ -34,14 +34,13 @@ import pandas as pd
 
 from planner import __version__
 from planner.catalog import Catalog
+from planner.contracts.columns import DEPLOYMENT_KEY, ENGINE_SETTING_COLUMNS
 from planner.errors import InputError, PlannerError
 from planner.placement import diagnose, highs_backend
 from planner.placement.backends import BACKENDS, HIDDEN_BACKENDS
 from planner.placement.bounds import best_single_sku, elastic_bound
 from planner.placement.capacity import (
     ANALYTIC_LABEL,
-    DEPLOYMENT_KEY,
-    SETTING_COLUMNS,
     analytic_capacity,
     deployment_settings,
     validate_capacity,
@@ -177,7 +176,7 @@ def place_plan(
 
 def _deployments(plan: pd.DataFrame, profiles: pd.DataFrame) -> list[dict[str, Any]]:
     """Each (model, SKU, TP) the plan runs, with its engine settings and the command that deploys them."""
-    used = plan.loc[:, [*DEPLOYMENT_KEY, *SETTING_COLUMNS]].drop_duplicates()
+    used = plan.loc[:, [*DEPLOYMENT_KEY, *ENGINE_SETTING_COLUMNS]].drop_duplicates()
     memory = {(str(m), str(s), int(g), str(e)): float(u) for m, s, g, e, u in
               profiles[[*DEPLOYMENT_KEY, "engine", "gpu_memory_utilization"]].itertuples(index=False)}
     out = []

@@ -8,7 +8,6 @@ tables (``measured.py``) and a calibrated roofline (``roofline.py``); see ``data
 from __future__ import annotations
 
 from planner.profiles.loader import (
-    KEY_COLUMNS,
     PROFILE_COLUMNS,
     SOURCES,
     load_models,
@@ -20,5 +19,5 @@ from planner.profiles.loader import (
 )
 from planner.profiles.step_model import StepModel
 
-__all__ = ["KEY_COLUMNS", "PROFILE_COLUMNS", "SOURCES", "StepModel", "load_models", "load_profiles", "profile_for",
+__all__ = ["PROFILE_COLUMNS", "SOURCES", "StepModel", "load_models", "load_profiles", "profile_for",
            "profiles_of", "step_model_of", "validate_profiles"]

@@ -14,12 +14,15 @@ are validated the same way and take precedence over bundled rows with the same k
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
+from planner.contracts.columns import PROFILE_KEY
+from planner.contracts.schemas import Problem, raise_problems
+from planner.contracts.schemas.profiles import NumberColumn, profile_table_schema
 from planner.errors import InputError
 from planner.paths import profiles_dir
 from planner.profiles.geometry import ModelGeometry
@@ -28,9 +31,8 @@ from planner.storage import read_table
 
 PROFILES_FILE = "profiles.csv"
 MODELS_FILE = "models.csv"
-KEY_COLUMNS = ("model", "sku", "tp_degree", "engine")
 PROFILE_COLUMNS = (
-    *KEY_COLUMNS,
+    *PROFILE_KEY,
     "weights_gb",
     "kv_bytes_per_token",
     "kv_block_tokens",
@@ -58,13 +60,9 @@ MODEL_COLUMNS = ("model", "hf_name", "layers", "hidden_size", "attention_heads",
 REBUILD_HINT = "rebuild it with `python data/build/build_profiles.py`, or fit your own with `planner profiles fit`"
 
 
-def _where(path: str | Path, position: int, column: str) -> str:
-    return f"{path}, row {position + 1} (line {position + 2}), column '{column}'"
-
-
-def _first_bad(mask: np.ndarray) -> int | None:
-    positions = np.flatnonzero(mask)
-    return int(positions[0]) if positions.size else None
+def _place(problem: Problem) -> str:
+    row = problem.row or 0
+    return f"row {row + 1} (line {row + 2}), column '{problem.column}'"
 
 
 def _require(frame: pd.DataFrame, columns: Sequence[str], where: str | Path) -> None:
@@ -74,83 +72,43 @@ def _require(frame: pd.DataFrame, columns: Sequence[str], where: str | Path) -> 
                          fix=f"the table needs columns {', '.join(columns)}; {REBUILD_HINT}")
 
 
-def _text(table: pd.DataFrame, frame: pd.DataFrame, column: str, where: str | Path,
-          allowed: Sequence[str] = ()) -> None:
-    text = table[column].astype("string").str.strip()
-    bad = _first_bad(text.isna().to_numpy() | (text.fillna("") == "").to_numpy())
-    if bad is not None:
-        raise InputError("empty value", where=_where(where, bad, column), fix=f"fill in the {column}")
-    if allowed:
-        bad = _first_bad(~text.isin(allowed).to_numpy())
-        if bad is not None:
-            raise InputError(f"unknown {column} {frame[column].iloc[bad]!r}", where=_where(where, bad, column),
-                             fix=f"use one of: {', '.join(allowed)}")
-    table[column] = text.astype(str)
-
-
-def _numbers(table: pd.DataFrame, frame: pd.DataFrame, column: str, where: str | Path, *, positive: bool,
-             integer: bool) -> None:
-    if pd.api.types.is_bool_dtype(frame[column]):
-        raise InputError(f"{column} holds true/false values", where=_where(where, 0, column), fix=REBUILD_HINT)
-    values = pd.to_numeric(table[column], errors="coerce").to_numpy(dtype=float)
-    ok = np.isfinite(values) & ((values > 0) if positive else (values >= 0))
-    bad = _first_bad(~ok)
-    if bad is not None:
-        kind = "a positive" if positive else "a non-negative"
-        raise InputError(f"{column} must be {kind} number, got {frame[column].iloc[bad]!r}",
-                         where=_where(where, bad, column), fix=REBUILD_HINT)
-    if integer:
-        bad = _first_bad(values != np.floor(values))
-        if bad is not None:
-            raise InputError(f"{column} must be a whole number, got {frame[column].iloc[bad]!r}",
-                             where=_where(where, bad, column), fix=REBUILD_HINT)
-        table[column] = values.astype(np.int64)
-    else:
-        table[column] = values
+def _checked(frame: pd.DataFrame, columns: Sequence[str], where: str | Path, text: Mapping[str, Sequence[str]],
+             numbers: Mapping[str, NumberColumn], **rules: Sequence[str]) -> pd.DataFrame:
+    """``frame``'s ``columns`` with text stripped and numbers typed, after every check at once."""
+    _require(frame, columns, where)
+    table = frame.loc[:, list(columns)].copy().reset_index(drop=True)
+    for column in text:
+        table[column] = table[column].astype("string").str.strip().fillna("").astype(str)
+    flagged = [c for c in numbers if pd.api.types.is_bool_dtype(table[c])]
+    problems = [Problem(0, c, f"{c} holds true/false values", REBUILD_HINT) for c in flagged]
+    numeric = {c: kind for c, kind in numbers.items() if c not in flagged}
+    schema = profile_table_schema(text, numeric, REBUILD_HINT, **{
+        name: [c for c in names if c not in flagged] for name, names in rules.items()})
+    problems += schema.problems(table, header_fix=str)
+    raise_problems(sorted(problems, key=lambda p: p.row or 0), str(where),
+                   _place)
+    for column, kind in numbers.items():
+        values = pd.to_numeric(table[column]).to_numpy(dtype=float)
+        table[column] = values.astype(np.int64) if kind.integer else values
+    return table
 
 
 def validate_profiles(frame: pd.DataFrame, where: str | Path) -> pd.DataFrame:
-    """Check a profile table and return it with clean dtypes, in key order."""
-    _require(frame, PROFILE_COLUMNS, where)
-    table = frame.loc[:, list(PROFILE_COLUMNS)].copy().reset_index(drop=True)
-    frame = frame.reset_index(drop=True)
-    for column in ("model", "sku"):
-        _text(table, frame, column, where)
-    _text(table, frame, "engine", where, ENGINE_NAMES)
-    _text(table, frame, "source", where, SOURCES)
+    """Check a profile table and return it with clean dtypes; every problem is reported in one error."""
+    numbers = {c: NumberColumn(positive=True, integer=c in INTEGER_COLUMNS) for c in POSITIVE_COLUMNS}
+    numbers |= {c: NumberColumn(positive=False, integer=c in INTEGER_COLUMNS) for c in NON_NEGATIVE_COLUMNS}
+    text = {"model": (), "sku": (), "engine": ENGINE_NAMES, "source": SOURCES}
+    table = _checked(frame, PROFILE_COLUMNS, where, text, numbers, key=PROFILE_KEY,
+                     fractions=("gpu_memory_utilization",), rising=DENSE_COLUMNS)
     table["source_detail"] = table["source_detail"].astype("string").fillna("").astype(str)
-    for column in POSITIVE_COLUMNS:
-        _numbers(table, frame, column, where, positive=True, integer=column in INTEGER_COLUMNS)
-    for column in NON_NEGATIVE_COLUMNS:
-        _numbers(table, frame, column, where, positive=False, integer=column in INTEGER_COLUMNS)
-    bad = _first_bad(table["gpu_memory_utilization"].to_numpy() > 1)
-    if bad is not None:
-        raise InputError(f"gpu_memory_utilization must be at most 1, got {frame['gpu_memory_utilization'].iloc[bad]!r}",
-                         where=_where(where, bad, "gpu_memory_utilization"), fix="give a fraction of HBM, e.g. 0.9")
-    bad = _first_bad(np.diff(table.loc[:, list(DENSE_COLUMNS)].to_numpy(), axis=1).min(axis=1) < 0)
-    if bad is not None:
-        raise InputError("the dense step time falls as tokens grow: a step of more tokens cannot be faster",
-                         where=_where(where, bad, DENSE_COLUMNS[0]),
-                         fix="make dense_ms_<n> non-decreasing in n; " + REBUILD_HINT)
-    bad = _first_bad(table.duplicated(subset=list(KEY_COLUMNS), keep="first").to_numpy())
-    if bad is not None:
-        key = ", ".join(f"{c} {table[c].iloc[bad]!r}" for c in KEY_COLUMNS)
-        raise InputError(f"duplicate profile for {key}", where=_where(where, bad, "model"),
-                         fix=f"keep one row per ({', '.join(KEY_COLUMNS)})")
     table.attrs["source_path"] = str(where)
     return table
 
 
 def validate_models(frame: pd.DataFrame, where: str | Path) -> pd.DataFrame:
-    _require(frame, MODEL_COLUMNS, where)
-    table = frame.loc[:, list(MODEL_COLUMNS)].copy().reset_index(drop=True)
-    frame = frame.reset_index(drop=True)
-    for column in ("model", "hf_name"):
-        _text(table, frame, column, where)
-    for column in MODEL_COLUMNS[2:]:
-        _numbers(table, frame, column, where, positive=column not in ("experts", "experts_per_token"),
-                 integer=column not in ("params_total", "params_active"))
-    return table
+    numbers = {c: NumberColumn(positive=c not in ("experts", "experts_per_token"),
+                               integer=c not in ("params_total", "params_active")) for c in MODEL_COLUMNS[2:]}
+    return _checked(frame, MODEL_COLUMNS, where, {"model": (), "hf_name": ()}, numbers)
 
 
 def load_profiles(directory: Path | None = None, extra: Sequence[Path] = ()) -> pd.DataFrame:
@@ -167,11 +125,11 @@ def load_profiles(directory: Path | None = None, extra: Sequence[Path] = ()) -> 
             raise InputError("profile file not found", where=extra_path,
                              fix="write it with `planner profiles fit ... --out PROFILE`, or fix the path")
         own = validate_profiles(read_table(Path(extra_path)), extra_path)
-        keys = pd.MultiIndex.from_frame(own.loc[:, list(KEY_COLUMNS)])
-        kept = ~pd.MultiIndex.from_frame(table.loc[:, list(KEY_COLUMNS)]).isin(keys)
+        keys = pd.MultiIndex.from_frame(own.loc[:, list(PROFILE_KEY)])
+        kept = ~pd.MultiIndex.from_frame(table.loc[:, list(PROFILE_KEY)]).isin(keys)
         table = pd.concat([table[kept], own], ignore_index=True)
         sources.append(str(extra_path))
-    table = table.sort_values(list(KEY_COLUMNS), kind="stable").reset_index(drop=True)
+    table = table.sort_values(list(PROFILE_KEY), kind="stable").reset_index(drop=True)
     table.attrs["source_path"] = " + ".join(sources)
     return table
 

@@ -29,10 +29,10 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-KEY = ("model", "sku", "tp_degree")
+from planner.contracts import DEPLOYMENT_KEY, ENGINE_SETTING_COLUMNS
+
 DEPLOYMENT_COLUMNS = (
-    *KEY, "engine", "max_num_seqs", "max_num_batched_tokens", "long_prefill_token_threshold", "replicas_peak",
-    "gpus_peak", "usd",
+    *DEPLOYMENT_KEY, *ENGINE_SETTING_COLUMNS, "replicas_peak", "gpus_peak", "usd",
     "usd_per_gpu_hour", "rps_per_gpu", "output_tokens_per_s_per_gpu", "usd_per_m_output_tokens_at_capacity",
     "launch",
 )
@@ -55,13 +55,13 @@ def deployment_table(plan: pd.DataFrame, hours: Mapping[str, float], deployments
     if plan is None or plan.empty:
         return pd.DataFrame(columns=list(DEPLOYMENT_COLUMNS))
     frame = plan.assign(gpu_hours=plan["gpus"] * plan["period"].astype(str).map(hours).fillna(1.0))
-    per_period = frame.groupby([*KEY, "period"])[["replicas", "gpus"]].sum()
-    peak = per_period.groupby(level=list(range(len(KEY)))).max()
-    cost = frame.groupby(list(KEY))[["usd", "gpu_hours"]].sum()
+    per_period = frame.groupby([*DEPLOYMENT_KEY, "period"])[["replicas", "gpus"]].sum()
+    peak = per_period.groupby(level=list(range(len(DEPLOYMENT_KEY)))).max()
+    cost = frame.groupby(list(DEPLOYMENT_KEY))[["usd", "gpu_hours"]].sum()
     table = peak.rename(columns={"replicas": "replicas_peak", "gpus": "gpus_peak"}).join(cost).reset_index()
     table["usd_per_gpu_hour"] = table["usd"] / table["gpu_hours"]
-    launch = pd.DataFrame(list(deployments)) if deployments else pd.DataFrame(columns=[*KEY, "engine"])
-    table = table.merge(launch, on=list(KEY), how="left")
+    launch = pd.DataFrame(list(deployments)) if deployments else pd.DataFrame(columns=[*DEPLOYMENT_KEY, "engine"])
+    table = table.merge(launch, on=list(DEPLOYMENT_KEY), how="left")
     calibrated = {(str(u["model"]), str(u["sku"]), int(u["tp_degree"])): u
                   for u in units if u.get("status") != "infeasible"}
     rps, tokens = [], []
@@ -78,7 +78,8 @@ def deployment_table(plan: pd.DataFrame, hours: Mapping[str, float], deployments
     for column in DEPLOYMENT_COLUMNS:
         if column not in table.columns:
             table[column] = np.nan
-    return table.loc[:, list(DEPLOYMENT_COLUMNS)].sort_values(list(KEY), kind="stable").reset_index(drop=True)
+    table = table.loc[:, list(DEPLOYMENT_COLUMNS)]
+    return table.sort_values(list(DEPLOYMENT_KEY), kind="stable").reset_index(drop=True)
 
 
 def tokens_per_request(history: pd.DataFrame | None, *, prompt: bool = False) -> dict[tuple[str, str], float]:

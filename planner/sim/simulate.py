@@ -39,6 +39,7 @@ import pandas as pd
 
 from planner import __version__
 from planner.catalog import Catalog
+from planner.contracts import ENGINE_SETTING_COLUMNS, SUMMARY_KEY
 from planner.engine import check_engine, run_tasks
 from planner.errors import InputError
 from planner.profiles import profile_for
@@ -69,8 +70,7 @@ __all__ = ["SimulationResult", "pool_seed", "select_window", "simulate_plan"]
 
 PLAN_COLUMNS = ("period", "region", "sku", "model", "tier", "replicas", "gpus", "usd")
 """What a plan must give; ``tp_degree`` and the engine settings are optional (:mod:`.plan_input`)."""
-SETTING_COLUMNS = ("engine", "max_num_seqs", "max_num_batched_tokens", "long_prefill_token_threshold")
-DEMAND_COLUMNS = ("region", "model", "traffic_class", "rps")
+DEMAND_COLUMNS = (*SUMMARY_KEY, "rps")
 RATE_COLUMNS = ("rps", "flow_rps")
 WARMUP_FRACTION = 0.1
 _BLOCK = re.compile(r"^(Mon|Tue|Wed|Thu|Fri|Sat|Sun)(\d{2})(?:\+(\d+)h)?$")
@@ -107,7 +107,7 @@ def _settings(sub: pd.DataFrame) -> tuple[int | None, int | None, int]:
     """The plan's batch cap, token budget and prefill threshold for one deployment; None (or 0 for the
     threshold, which is off by default) for the profile's defaults."""
     chosen = []
-    for column in SETTING_COLUMNS[1:]:
+    for column in ENGINE_SETTING_COLUMNS[1:]:
         value = int(pd.to_numeric(sub[column], errors="coerce").fillna(0).iloc[0])
         chosen.append(value if value > 0 else None)
     return chosen[0], chosen[1], chosen[2] or 0
@@ -116,10 +116,10 @@ def _settings(sub: pd.DataFrame) -> tuple[int | None, int | None, int]:
 def _pools(rows: pd.DataFrame, profiles: pd.DataFrame, catalog: Catalog,
            scenario: Scenario) -> dict[tuple[str, str], list[ReplicaSpec]]:
     pools: dict[tuple[str, str], list[ReplicaSpec]] = {}
-    rows = rows.assign(**{c: rows[c] if c in rows.columns else "" for c in SETTING_COLUMNS})
+    rows = rows.assign(**{c: rows[c] if c in rows.columns else "" for c in ENGINE_SETTING_COLUMNS})
     for (region, model), group in rows[rows["replicas"] > 0].groupby(["region", "model"], sort=True):
         specs = []
-        for (sku, tp, engine, *_), sub in group.groupby(["sku", "tp_degree", *SETTING_COLUMNS], sort=True,
+        for (sku, tp, engine, *_), sub in group.groupby(["sku", "tp_degree", *ENGINE_SETTING_COLUMNS], sort=True,
                                                         dropna=False):
             engine = str(engine) if str(engine) not in ("", "nan") else scenario.model(str(model)).engine
             profile = profile_for(profiles, str(model), str(sku), int(tp), engine)

@@ -54,7 +54,10 @@ import numpy as np
 import pandas as pd
 from scipy.special import ndtr, ndtri
 
+from planner.contracts.columns import HISTOGRAM_COLUMNS
+from planner.contracts.schemas import Problem, histogram_schema, raise_problems
 from planner.errors import InputError
+from planner.sources import data_row, source_of
 
 Z99 = 2.3263478740408408
 OUTPUT_CAP_TOKENS = 1024
@@ -62,7 +65,6 @@ CONTEXT_TOKENS: dict[str, int] = {"llama-3.1-8b": 131072, "llama-3.1-70b": 13107
                                   "qwen3-235b-a22b": 40960}
 """max_position_embeddings of each model's Hugging Face config.json."""
 DEFAULT_CONTEXT_TOKENS = 8192
-HISTOGRAM_COLUMNS = ("model", "traffic_class", "measure", "bin_lo_tokens", "bin_hi_tokens", "count")
 ARRIVAL_KINDS = ("poisson", "gamma", "trace")
 
 # (p50, p99, mean) measured on the real traces (data/README.md, demo history section).
@@ -211,12 +213,18 @@ def _histogram_law(rows: pd.DataFrame, where: str) -> EmpiricalLength:
     lo = rows["bin_lo_tokens"].to_numpy(dtype=np.int64)
     hi = rows["bin_hi_tokens"].to_numpy(dtype=np.int64)
     counts = rows["count"].to_numpy(dtype=np.float64)
-    if np.any(hi <= lo) or np.any(counts < 0) or not np.isfinite(counts).all():
-        raise InputError("bins need bin_hi_tokens > bin_lo_tokens and count >= 0", where=where,
-                         fix="pass the .histogram.csv that `planner ingest` wrote, unmodified")
     if counts.sum() <= 0:
         raise InputError("every bin has count 0", where=where, fix="ingest a log with requests of this class")
     return EmpiricalLength(lo, hi, counts)
+
+
+def validate_histogram(histogram: pd.DataFrame) -> None:
+    """Refuse a histogram with broken bins, naming every bad cell in one error (the bins of every
+    model and class, used or not: a file with one broken bin is suspect as a whole)."""
+    def locate(problem: Problem) -> str:
+        return f"{data_row(problem.row or 0)}, column '{problem.column}'"
+
+    raise_problems(histogram_schema().problems(histogram, header_fix=str), source_of(histogram, "histogram"), locate)
 
 
 def workloads_for(
@@ -233,6 +241,7 @@ def workloads_for(
     if missing:
         raise InputError(f"the token histogram lacks column(s) {', '.join(missing)}", where="histogram",
                          fix=f"pass the .histogram.csv of `planner ingest` (columns {', '.join(HISTOGRAM_COLUMNS)})")
+    validate_histogram(histogram)
     for klass in class_names:
         rows = histogram[(histogram["model"] == model) & (histogram["traffic_class"] == klass)]
         prompt = rows[rows["measure"] == "prompt_tokens"]

@@ -42,7 +42,7 @@ def read_named(path: Path) -> pd.DataFrame:
 
 def read_optional(path: Path | None) -> pd.DataFrame | None:
     """The table at ``path``, or None when no path was given."""
-    return read_table(path) if path is not None else None
+    return read_named(path) if path is not None else None
 
 
 def record_settings(run: RunContext | None, settings: Settings) -> None:

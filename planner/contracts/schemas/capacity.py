@@ -1,0 +1,95 @@
+"""The schema of the capacity table placement reads (``--capacity``, written by ``planner calibrate``).
+
+The table is checked with its key text stripped (``model``, ``sku``, ``traffic_class``, empty
+where the cell is), every other cell as read. A rate or setting column that holds only
+true/false is found by the reading code first (a boolean is not a number of requests);
+``tp_degree`` and the engine settings are whole numbers, and a true/false one is refused row by row.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+import numpy as np
+import numpy.typing as npt
+import pandas as pd
+
+from planner.contracts.columns import CAPACITY_COLUMNS, CAPACITY_KEY
+from planner.contracts.schemas.base import FileSchema, cell_check, row_check
+
+if TYPE_CHECKING:
+    import pandera.pandas as pa
+
+RATE = "max_rps_per_replica"
+RATE_FIX = "write the calibrated maximum requests per second of one replica (> 0)"
+WHOLE_FIX = "write the GPUs per replica (tp_degree) and the engine settings as whole numbers"
+TEXT_KEY: tuple[str, ...] = tuple(c for c in CAPACITY_KEY if c != "tp_degree")
+"""The key columns that hold names (checked stripped)."""
+
+
+def quoted(value: object) -> str:
+    """A cell as the user wrote it, text quoted (no numpy reprs)."""
+    return repr(value.item() if isinstance(value, np.generic) else value)
+
+
+def _numbers(cells: pd.Series) -> npt.NDArray[np.float64]:
+    values: npt.NDArray[np.float64] = pd.to_numeric(cells, errors="coerce").to_numpy(dtype=float)
+    return values
+
+
+def _whole_at_least(smallest: int, cells: pd.Series) -> npt.NDArray[np.bool_]:
+    if pd.api.types.is_bool_dtype(cells):
+        return np.zeros(len(cells), dtype=bool)
+    values = _numbers(cells)
+    with np.errstate(invalid="ignore"):
+        good: npt.NDArray[np.bool_] = np.isfinite(values) & (values >= smallest) & (values == np.floor(values))
+    return good
+
+
+def _whole(column: str) -> pa.Check:
+    smallest = 1 if column == "tp_degree" else 0
+    return cell_check("whole", lambda cells: pd.Series(_whole_at_least(smallest, cells), index=cells.index),
+                      lambda f, r: f"{column} must be a whole number >= {smallest}, got {quoted(f[column].iloc[r])}",
+                      WHOLE_FIX, empty_passes=False)
+
+
+def _rate() -> pa.Check:
+    def positive(cells: pd.Series) -> pd.Series:
+        values = _numbers(cells)
+        with np.errstate(invalid="ignore"):
+            return pd.Series(np.isfinite(values) & (values > 0), index=cells.index)
+
+    return cell_check("positive", positive,
+                      lambda f, r: f"{RATE} must be a positive number, got {quoted(f[RATE].iloc[r])}",
+                      RATE_FIX + ", or drop the row if the class cannot run on that SKU", empty_passes=False)
+
+
+def capacity_schema(whole_columns: Sequence[str], *, rate_numeric: bool) -> FileSchema:
+    """A capacity table: key names filled, ``max_rps_per_replica`` (when it holds numbers,
+    ``rate_numeric``) a finite rate > 0, each of ``whole_columns`` (``tp_degree`` and the engine
+    settings present) a whole number (``tp_degree`` >= 1), and one row per :data:`CAPACITY_KEY`."""
+    columns: dict[str, list[pa.Check]] = {
+        column: [cell_check("filled", lambda cells: cells != "", f"empty {column}", f"fill in the {column}")]
+        for column in TEXT_KEY}
+    columns[RATE] = [_rate()] if rate_numeric else []
+    columns.update({column: [_whole(column)] for column in whole_columns})
+    columns = {name: columns[name] for name in sorted(columns, key=CAPACITY_COLUMNS.index)}  # file order
+
+    def keys(frame: pd.DataFrame) -> pd.DataFrame:
+        return frame.assign(tp_degree=_numbers(frame["tp_degree"])).loc[:, list(CAPACITY_KEY)]
+
+    def unique(frame: pd.DataFrame) -> pd.Series:
+        # a key with a refused cell is not compared: that cell is reported already
+        valid = _whole_at_least(1, frame["tp_degree"]) & (frame.loc[:, list(TEXT_KEY)] != "").all(axis=1).to_numpy()
+        repeated = keys(frame).duplicated(keep="first").to_numpy()
+        return pd.Series(~(valid & repeated), index=frame.index)
+
+    def duplicate(frame: pd.DataFrame, row: int) -> str:
+        key = keys(frame).iloc[row]
+        return (f"two rows for model {key['model']!r}, sku {key['sku']!r}, TP {int(key['tp_degree'])}, "
+                f"class {key['traffic_class']!r}")
+
+    rows = [row_check("model", "unique", unique, duplicate,
+                      "keep one row per (model, sku, tp_degree, traffic_class)", place=lambda _f, r: f"row {r + 1}")]
+    return FileSchema(columns, rows=rows, required=())
