@@ -15,7 +15,7 @@ $(STAMP): pyproject.toml constraints.txt
 	$(BIN)/pip install --quiet --upgrade pip
 	$(BIN)/pip install --quiet -c constraints.txt -e '.[dev]'
 	@echo "compiling the simulator ahead of its first use (one time)..."
-	$(BIN)/python -c 'from planner.compiled_cache import compile_engine; compile_engine()'
+	$(BIN)/python -c 'from planner.compile_ahead import compile_engine; compile_engine()'
 	touch $(STAMP)
 
 venv: $(STAMP)

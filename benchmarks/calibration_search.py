@@ -30,7 +30,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from planner.compiled_cache import prepare  # noqa: E402
+from planner.compile_ahead import prepare  # noqa: E402
 from planner.profiles import load_profiles  # noqa: E402
 from planner.scenario import load_scenario  # noqa: E402
 from planner.workflows.calibrate import calibrate_with_cache as calibrate  # noqa: E402

@@ -92,7 +92,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from planner.catalog import load_catalog  # noqa: E402
-from planner.compiled_cache import prepare  # noqa: E402
+from planner.compile_ahead import prepare  # noqa: E402
 from planner.profiles import StepModel, load_profiles  # noqa: E402
 from planner.profiles.measured import SYSTEMS, MeasuredEngine, NotMeasured  # noqa: E402
 from planner.profiles.throughput import ceiling  # noqa: E402

@@ -13,6 +13,7 @@ import numba
 import pandas as pd
 import pytest
 
+from planner import compile_ahead as ahead
 from planner import compiled_cache as compiled
 from planner.errors import ExitCode
 
@@ -51,20 +52,20 @@ def test_numba_caches_the_simulator_in_this_builds_folder():
     folder = compiled.cache_dir()
     assert numba.config.CACHE_DIR == str(folder)
     assert folder.name.startswith(compiled.FOLDER_PREFIX)
-    compiled.compile_engine()
-    assert compiled.is_warm()
+    ahead.compile_engine()
+    assert ahead.is_warm()
     assert list(folder.rglob("engine.run_pool-*.nbi")), "run_pool was not cached in the build folder"
 
 
 def test_prepare_announces_and_compiles_only_on_a_cold_cache(monkeypatch):
     calls: list[object] = []
-    monkeypatch.setattr(compiled, "compile_engine", lambda: calls.append("compile"))
-    monkeypatch.setattr(compiled, "is_warm", lambda: False)
-    assert compiled.prepare(calls.append) is True
-    assert calls == [compiled.COLD_COMPILE_S, "compile"]
+    monkeypatch.setattr(ahead, "compile_engine", lambda: calls.append("compile"))
+    monkeypatch.setattr(ahead, "is_warm", lambda: False)
+    assert ahead.prepare(calls.append) is True
+    assert calls == [ahead.COLD_COMPILE_S, "compile"]
     calls.clear()
-    monkeypatch.setattr(compiled, "is_warm", lambda: True)
-    assert compiled.prepare(calls.append) is False
+    monkeypatch.setattr(ahead, "is_warm", lambda: True)
+    assert ahead.prepare(calls.append) is False
     assert calls == []
 
 

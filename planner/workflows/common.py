@@ -52,10 +52,10 @@ def record_settings(run: RunContext | None, settings: Settings) -> None:
 
 
 def prepare_simulator(announce: Announce | None) -> None:
-    """Compile the simulator before the work starts when its cache is cold (:mod:`planner.compiled_cache`).
+    """Compile the simulator before the work starts when its cache is cold (:mod:`planner.compile_ahead`).
 
     The compile runs in this process, so the worker processes that follow load it instead of each compiling.
     """
-    from planner.compiled_cache import prepare
+    from planner.compile_ahead import prepare
 
     prepare(announce)
