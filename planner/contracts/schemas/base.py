@@ -17,6 +17,7 @@ from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
+import numpy.typing as npt
 import pandas as pd
 
 from planner.errors import InputError
@@ -28,6 +29,17 @@ if TYPE_CHECKING:
 Describe = Callable[[pd.DataFrame, int], str]
 """What to say about the row at a 0-based position of the checked frame."""
 MAX_PROBLEMS_SHOWN = 20
+
+
+def quoted(value: object) -> str:
+    """A cell as the user wrote it, text quoted (no numpy reprs)."""
+    return repr(value.item() if isinstance(value, np.generic) else value)
+
+
+def cell_numbers(cells: pd.Series) -> npt.NDArray[np.float64]:
+    """The cells as floats; a cell that is not a number is NaN."""
+    values: npt.NDArray[np.float64] = pd.to_numeric(cells, errors="coerce").to_numpy(dtype=float)
+    return values
 
 
 @dataclass(frozen=True)

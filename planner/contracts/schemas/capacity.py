@@ -16,7 +16,7 @@ import numpy.typing as npt
 import pandas as pd
 
 from planner.contracts.columns import CAPACITY_COLUMNS, CAPACITY_KEY
-from planner.contracts.schemas.base import FileSchema, cell_check, row_check
+from planner.contracts.schemas.base import FileSchema, cell_check, cell_numbers, quoted, row_check
 
 if TYPE_CHECKING:
     import pandera.pandas as pa
@@ -28,20 +28,10 @@ TEXT_KEY: tuple[str, ...] = tuple(c for c in CAPACITY_KEY if c != "tp_degree")
 """The key columns that hold names (checked stripped)."""
 
 
-def quoted(value: object) -> str:
-    """A cell as the user wrote it, text quoted (no numpy reprs)."""
-    return repr(value.item() if isinstance(value, np.generic) else value)
-
-
-def _numbers(cells: pd.Series) -> npt.NDArray[np.float64]:
-    values: npt.NDArray[np.float64] = pd.to_numeric(cells, errors="coerce").to_numpy(dtype=float)
-    return values
-
-
 def _whole_at_least(smallest: int, cells: pd.Series) -> npt.NDArray[np.bool_]:
     if pd.api.types.is_bool_dtype(cells):
         return np.zeros(len(cells), dtype=bool)
-    values = _numbers(cells)
+    values = cell_numbers(cells)
     with np.errstate(invalid="ignore"):
         good: npt.NDArray[np.bool_] = np.isfinite(values) & (values >= smallest) & (values == np.floor(values))
     return good
@@ -56,7 +46,7 @@ def _whole(column: str) -> pa.Check:
 
 def _rate() -> pa.Check:
     def positive(cells: pd.Series) -> pd.Series:
-        values = _numbers(cells)
+        values = cell_numbers(cells)
         with np.errstate(invalid="ignore"):
             return pd.Series(np.isfinite(values) & (values > 0), index=cells.index)
 
@@ -77,7 +67,7 @@ def capacity_schema(whole_columns: Sequence[str], *, rate_numeric: bool) -> File
     columns = {name: columns[name] for name in sorted(columns, key=CAPACITY_COLUMNS.index)}  # file order
 
     def keys(frame: pd.DataFrame) -> pd.DataFrame:
-        return frame.assign(tp_degree=_numbers(frame["tp_degree"])).loc[:, list(CAPACITY_KEY)]
+        return frame.assign(tp_degree=cell_numbers(frame["tp_degree"])).loc[:, list(CAPACITY_KEY)]
 
     def unique(frame: pd.DataFrame) -> pd.Series:
         # a key with a refused cell is not compared: that cell is reported already

@@ -14,7 +14,7 @@ import numpy as np
 import numpy.typing as npt
 import pandas as pd
 
-from planner.contracts.schemas.base import FileSchema, cell_check, row_check
+from planner.contracts.schemas.base import FileSchema, cell_check, cell_numbers, quoted, row_check
 
 if TYPE_CHECKING:
     import pandera.pandas as pa
@@ -22,15 +22,10 @@ if TYPE_CHECKING:
 HISTOGRAM_FIX = "pass the .histogram.csv that `planner ingest` wrote, unmodified"
 
 
-def _quoted(value: object) -> str:
-    return repr(value.item() if isinstance(value, np.generic) else value)
-
-
 def _numbers(cells: pd.Series) -> npt.NDArray[np.float64]:
     if pd.api.types.is_bool_dtype(cells):  # true/false is not a number of tokens or requests
         return np.full(len(cells), np.nan)
-    values: npt.NDArray[np.float64] = pd.to_numeric(cells, errors="coerce").to_numpy(dtype=float)
-    return values
+    return cell_numbers(cells)
 
 
 def _whole_tokens(cells: pd.Series) -> npt.NDArray[np.bool_]:
@@ -42,7 +37,7 @@ def _whole_tokens(cells: pd.Series) -> npt.NDArray[np.bool_]:
 
 def _tokens(column: str) -> pa.Check:
     return cell_check("tokens", lambda cells: pd.Series(_whole_tokens(cells), index=cells.index),
-                      lambda f, r: f"{column} must be a whole number of tokens >= 0, got {_quoted(f[column].iloc[r])}",
+                      lambda f, r: f"{column} must be a whole number of tokens >= 0, got {quoted(f[column].iloc[r])}",
                       HISTOGRAM_FIX, empty_passes=False)
 
 
@@ -63,12 +58,12 @@ def histogram_schema() -> FileSchema:
 
     def empty_bin(frame: pd.DataFrame, row: int) -> str:
         lo, hi = frame["bin_lo_tokens"].iloc[row], frame["bin_hi_tokens"].iloc[row]
-        return f"bins need bin_hi_tokens > bin_lo_tokens, got {_quoted(lo)} to {_quoted(hi)}"
+        return f"bins need bin_hi_tokens > bin_lo_tokens, got {quoted(lo)} to {quoted(hi)}"
 
     columns: dict[str, list[pa.Check]] = {
         "bin_lo_tokens": [_tokens("bin_lo_tokens")],
         "bin_hi_tokens": [_tokens("bin_hi_tokens")],
-        "count": [cell_check("count", counts, lambda f, r: f"bins need count >= 0, got {_quoted(f['count'].iloc[r])}",
+        "count": [cell_check("count", counts, lambda f, r: f"bins need count >= 0, got {quoted(f['count'].iloc[r])}",
                              HISTOGRAM_FIX, empty_passes=False)],
     }
     rows = [row_check("bin_hi_tokens", "widening", widening, empty_bin, HISTOGRAM_FIX)]

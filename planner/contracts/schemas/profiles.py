@@ -16,7 +16,7 @@ import numpy as np
 import numpy.typing as npt
 import pandas as pd
 
-from planner.contracts.schemas.base import FileSchema, cell_check, row_check
+from planner.contracts.schemas.base import FileSchema, cell_check, cell_numbers, quoted, row_check
 
 if TYPE_CHECKING:
     import pandera.pandas as pa
@@ -30,17 +30,8 @@ class NumberColumn:
     integer: bool
 
 
-def _quoted(value: object) -> str:
-    return repr(value.item() if isinstance(value, np.generic) else value)
-
-
-def _numbers(cells: pd.Series) -> npt.NDArray[np.float64]:
-    values: npt.NDArray[np.float64] = pd.to_numeric(cells, errors="coerce").to_numpy(dtype=float)
-    return values
-
-
 def _in_range(cells: pd.Series, *, positive: bool) -> npt.NDArray[np.bool_]:
-    values = _numbers(cells)
+    values = cell_numbers(cells)
     with np.errstate(invalid="ignore"):
         good: npt.NDArray[np.bool_] = np.isfinite(values) & ((values > 0) if positive else (values >= 0))
     return good
@@ -49,17 +40,17 @@ def _in_range(cells: pd.Series, *, positive: bool) -> npt.NDArray[np.bool_]:
 def _number_checks(column: str, kind: NumberColumn, fix: str) -> list[pa.Check]:
     sign = "a positive" if kind.positive else "a non-negative"
     checks = [cell_check("range", lambda c: pd.Series(_in_range(c, positive=kind.positive), index=c.index),
-                         lambda f, r: f"{column} must be {sign} number, got {_quoted(f[column].iloc[r])}", fix,
+                         lambda f, r: f"{column} must be {sign} number, got {quoted(f[column].iloc[r])}", fix,
                          empty_passes=False)]
     if kind.integer:  # a cell refused above is not asked to be whole as well
         def whole(cells: pd.Series) -> pd.Series:
-            values = _numbers(cells)
+            values = cell_numbers(cells)
             with np.errstate(invalid="ignore"):
                 return pd.Series(~_in_range(cells, positive=kind.positive) | (values == np.floor(values)),
                                  index=cells.index)
 
         checks.append(cell_check("whole", whole, lambda f, r: f"{column} must be a whole number, got "
-                                 f"{_quoted(f[column].iloc[r])}", fix, empty_passes=False))
+                                 f"{quoted(f[column].iloc[r])}", fix, empty_passes=False))
     return checks
 
 
@@ -90,7 +81,7 @@ def profile_table_schema(text: Mapping[str, Collection[str]], numbers: Mapping[s
     rows: list[pa.Check] = []
     if rising:
         def not_falling(frame: pd.DataFrame) -> pd.Series:
-            values = np.column_stack([_numbers(frame[c]) for c in rising])
+            values = np.column_stack([cell_numbers(frame[c]) for c in rising])
             with np.errstate(invalid="ignore"):  # a cell refused already is not compared
                 return pd.Series(~(np.diff(values, axis=1) < 0).any(axis=1), index=frame.index)
 
@@ -103,14 +94,14 @@ def profile_table_schema(text: Mapping[str, Collection[str]], numbers: Mapping[s
 
 
 def _fraction(column: str) -> pa.Check:
-    return cell_check("fraction", lambda cells: pd.Series(~(_numbers(cells) > 1), index=cells.index),
-                      lambda f, r: f"{column} must be at most 1, got {_quoted(f[column].iloc[r])}",
+    return cell_check("fraction", lambda cells: pd.Series(~(cell_numbers(cells) > 1), index=cells.index),
+                      lambda f, r: f"{column} must be at most 1, got {quoted(f[column].iloc[r])}",
                       "give a fraction of HBM, e.g. 0.9")
 
 
 def _unique(key: list[str], text: Mapping[str, Collection[str]], numbers: Mapping[str, NumberColumn]) -> pa.Check:
     def values(frame: pd.DataFrame) -> pd.DataFrame:
-        return frame.assign(**{c: _numbers(frame[c]) for c in key if c in numbers}).loc[:, key]
+        return frame.assign(**{c: cell_numbers(frame[c]) for c in key if c in numbers}).loc[:, key]
 
     def unique(frame: pd.DataFrame) -> pd.Series:
         keys = values(frame)
