@@ -8,7 +8,9 @@ events are ordered (time, kind, sequence): departures before arrivals, servers b
 index, arrivals by job id, so a freed server can take a job arriving at that instant.
 
 Lanes: lane (q, k) is row q·K + k of the shared waiting-queue arrays of the replica engine
-(:mod:`planner.sim.replica.heap`: keys and job ids per row, grown when a row fills). A free
+(:mod:`planner.sim.replica.heap`: keys and job ids per row). When a row fills, the event loop
+returns and its caller, which owns the arrays, compacts that FIFO row or grows every row, and
+calls it again: inside the loop the arrays never change, and a return is rare. A free
 server takes the top of its queue: without DRR the job first in the order (key desc,
 arrival asc, id asc) among the lane heads; with DRR the class is chosen by
 :func:`~planner.sim.policies.drr.drr_select_class` (cost max(1, tokens)) and its lane gives
