@@ -18,6 +18,8 @@ from planner.sim.queue import (
     simulate_queue,
     summarize,
 )
+from planner.sim.queue.engine import run_queue_loop
+from planner.sim.queue.run import loop_arguments
 
 E1 = (
     QueueClass("interactive", 8.0, 0.50, ServiceDist("lognormal", 0.30, 1.05)),
@@ -40,6 +42,18 @@ def test_same_seed_gives_identical_runs_and_another_seed_does_not() -> None:
         np.testing.assert_array_equal(getattr(a, field), getattr(b, field))
     assert not np.array_equal(a.finish, c.finish)
     assert summarize(a).per_class.equals(summarize(b).per_class)
+
+
+@pytest.mark.parametrize("routing", ["central", "jsq"])
+def test_lanes_that_fill_up_and_get_room_change_no_result(routing: str) -> None:
+    """Lanes of one slot fill at almost every arrival: the loop stops, the lanes are compacted or
+    grown, and it resumes; every record must match a run whose lanes never fill."""
+    for policy in WORK_CONSERVING:
+        model = _model(policy, rho=0.95, n=3_000, speeds=(1.0, 1.5), routing=routing)
+        args = loop_arguments(model, draw_jobs(model, seed=3))
+        roomy, tight = run_queue_loop(*args, 1 << 20), run_queue_loop(*args, 1)
+        for a, b in zip(roomy, tight, strict=True):
+            np.testing.assert_array_equal(a, b, err_msg=policy)
 
 
 def test_busy_time_is_identical_across_work_conserving_policies() -> None:

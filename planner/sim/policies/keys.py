@@ -21,6 +21,9 @@ K_JUMP, K_INDEX, K_WEIGHT, K_WAITED, K_SIZE, K_CONST = range(6)
 K_OVER_SIZE, K_OVER_TOKENS, K_OVER_CONST, K_FLOOR_AT, K_FLOOR_TO = range(6, 11)
 N_KEY = 11
 
+KeyFormValues = np.ndarray | tuple[float, ...]
+"""A packed key form: the array, or its values as a tuple (:func:`form_values`)."""
+
 
 @njit(cache=True, inline="always")
 def priority_key(
@@ -44,7 +47,7 @@ def class_part(form: np.ndarray, weight: float, mu_class: float, priority_jump: 
 
 
 @njit(cache=True, inline="always")
-def key_from_class_part(form: np.ndarray, part: float, size: float, arrival: float, now: float,
+def key_from_class_part(form: KeyFormValues, part: float, size: float, arrival: float, now: float,
                         tokens: float) -> float:
     """:func:`priority_key` from its :func:`class_part`, with the same operations in the same order."""
     num = part + form[K_WAITED] * (now - arrival) + form[K_SIZE] * size + form[K_CONST]
@@ -54,6 +57,13 @@ def key_from_class_part(form: np.ndarray, part: float, size: float, arrival: flo
     if not den > form[K_FLOOR_AT]:
         den = form[K_FLOOR_TO]
     return num / den
+
+
+@njit(cache=True, inline="always")
+def form_values(form: np.ndarray) -> tuple[float, ...]:
+    """A packed key form's values as a tuple, which a compiled loop keeps in registers: it must read an array
+    again after every store to another float array that might overlap it."""
+    return (form[0], form[1], form[2], form[3], form[4], form[5], form[6], form[7], form[8], form[9], form[10])
 
 
 @njit(cache=True)

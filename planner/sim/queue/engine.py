@@ -8,7 +8,9 @@ events are ordered (time, kind, sequence): departures before arrivals, servers b
 index, arrivals by job id, so a freed server can take a job arriving at that instant.
 
 Lanes: lane (q, k) is row q·K + k of the shared waiting-queue arrays of the replica engine
-(:mod:`planner.sim.replica.heap`: keys and job ids per row, grown when a row fills). A free
+(:mod:`planner.sim.replica.heap`: keys and job ids per row). When a row fills, the event loop
+returns and its caller, which owns the arrays, compacts that FIFO row or grows every row, and
+calls it again: inside the loop the arrays never change, and a return is rare. A free
 server takes the top of its queue: without DRR the job first in the order (key desc,
 arrival asc, id asc) among the lane heads; with DRR the class is chosen by
 :func:`~planner.sim.policies.drr.drr_select_class` (cost max(1, tokens)) and its lane gives
@@ -40,7 +42,7 @@ import numpy as np
 
 from planner.sim.jit import njit
 from planner.sim.policies.drr import drr_select_class
-from planner.sim.policies.keys import class_part, key_from_class_part, precedes
+from planner.sim.policies.keys import KeyFormValues, class_part, form_values, key_from_class_part, precedes
 from planner.sim.replica.borrow import borrow
 from planner.sim.replica.heap import grow, heap_pop, heap_push
 from planner.sim.replica.inline import inlined
@@ -54,7 +56,9 @@ ROUTE_LEAST_WORK = 5
 
 # the policy's traits, as run_queue_loop receives them
 T_FIFO, T_PREEMPTIVE, T_REMAINING, T_DRR = range(4)
-INITIAL_LANE_CAP = 64
+INITIAL_LANE_CAP = 4096
+# the event loop's counters, kept in an array while the loop stops to make room in a lane
+C_NEXT_ARRIVAL, C_ROUND_ROBIN, C_PREEMPTIONS, N_COUNTERS = range(4)
 
 
 @njit(cache=True)
@@ -103,7 +107,7 @@ def _route(j: int, now: float, routing: int, power_d: int, route_u: np.ndarray, 
 
 
 @inlined
-def _job_key(form: np.ndarray, j: int, work: float, remaining_sized: bool, cls: np.ndarray, class_key: np.ndarray,
+def _job_key(form: KeyFormValues, j: int, work: float, remaining_sized: bool, cls: np.ndarray, class_key: np.ndarray,
              predicted: np.ndarray, arrival: np.ndarray, tokens: np.ndarray) -> float:
     """Job j's key with ``work`` left: the policy's key sized by ``work`` or by the prediction."""
     sized = work if remaining_sized else predicted[j]
@@ -211,7 +215,7 @@ def _lane_room(h: int, keys: np.ndarray, ids: np.ndarray, lsize: np.ndarray,
 
 @inlined
 def _central_server(now: float, preemptive: bool, speeds: np.ndarray, running: np.ndarray, comp: np.ndarray,
-                    arrival: np.ndarray, form: np.ndarray, remaining_sized: bool, cls: np.ndarray,
+                    arrival: np.ndarray, form: KeyFormValues, remaining_sized: bool, cls: np.ndarray,
                     class_key: np.ndarray, predicted: np.ndarray, tokens: np.ndarray) -> int:
     """The server a central queue gives an arrival: the fastest idle one, else (preemptive) the one
     running the job last in the policy's order at its remaining work, else −1."""
@@ -236,7 +240,7 @@ def _central_server(now: float, preemptive: bool, speeds: np.ndarray, running: n
 @inlined
 def _admit_arrival(j: int, now: float, target: int, preemptive: bool, key_j: float, running: np.ndarray,
                    comp: np.ndarray, speeds: np.ndarray, arrival: np.ndarray, remaining: np.ndarray,
-                   busy: np.ndarray, seg: np.ndarray, form: np.ndarray, remaining_sized: bool, cls: np.ndarray,
+                   busy: np.ndarray, seg: np.ndarray, form: KeyFormValues, remaining_sized: bool, cls: np.ndarray,
                    class_key: np.ndarray, predicted: np.ndarray, tokens: np.ndarray) -> tuple[int, int, float, int]:
     """Arrival j at server ``target``: (job to start, job to enqueue, key of that job, preempted 0/1).
 
@@ -265,13 +269,14 @@ def run_queue_loop(
     arrival: np.ndarray, cls: np.ndarray, size: np.ndarray, predicted: np.ndarray, tokens: np.ndarray,
     route_u: np.ndarray, weight: np.ndarray, mu: np.ndarray, jump: np.ndarray, quanta: np.ndarray,
     key_form: np.ndarray, traits: np.ndarray, speeds: np.ndarray, routing: int, power_d: int,
+    lane_cap: int = INITIAL_LANE_CAP,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, int]:
     """Simulate every job to completion. Returns (start, finish, server, busy, preemptions).
 
     ``key_form`` is the policy's packed :class:`~planner.sim.policies.base.KeyForm` and
     ``traits`` its flags indexed by ``T_FIFO``, ``T_PREEMPTIVE``, ``T_REMAINING``, ``T_DRR``.
     ``start`` is the first time a job entered service, ``server`` the last server that
-    served it, ``busy[s]`` the total time server s spent serving.
+    served it, ``busy[s]`` the total time server s spent serving. ``lane_cap`` changes no result.
     """
     n = arrival.shape[0]
     m = speeds.shape[0]
@@ -289,10 +294,19 @@ def run_queue_loop(
     for k in range(n_cls):
         class_key[k] = class_part(key_form, weight[k], mu[k], jump[k])
     drr = (np.zeros((nq, n_cls)), np.full(nq, -1, np.int64), np.zeros(n_cls), np.zeros(n_cls, np.bool_))
-    preemptions = _event_loop(arrival, cls, size, predicted, tokens, route_u, class_key, quanta, key_form,
-                              traits, speeds, routing, power_d, remaining, start, finish, server, busy, servers[0],
-                              servers[1], servers[2], queues[0], queues[1], drr[0], drr[1], drr[2], drr[3],
-                              np.arange(m))
+    cap = max(1, min(lane_cap, n))  # the lanes' first capacity (a FIFO lane never holds more than every job)
+    keys, ids = np.empty((nq * n_cls, cap)), np.empty((nq * n_cls, cap), np.int64)
+    lsize, lhead = np.zeros(nq * n_cls, np.int64), np.zeros(nq * n_cls, np.int64)
+    counters, perm = np.zeros(N_COUNTERS, np.int64), np.arange(m)
+    while True:  # the event loop stops when a lane fills up, so that the lanes are reallocated here, by their owner
+        full = _event_loop(arrival, cls, size, predicted, tokens, route_u, class_key, quanta, key_form, traits,
+                           speeds, routing, power_d, remaining, start, finish, server, busy, servers[0], servers[1],
+                           servers[2], queues[0], queues[1], drr[0], drr[1], drr[2], drr[3], perm, keys,
+                           ids, lsize, lhead, counters)
+        if full < 0:
+            break
+        keys, ids = _lane_room(full, keys, ids, lsize, lhead)
+    preemptions = counters[C_PREEMPTIONS]
     return start, finish, server, busy, preemptions
 
 
@@ -304,31 +318,32 @@ def _event_loop(  # the arrays are owned by the caller
     remaining_o: np.ndarray, start_o: np.ndarray, finish_o: np.ndarray, server_o: np.ndarray, busy_o: np.ndarray,
     running_o: np.ndarray, comp_o: np.ndarray, seg_o: np.ndarray, nwait_o: np.ndarray, qwork_o: np.ndarray,
     deficits_o: np.ndarray, ptr_o: np.ndarray, head_costs_o: np.ndarray, nonempty_o: np.ndarray, perm_o: np.ndarray,
+    keys_o: np.ndarray, ids_o: np.ndarray, lsize_o: np.ndarray, lhead_o: np.ndarray, counters_o: np.ndarray,
 ) -> int:
     """The events of :func:`run_queue_loop` on borrowed views of its arrays (no reference counting per access).
     An event frees a server (which takes the next job of its queue) or brings an arrival (which starts, preempts,
-    or waits): one pop site, one push site. Returns the number of preemptions."""
+    or waits): one pop site, one push site. Runs until every job is done (returns −1) or until a lane fills up
+    (returns that lane, for the caller to make room; the counters let the next call resume)."""
     arrival, cls, size, predicted, tokens = borrow(arrival_o), borrow(cls_o), borrow(size_o), borrow(predicted_o), \
         borrow(tokens_o)
-    class_key, key_form = borrow(class_key_o), borrow(key_form_o)
+    class_key, key_form = borrow(class_key_o), form_values(key_form_o)
     route_u, quanta, speeds = borrow(route_u_o), borrow(quanta_o), borrow(speeds_o)
     remaining, start, finish, server, busy = borrow(remaining_o), borrow(start_o), borrow(finish_o), \
         borrow(server_o), borrow(busy_o)
     running, comp, seg, nwait, qwork = borrow(running_o), borrow(comp_o), borrow(seg_o), borrow(nwait_o), \
         borrow(qwork_o)
-    n, n_cls, nq = arrival.shape[0], class_key.shape[0], nwait.shape[0]
+    n, n_cls = arrival.shape[0], class_key.shape[0]
     central = routing == ROUTE_CENTRAL
     preemptive, remaining_sized, use_drr = traits[T_PREEMPTIVE] != 0, traits[T_REMAINING] != 0, traits[T_DRR] != 0
     fifo = traits[T_FIFO] != 0 and not preemptive
-    keys_own = np.empty((nq * n_cls, INITIAL_LANE_CAP))
-    ids_own = np.empty((nq * n_cls, INITIAL_LANE_CAP), np.int64)
-    keys, ids = borrow(keys_own), borrow(ids_own)
-    lsize_own, lhead_own = np.zeros(nq * n_cls, np.int64), np.zeros(nq * n_cls, np.int64)
-    lsize, lhead = borrow(lsize_own), borrow(lhead_own)
+    keys, ids, lsize, lhead, counters = borrow(keys_o), borrow(ids_o), borrow(lsize_o), borrow(lhead_o), \
+        borrow(counters_o)
+    cap = keys.shape[1]
     deficits, ptr, head_costs, nonempty, perm = borrow(deficits_o), borrow(ptr_o), borrow(head_costs_o), \
         borrow(nonempty_o), borrow(perm_o)
-    rr, nxt, preemptions = 0, 0, 0
-    while True:
+    rr, nxt, preemptions = counters[C_ROUND_ROBIN], counters[C_NEXT_ARRIVAL], counters[C_PREEMPTIONS]
+    full = -1
+    while full < 0:
         s_dep, t_dep = _next_departure(comp)
         t_arr = arrival[nxt] if nxt < n else np.inf
         if s_dep < 0 and nxt >= n:
@@ -362,10 +377,9 @@ def _event_loop(  # the arrays are owned by the caller
             preemptions += preempted
             if push >= 0:
                 h = q * n_cls + cls[push]
-                if lhead[h] + lsize[h] >= keys.shape[1]:
-                    keys_own, ids_own = _lane_room(h, keys_own, ids_own, lsize_own, lhead_own)
-                    keys, ids = borrow(keys_own), borrow(ids_own)
                 _push_lane(h, key_p, push, fifo, keys, ids, lsize, lhead, arrival)
+                if lhead[h] + lsize[h] == cap:
+                    full = h
                 nwait[q] += 1
                 qwork[q] += remaining[push]
         if begin >= 0:
@@ -375,4 +389,5 @@ def _event_loop(  # the arrays are owned by the caller
             running[target] = begin
             seg[target] = now
             comp[target] = now + remaining[begin] / speeds[target]
-    return preemptions
+    counters[C_ROUND_ROBIN], counters[C_NEXT_ARRIVAL], counters[C_PREEMPTIONS] = rr, nxt, preemptions
+    return full
