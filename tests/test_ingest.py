@@ -640,3 +640,20 @@ def test_real_mooncake_sample(tmp_path: Path) -> None:
     assert result.demand["output_tokens_sum"].sum() == sum(r["output_length"] for r in records)
     minutes = Counter((start + timedelta(milliseconds=r["timestamp"])).strftime("%Y-%m-%dT%H:%M:00Z") for r in records)
     assert dict(zip(result.demand["ts"], result.demand["requests"], strict=True)) == dict(minutes)
+
+
+def test_every_bad_column_of_every_file_is_named_in_one_error(tmp_path: Path) -> None:
+    first = _good_rows(10)
+    first[2][1] = "x"  # prompt, data row 3
+    first[5][1] = "-4"
+    first[7][2] = "1.5"  # output, data row 8
+    second = _good_rows(10)
+    second[4][0] = "not a time"  # ts, data row 5
+    logs = [write_csv(tmp_path / "a.csv", ["ts", "prompt", "output"], first),
+            write_csv(tmp_path / "b.csv", ["ts", "prompt", "output"], second)]
+    with pytest.raises(InputError, match="3 problems") as caught:
+        ingest_logs([str(p) for p in logs], "generic", mapping=parse_mapping(GENERIC), labels=LABELS)
+    text = str(caught.value)
+    assert f"{logs[0]}, data row 3, column 'prompt'" in text and "2 rows in this file have a bad prompt" in text
+    assert f"{logs[0]}, data row 8, column 'output'" in text and "not a whole number" in text
+    assert f"{logs[1]}, data row 5, column 'ts'" in text and "'not a time' is not a date-time" in text

@@ -8,8 +8,9 @@ The checks run in DuckDB so a 50M-row log is never materialised in Python:
    broken JSON) that DuckDB refuses is traced back to its file;
 3. the same scan counts rows and bad values per file (:func:`check_file_counts`).
    Only when a file has a bad value is it read again, with
-   ``row_number() OVER ()`` (a streaming window that numbers rows in file order)
-   to find its first bad row, the column and the offending text.
+   ``row_number() OVER ()`` (a streaming window that numbers rows in file order),
+   to count the bad rows of each column and describe the first of each; one error
+   lists every file's problems at once.
 
 Row numbers are 1-based data rows: the first row after a CSV header is row 1; in
 JSON files, the first record is record 1.
@@ -25,6 +26,7 @@ from typing import Any, TypeVar
 
 import duckdb
 
+from planner.contracts.schemas.base import Problem, raise_problems
 from planner.errors import InputError
 from planner.ingest.formats import LABEL_OPTIONS, LABELS, OUTPUT, PROMPT, TS, LogSpec
 from planner.ingest.reader import (
@@ -220,16 +222,26 @@ def _types(con: duckdb.DuckDBPyConnection, kind: str, path: str, spec: LogSpec) 
 def check_file_counts(
     con: duckdb.DuckDBPyConnection, spec: LogSpec, kinds: dict[str, list[str]], per_file: dict[str, tuple[int, int]]
 ) -> int:
-    """Fail on the first file (in path order) with no rows or a bad value; return the total row count.
+    """Fail, naming every problem at once, when a file has no rows or a bad value; return the total row count.
 
-    ``per_file`` maps file -> (rows, rows with a bad value), as counted by the profile scan.
+    ``per_file`` maps file -> (rows, rows with a bad value), as counted by the profile scan. Each
+    file with bad values is read again to find, for every column that has one, its first bad row
+    and how many rows share it; one error then lists them all, file by file in path order.
     """
+    problems: list[Problem] = []
     for path, kind in sorted((p, k) for k, group in kinds.items() for p in group):
         n, n_bad = per_file.get(path, (0, 0))
         if n == 0:
-            raise _empty(path)
-        if n_bad:
-            raise first_bad_row(con, spec, kind, path, n_bad)
+            problems.append(Problem(None, "", "the file has no data rows",
+                                    "check the file was fully written, or leave it out of the inputs", place=path))
+        elif n_bad:
+            problems += bad_values(con, spec, kind, path, n_bad)
+    sources = {problem.place.split(", ")[0] for problem in problems if problem.place}
+    if len(problems) == 1:
+        only = problems[0]
+        raise InputError(only.problem, where=only.place or "", fix=only.fix)
+    raise_problems(problems, sources.pop() if len(sources) == 1 else "the request logs", lambda _p: "",
+                   many_fix="correct or drop the rows listed above")
     return sum(n for n, _ in per_file.values())
 
 
@@ -246,35 +258,40 @@ def _checks(spec: LogSpec) -> list[tuple[str, str, str]]:
     return checks
 
 
-def first_bad_row(con: duckdb.DuckDBPyConnection, spec: LogSpec, kind: str, path: str, n_bad: int) -> InputError:
-    """Re-read one file in order and describe its first row with a bad value."""
+def bad_values(con: duckdb.DuckDBPyConnection, spec: LogSpec, kind: str, path: str, n_bad: int) -> list[Problem]:
+    """Re-read one file in order: one problem per column with a bad value, at its first bad row."""
     parsed = parsed_sql(source_sql(kind, [path], spec), spec, _types(con, kind, path, spec))
     checks = _checks(spec)
     flags = ", ".join(f"{sql} AS ok_{field}" for field, _, sql in checks)
-    all_ok = " AND ".join(f"ok_{field}" for field, _, _ in checks)
+    numbered = f"SELECT *, {flags} FROM (SELECT row_number() OVER () AS row_no, * FROM ({parsed}))"
+    counts = ", ".join(f"count(*) FILTER (WHERE NOT ok_{f}), min(row_no) FILTER (WHERE NOT ok_{f})"
+                       for f, _, _ in checks)
     con.execute("SET preserve_insertion_order = true")  # row_number() must follow file order
     try:
-        cursor = con.execute(
-            f"SELECT *, {flags} FROM (SELECT row_number() OVER () AS row_no, * FROM ({parsed})) "
-            f"WHERE NOT ({all_ok}) ORDER BY row_no LIMIT 1"
-        )
+        tally = con.execute(f"SELECT {counts} FROM ({numbered})").fetchone() or ()
+        firsts = {f: (int(tally[2 * i]), int(tally[2 * i + 1])) for i, (f, _, _) in enumerate(checks)
+                  if tally and tally[2 * i]}
+        cursor = con.execute(f"SELECT * FROM ({numbered}) WHERE row_no IN "
+                             f"({', '.join(str(row_no) for _, row_no in firsts.values()) or 'NULL'})")
         names = [d[0] for d in cursor.description]
-        found = cursor.fetchone()
+        rows = {int(found[0]): dict(zip(names, found, strict=True)) for found in cursor.fetchall()}
     finally:
         con.execute("SET preserve_insertion_order = false")
-    if found is None:  # cannot happen unless the file changed between the two reads
-        return InputError(
-            "the file changed while it was read", where=path, fix="ingest a file that is not being written"
-        )
-    row = dict(zip(names, found, strict=True))
-    field, column = next((f, c) for f, c, _ in checks if not row[f"ok_{f}"])
-    others = f" ({n_bad:,} rows in this file have bad values; this is the first)" if n_bad > 1 else ""
-    message, fix = _describe(spec, field, column, row)
-    return InputError(
-        message + others,
-        where=f"{path}, {_row_word(kind)} {row['row_no']}, column {column!r}",
-        fix=fix,
-    )
+    if not firsts:  # cannot happen unless the file changed between the two reads
+        return [Problem(None, "", "the file changed while it was read", "ingest a file that is not being written",
+                        place=path)]
+    problems = []
+    for field, column, _ in checks:
+        if field not in firsts:
+            continue
+        count, row_no = firsts[field]
+        message, fix = _describe(spec, field, column, rows[row_no])
+        total = n_bad if len(firsts) == 1 else count
+        what = "bad values" if len(firsts) == 1 else f"a bad {column}"
+        others = f" ({total:,} rows in this file have {what}; this is the first)" if total > 1 else ""
+        problems.append(Problem(row_no - 1, column, message + others, fix,
+                                place=f"{path}, {_row_word(kind)} {row_no}, column {column!r}"))
+    return problems
 
 
 def _is_number(text: str) -> bool:
