@@ -76,3 +76,18 @@ def outputs(st) -> dict[str, np.ndarray]:
         "steps": st.rep_i[:, P_STEPS], "max_kv": st.rep_i[:, P_MAXKV], "tokens_win": st.tokens_win,
         "area": st.acc_f[:1],
     }
+
+
+def matches_reference(config: PoolConfig, seed: int = 7):
+    """Run ``config`` in the compiled engine and in the pure-Python reference; every output array must agree."""
+    from sim_replica_reference import Reference
+
+    sample = draw_sample(config, np.random.SeedSequence(seed))
+    state, hkey, hid = engine_state(config, sample)
+    fresh, _, _ = engine_state(config, sample)
+    run_pool(state, hkey, hid)
+    expected = Reference(fresh).run().arrays()
+    got = outputs(state)
+    for name, value in expected.items():
+        assert np.array_equal(got[name], value, equal_nan=True), name
+    return state

@@ -14,15 +14,12 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from replica_fixtures import outputs, pool
-from sim_replica_reference import Reference
+from replica_fixtures import matches_reference, pool
 
 from planner.errors import InputError
 from planner.scenario import parse_scenario
 from planner.sim.policies import POLICIES, EngineEncoding, KeyForm, Param, PolicySpec, get_policy
 from planner.sim.queue import ArrivalProcess, QueueClass, QueueModel, ServiceDist, simulate_queue
-from planner.sim.replica.engine import run_pool
-from planner.sim.replica.pool import draw_sample, engine_state
 from planner.sim.replica.state import DONE, I_STATUS
 
 DEMO = Path(__file__).resolve().parents[1] / "scenarios" / "demo.toml"
@@ -83,15 +80,7 @@ def test_a_registered_policy_orders_the_queue_engine(registered: PolicySpec) -> 
 
 def test_a_registered_policy_runs_in_the_replica_engine(registered: PolicySpec) -> None:
     """The compiled engine and the pure-Python reference agree on it, and its order is the one it declares."""
-    config = pool(25.0, "priority-short")
-    sample = draw_sample(config, np.random.SeedSequence(7))
-    state, hkey, hid = engine_state(config, sample)
-    fresh, _, _ = engine_state(config, sample)
-    run_pool(state, hkey, hid)
-    expected = Reference(fresh).run().arrays()
-    got = outputs(state)
-    for name, value in expected.items():
-        assert np.array_equal(got[name], value, equal_nan=True), name
+    state = matches_reference(pool(25.0, "priority-short"))
     assert (state.req_i[:, I_STATUS] == DONE).sum() > 100
 
 

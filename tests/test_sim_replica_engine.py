@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st_
-from replica_fixtures import outputs, pool, replica, run
+from replica_fixtures import matches_reference, outputs, pool, replica, run
 from sim_replica_reference import Reference
 
 from planner.sim.policies import POLICIES
@@ -46,23 +46,13 @@ from planner.slo import ClassSlo
 STRESS = [(25.0, None, 0.85, 0.95), (12.0, 40_000, 1.0, 0.3)]
 
 
-def _compare(config, seed=7):
-    sample = draw_sample(config, np.random.SeedSequence(seed))
-    state, hkey, hid = engine_state(config, sample)
-    fresh, _, _ = engine_state(config, sample)
-    run_pool(state, hkey, hid)
-    expected = Reference(fresh).run().arrays()
-    got = outputs(state)
-    for name, value in expected.items():
-        assert np.array_equal(got[name], value, equal_nan=True), name
-    return state
 
 
 @pytest.mark.parametrize("policy", list(POLICIES))
 @pytest.mark.parametrize("stress", range(len(STRESS)))
 def test_compiled_equals_reference_for_every_policy(policy, stress):
     rate, kv, frac, reserve = STRESS[stress]
-    state = _compare(pool(rate, policy, "jsq", kv=kv, kv_fraction=frac, reserve=reserve))
+    state = matches_reference(pool(rate, policy, "jsq", kv=kv, kv_fraction=frac, reserve=reserve))
     assert (state.req_i[:, I_STATUS] == REJECTED).any()
     if stress == 1:
         assert state.req_i[:, I_PRE_KV].sum() > 0
@@ -74,12 +64,12 @@ def test_compiled_equals_reference_for_every_policy(policy, stress):
 
 @pytest.mark.parametrize("router", list(ROUTERS))
 def test_compiled_equals_reference_for_every_router(router):
-    _compare(pool(25.0, "drr-wspt", router))
+    matches_reference(pool(25.0, "drr-wspt", router))
 
 
 @pytest.mark.parametrize("policy", ["fcfs", "srpt", "drr-wspt"])
 def test_compiled_equals_reference_with_a_prefill_chunk_cap(policy):
-    _compare(pool(25.0, policy, "jsq", chunk_cap=512))
+    matches_reference(pool(25.0, policy, "jsq", chunk_cap=512))
 
 
 def test_a_prefill_chunk_cap_lets_short_prompts_in_beside_a_long_one():
@@ -117,7 +107,7 @@ def test_a_prefill_chunk_cap_lets_short_prompts_in_beside_a_long_one():
 def test_compiled_equals_reference_property(policy, router, rate, kv, reserve, trail, seed, chunk_cap):
     config = pool(rate, policy, router, kv=kv, kv_fraction=1.0, reserve=reserve, trail_c=trail, duration=40.0,
                   chunk_cap=chunk_cap)
-    state = _compare(config, seed)
+    state = matches_reference(config, seed)
     assert (state.rep_i[:, P_MAXKV] <= state.rep_i[:, P_CAP]).all()
 
 
