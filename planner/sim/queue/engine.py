@@ -257,9 +257,12 @@ def _admit_arrival(j: int, now: float, target: int, preemptive: bool, key_j: flo
         key_r = _job_key(form, r, rem, remaining_sized, cls, class_key, predicted, arrival, tokens)
         if precedes(key_j, arrival[j], j, key_r, arrival[r], r):
             busy[target] += now - seg[target]
-            remaining[r] = rem if rem > 0.0 else 0.0
             running[target] = -1
-            key_r = _job_key(form, r, remaining[r], remaining_sized, cls, class_key, predicted, arrival, tokens)
+            if rem > 0.0:
+                remaining[r] = rem
+            else:  # finished at this instant to rounding: it waits with no work left
+                remaining[r] = 0.0
+                key_r = _job_key(form, r, 0.0, remaining_sized, cls, class_key, predicted, arrival, tokens)
             return j, r, key_r, 1
     return -1, j, key_j, 0
 
