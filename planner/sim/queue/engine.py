@@ -40,7 +40,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from planner.sim.jit import njit
+from planner.sim.jit import compiled_only, njit
 from planner.sim.policies.drr import drr_select_class
 from planner.sim.policies.keys import KeyFormValues, class_part, form_values, key_from_class_part, precedes
 from planner.sim.replica.borrow import borrow
@@ -61,7 +61,7 @@ INITIAL_LANE_CAP = 4096
 C_NEXT_ARRIVAL, C_ROUND_ROBIN, C_PREEMPTIONS, N_COUNTERS = range(4)
 
 
-@njit(cache=True)
+@compiled_only
 def _route(j: int, now: float, routing: int, power_d: int, route_u: np.ndarray, size: np.ndarray,
            speeds: np.ndarray, running: np.ndarray, comp: np.ndarray, nwait: np.ndarray, qwork: np.ndarray,
            perm: np.ndarray, rr: int) -> int:
@@ -198,7 +198,7 @@ def _push_lane(h: int, key: float, j: int, fifo: bool, keys: np.ndarray, ids: np
         heap_push(keys, ids, lsize, arrival, h, key, j)
 
 
-@njit(cache=True)
+@compiled_only
 def _lane_room(h: int, keys: np.ndarray, ids: np.ndarray, lsize: np.ndarray,
                lhead: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Lane arrays with room for one more job in full lane h: a FIFO lane with room behind its head
@@ -313,7 +313,7 @@ def run_queue_loop(
     return start, finish, server, busy, preemptions
 
 
-@njit(cache=True)
+@compiled_only
 def _event_loop(  # the arrays are owned by the caller
     arrival_o: np.ndarray, cls_o: np.ndarray, size_o: np.ndarray, predicted_o: np.ndarray, tokens_o: np.ndarray,
     route_u_o: np.ndarray, class_key_o: np.ndarray, quanta_o: np.ndarray,
