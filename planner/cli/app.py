@@ -269,6 +269,21 @@ HistogramOption = Annotated[
     Path | None, typer.Option(help="Token-length histogram from `planner ingest` (default: per-class lognormals).")
 ]
 SeedOption = Annotated[int | None, typer.Option(help="Base seed (default: the scenario's).")]
+SetOption = Annotated[list[str] | None, typer.Option(
+    "--set", metavar="PATH=VALUE",
+    help="Change one scenario field for this run, by its dotted path (list entries by name), e.g. "
+         "classes.interactive.ttft_p99_ms=350 or capacity.tiers='[\"on_demand\"]'. Repeatable.")]
+DemandScaleOption = Annotated[list[str] | None, typer.Option(
+    "--demand-scale", metavar="X | KEY=NAME:X",
+    help="Scale the forecast demand: 2 (every series) or region=eu-west:1.5 (also model=, class=). Repeatable; "
+         "overlapping scales multiply.")]
+
+
+def what_if(overrides: list[str] | None, demand: list[str] | None = None) -> Any:
+    """The run's ``--set`` and ``--demand-scale`` changes, each checked before any work."""
+    from planner.workflows.common import WhatIf
+
+    return WhatIf.parse(overrides, demand)
 
 
 def check_engine_options(engine: str, scheduler: str | None, workers: int | None) -> None:

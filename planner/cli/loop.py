@@ -11,11 +11,13 @@ import typer
 
 from planner.cli import placement_options as limits
 from planner.cli.app import (
+    DemandScaleOption,
     EngineOption,
     HistogramOption,
     JsonFlag,
     SchedulerOption,
     SeedOption,
+    SetOption,
     WorkersOption,
     announce_compile,
     app,
@@ -23,6 +25,7 @@ from planner.cli.app import (
     guarded,
     parse_duration_s,
     print_outputs,
+    what_if,
 )
 from planner.cli.paths import check_paths
 from planner.cli.placement_options import GapOption, NodeLimitOption, PeriodsOption, SolverOption, TimeLimitOption
@@ -82,6 +85,7 @@ def calibrate(
     engine: EngineOption = "auto",
     workers: WorkersOption = None,
     scheduler: SchedulerOption = None,
+    overrides: SetOption = None,
     as_json: JsonFlag = False,
     run: RunContext | None = None,
 ) -> None:
@@ -94,6 +98,7 @@ def calibrate(
     from planner.storage import check_table_suffix
 
     check_table_suffix(out)
+    changes = what_if(overrides)
     check_paths(inputs={"--scenario": scenario, "--histogram": histogram},
                 outputs={"--out": [out, table_json_path(out)]})
     check_engine_options(engine, scheduler, workers)
@@ -107,7 +112,7 @@ def calibrate(
                                scheduler=scheduler)
     with progress_bar("Calibrating (model, SKU, TP) units", console=stderr) as advance:
         done = calibrate_files(scenario, out, options, histogram_file=histogram, progress=advance,
-                               announce=announce_compile, run=run)
+                               announce=announce_compile, what_if=changes, run=run)
     result = done.result
     columns = ["model", "sku", "tp_degree", "traffic_class", "max_rps_per_replica", "mix_rps_per_gpu", "max_num_seqs",
                "max_num_batched_tokens", "long_prefill_token_threshold", "binding_class", "binding_metric", "cached"]
@@ -191,10 +196,13 @@ def plan(
     engine: EngineOption = "auto",
     workers: WorkersOption = None,
     scheduler: SchedulerOption = None,
+    overrides: SetOption = None,
+    demand_scale: DemandScaleOption = None,
     as_json: JsonFlag = False,
     run: RunContext | None = None,
 ) -> None:
     """The whole loop: forecast, calibrate, place, simulate peak and trough, correct until every SLO holds."""
+    changes = what_if(overrides, demand_scale)
     check_paths(inputs={"--scenario": scenario, "--history": history, "--capacity": capacity,
                         "--histogram": histogram}, folders={"--out": out})
     options = loop_options(max_rounds=max_rounds, periods=periods, solver=solver, node_limit=node_limit,
@@ -208,7 +216,7 @@ def plan(
     with narrated("Reading the history...") as say:
         done = plan_workflow(scenario, history, out, options, as_of=as_of, compare=compare_policies,
                              capacity_file=capacity, histogram_file=histogram, notify=say, announce=announce_compile,
-                             run=run)
+                             what_if=changes, run=run)
     result = done.result
     print_outputs(result.loop.rounds and [
         {k: r[k] for k in ("round", "failed", "shortfall", "cost_usd", "gpus_peak", "placement_status", "change")}

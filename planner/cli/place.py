@@ -8,7 +8,7 @@ from typing import Annotated
 import typer
 
 from planner.cli import placement_options as limits
-from planner.cli.app import JsonFlag, app, guarded, print_outputs
+from planner.cli.app import DemandScaleOption, JsonFlag, SetOption, app, guarded, print_outputs, what_if
 from planner.cli.paths import check_paths
 from planner.cli.placement_options import GapOption, NodeLimitOption, PeriodsOption, SolverOption, TimeLimitOption
 from planner.console import stderr
@@ -37,6 +37,8 @@ def place(
     debug: Annotated[
         Path | None, typer.Option(help="Write the model as LP/MPS files into this folder.")
     ] = None,
+    overrides: SetOption = None,
+    demand_scale: DemandScaleOption = None,
     as_json: JsonFlag = False,
     run: RunContext | None = None,
 ) -> None:
@@ -45,6 +47,7 @@ def place(
     from planner.storage import check_table_suffix
 
     check_table_suffix(out)
+    changes = what_if(overrides, demand_scale)
     check_paths(inputs={"--scenario": scenario, "--forecast": forecast, "--capacity": capacity},
                 outputs={"--out": plan_output_paths(out)}, folders={"--debug": debug})
 
@@ -55,7 +58,7 @@ def place(
                            periods=periods)
     with stderr.status(f"Solving the placement program with {solver}..."):
         placed = place_workflow(scenario, forecast, out, options, capacity_file=capacity, debug_dir=debug,
-                                run=run)
+                                what_if=changes, run=run)
     meta = placed.result.meta
     title = (
         f"Plan: {meta.get('status')} via {meta.get('backend')}, objective {meta.get('objective')}, "

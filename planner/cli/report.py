@@ -10,17 +10,20 @@ import typer
 from planner.cli import placement_options as limits
 from planner.cli.app import (
     NO_ROOT_OPTIONS,
+    DemandScaleOption,
     EngineOption,
     FrontDoor,
     HistogramOption,
     JsonFlag,
     SchedulerOption,
     SeedOption,
+    SetOption,
     WorkersOption,
     announce_compile,
     app,
     guarded,
     print_outputs,
+    what_if,
 )
 from planner.cli.loop import (
     CacheDirOption,
@@ -78,6 +81,8 @@ def report(
     engine: EngineOption = "auto",
     workers: WorkersOption = None,
     scheduler: SchedulerOption = None,
+    overrides: SetOption = None,
+    demand_scale: DemandScaleOption = None,
     as_json: JsonFlag = False,
     run: RunContext | None = None,
     front: FrontDoor = NO_ROOT_OPTIONS,
@@ -90,6 +95,7 @@ def report(
     from planner.report.period import month_window
 
     month_window(month)  # a bad --month is refused before anything else is looked at
+    changes = what_if(overrides, demand_scale)
     check_paths(inputs={"--scenario": scenario, "--history": history, "--histogram": histogram},
                 folders={"--reports": reports})
     options = loop_options(max_rounds=max_rounds, periods=periods, solver=solver, node_limit=node_limit,
@@ -104,7 +110,7 @@ def report(
                                allow_stale_history=allow_stale_history, compare=compare_policies,
                                histogram_file=histogram, history_db=front.history_file, notify=say,
                                warn=lambda text: stderr.print(f"[yellow]warning:[/] {text}"),
-                               announce=announce_compile, run=run)
+                               announce=announce_compile, what_if=changes, run=run)
     _render_report(month, done, as_json)
     print_warnings(done.result)
     fail_if_not_converged(done.result)

@@ -8,11 +8,13 @@ from typing import Annotated, Any
 import typer
 
 from planner.cli.app import (
+    DemandScaleOption,
     EngineOption,
     HistogramOption,
     JsonFlag,
     SchedulerOption,
     SeedOption,
+    SetOption,
     WorkersOption,
     announce_compile,
     app,
@@ -20,6 +22,7 @@ from planner.cli.app import (
     guarded,
     parse_duration_s,
     print_outputs,
+    what_if,
 )
 from planner.cli.paths import check_paths
 from planner.console import print_table, progress_bar, stderr
@@ -52,6 +55,8 @@ def simulate(
     engine: EngineOption = "auto",
     workers: WorkersOption = None,
     scheduler: SchedulerOption = None,
+    overrides: SetOption = None,
+    demand_scale: DemandScaleOption = None,
     as_json: JsonFlag = False,
     run: RunContext | None = None,
 ) -> None:
@@ -60,6 +65,7 @@ def simulate(
     from planner.storage import check_table_suffix
 
     check_table_suffix(out)
+    changes = what_if(overrides, demand_scale)
     flows_path = None
     if forecast is None:
         flows_path = flows or plan_flows_path(plan)
@@ -89,7 +95,7 @@ def simulate(
 
     done = simulate_workflow(scenario, plan, out, options, flows_file=flows_path, forecast_file=forecast,
                              histogram_file=histogram, progress=progress, announce=announce_compile,
-                             run=run)
+                             what_if=changes, run=run)
     result, period = done.result, done.period
     print_outputs(
         result.summary_rows(),

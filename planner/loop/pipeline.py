@@ -11,8 +11,8 @@ that run for the policy it already covers.
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
 import pandas as pd
@@ -21,6 +21,7 @@ from planner.catalog import Catalog
 from planner.contracts import FORECAST_QUANTILES
 from planner.errors import InputError
 from planner.forecast.run import MAX_HORIZON_HOURS, ForecastResult, forecast_history
+from planner.forecast.scaling import DemandScale, scale_forecast
 from planner.loop.compare import PolicyOutcome, compare_policies
 from planner.loop.run import LoopResult, LoopSettings, Notify, run_loop
 from planner.placement.window import HOUR, PlanningWindow, iso_hour
@@ -99,20 +100,45 @@ def run_pipeline(scenario: Scenario, history: pd.DataFrame, catalog: Catalog, pr
                  histogram: pd.DataFrame | None = None, capacity: pd.DataFrame | None = None,
                  input_hashes: dict[str, str] | None = None, notify: Notify | None = None,
                  forecast_progress: Callable[[int, int], None] | None = None,
-                 window: PlanningWindow | None = None, store: CalibrationStore | None = None) -> PipelineResult:
-    """Forecast, then the loop for the scenario's policy, then (optionally) every policy in ``compare``.
+                 window: PlanningWindow | None = None, store: CalibrationStore | None = None,
+                 demand_scales: Sequence[DemandScale] = ()) -> PipelineResult:
+    """Forecast (then scale it by ``demand_scales``), then the loop for the scenario's policy, then (optionally)
+    every policy in ``compare``.
 
     Without ``window`` the plans cover the scenario's horizon; with it, exactly the window's
     hours (the forecast then runs from the first hour after the history to the window's end).
     ``store`` is the calibration cache (:func:`planner.calibrate.calibrate`).
     """
-    say = notify or (lambda _text: None)
     known = history_as_of(history, as_of)
+    forecast = forecast_for_plan(scenario, known, settings, window=window, notify=notify,
+                                 progress=forecast_progress)
+    if demand_scales:
+        forecast = replace(forecast, forecast=scale_forecast(forecast.forecast, demand_scales))
+    return plan_from_forecast(scenario, known, forecast, catalog, profiles, settings, as_of=as_of, compare=compare,
+                              histogram=histogram, capacity=capacity, input_hashes=input_hashes, notify=notify,
+                              window=window, store=store)
+
+
+def forecast_for_plan(scenario: Scenario, known: pd.DataFrame, settings: LoopSettings, *,
+                      window: PlanningWindow | None = None, notify: Notify | None = None,
+                      progress: Callable[[int, int], None] | None = None) -> ForecastResult:
+    """The forecast a plan is made from: the scenario's horizon (or up to the window's end) with its backtest."""
+    say = notify or (lambda _text: None)
     horizon_hours = scenario.horizon_hours if window is None else forecast_hours_to(window, last_history_hour(known))
     say(f"forecasting {horizon_hours} h ahead")
-    forecast = forecast_history(known, horizon_hours=horizon_hours, quantiles=list(FORECAST_QUANTILES),
-                                backtest=True, seed=settings.seed, engine=settings.engine,
-                                workers=settings.workers, scheduler=settings.scheduler, progress=forecast_progress)
+    return forecast_history(known, horizon_hours=horizon_hours, quantiles=list(FORECAST_QUANTILES),
+                            backtest=True, seed=settings.seed, engine=settings.engine,
+                            workers=settings.workers, scheduler=settings.scheduler, progress=progress)
+
+
+def plan_from_forecast(scenario: Scenario, known: pd.DataFrame, forecast: ForecastResult, catalog: Catalog,
+                       profiles: pd.DataFrame, settings: LoopSettings, *, as_of: pd.Timestamp | None = None,
+                       compare: list[str] | None = None, histogram: pd.DataFrame | None = None,
+                       capacity: pd.DataFrame | None = None, input_hashes: dict[str, str] | None = None,
+                       notify: Notify | None = None, window: PlanningWindow | None = None,
+                       store: CalibrationStore | None = None) -> PipelineResult:
+    """The loop (and the policy comparison) on a forecast already made; ``known`` is the history it came from."""
+    say = notify or (lambda _text: None)
     loop = run_loop(scenario, forecast.forecast, catalog, profiles, settings, capacity=capacity, histogram=histogram,
                     input_hashes=input_hashes, notify=say, planning_window=window, store=store)
     comparison = None

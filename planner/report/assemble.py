@@ -154,12 +154,13 @@ def _economics(result: PipelineResult) -> tuple[pd.DataFrame, dict[str, float], 
 
 
 def report_inputs(month: str, as_of: str, scenario: Scenario, result: PipelineResult, catalog: Catalog, *,
-                  previous_plan: pd.DataFrame | None, previous_forecast: pd.DataFrame | None) -> ReportInputs:
+                  previous_plan: pd.DataFrame | None, previous_forecast: pd.DataFrame | None,
+                  what_if: list[str] | None = None) -> ReportInputs:
     """Everything the report shows for ``month``, from this run and last month's plan and forecast
-    (None when the run history kept none)."""
+    (None when the run history kept none); ``what_if``: the run's changes to its inputs, as given."""
     deployments, served, served_all = _economics(result)
     return ReportInputs(
-        month=month, as_of=as_of, scenario_name=scenario.name,
+        month=month, as_of=as_of, scenario_name=scenario.name, what_if=list(what_if or []),
         forecast=result.forecast.forecast, forecast_meta=result.forecast.metadata,
         history=result.history, plan=result.loop.placement.plan,
         plan_meta=plan_meta_for_report(result, scenario, catalog),

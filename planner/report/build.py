@@ -135,4 +135,4 @@ def build_report(inputs: ReportInputs) -> ReportModel:
                                           "hours": window.hours}
     return ReportModel(month=inputs.month, as_of=iso(as_of), scenario_name=str(inputs.scenario_name),
                        title=f"Capacity report {inputs.month}: {inputs.scenario_name}", sections=sections,
-                       facts=summary.facts, period=period)
+                       facts=summary.facts, period=period, what_if=list(inputs.what_if))

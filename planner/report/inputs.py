@@ -45,7 +45,7 @@ class ReportInputs:
     calibrated throughput per GPU and cost per million output tokens at capacity
     (:mod:`planner.report.economics`); ``served_usd_per_m_output_tokens``: per model, the plan's
     cost per million output tokens of forecast demand; ``served_usd_per_m_tokens``: the same per
-    million prompt and output tokens.
+    million prompt and output tokens. ``what_if``: the run's ``--set`` and ``--demand-scale`` changes, as given.
     """
 
     month: str
@@ -66,6 +66,7 @@ class ReportInputs:
     deployments: pd.DataFrame | None = None
     served_usd_per_m_output_tokens: dict[str, float] = field(default_factory=dict)
     served_usd_per_m_tokens: dict[str, float] = field(default_factory=dict)
+    what_if: list[str] = field(default_factory=list)
 
 
 def check_header(inputs: ReportInputs) -> pd.Timestamp:

@@ -66,7 +66,8 @@ class Section:
 
 @dataclass
 class ReportModel:
-    """One report. ``period``: the hours the plan covers, ``{first_hour, last_hour, hours}`` (None: not known)."""
+    """One report. ``period``: the hours the plan covers, ``{first_hour, last_hour, hours}`` (None: not known);
+    ``what_if``: the run's changes to its inputs (``--set``, ``--demand-scale``), empty for the inputs as they are."""
 
     month: str
     as_of: str
@@ -75,6 +76,7 @@ class ReportModel:
     sections: list[Section]
     facts: dict[str, Any] = field(default_factory=dict)
     period: dict[str, Any] | None = None
+    what_if: list[str] = field(default_factory=list)
 
     def section(self, key: str) -> Section:
         return next(s for s in self.sections if s.key == key)

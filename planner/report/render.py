@@ -50,7 +50,8 @@ def meta_line(model: ReportModel) -> str:
     period = model.period
     planned = (f"plans {period['first_hour']} to {period['last_hour']} ({period['hours']} hours)" if period
                else "hours planned not reported")
-    return f"Month {model.month}; {planned}; as of {model.as_of}; scenario {model.scenario_name}."
+    changed = f"; what-if: {', '.join(model.what_if)}" if model.what_if else ""
+    return f"Month {model.month}; {planned}; as of {model.as_of}; scenario {model.scenario_name}{changed}."
 
 
 def format_cell(column: str, value: Any) -> str:
@@ -214,7 +215,7 @@ def report_payload(model: ReportModel, generated_at: str) -> dict[str, Any]:
     return {"report": "planner monthly capacity report", "schema_version": JSON_SCHEMA_VERSION,
             "generated_at": generated_at, "planner_version": __version__, "month": model.month,
             "as_of": model.as_of, "period": plain(model.period), "scenario": model.scenario_name, "title": model.title,
-            "facts": plain(model.facts), "sections": sections}
+            "what_if": list(model.what_if), "facts": plain(model.facts), "sections": sections}
 
 
 def render_json(model: ReportModel, generated_at: str) -> str:

@@ -14,7 +14,7 @@ import re
 import tomllib
 import types
 import typing
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -24,6 +24,7 @@ from pydantic.fields import FieldInfo
 from planner.errors import InputError
 from planner.scenario.fields import POLICY_NAMES, SKU_NAMES, TIERS, ZONES, Issue
 from planner.scenario.model import Scenario
+from planner.scenario.overrides import Override, apply_overrides
 from planner.storage import check_input_file
 
 README_HINT = "scenarios/README.md documents every field, its unit and its default"
@@ -50,10 +51,12 @@ class ScenarioError(InputError):
         )
 
 
-def load_scenario(path: str | Path) -> Scenario:
+def load_scenario(path: str | Path, overrides: Sequence[Override] = ()) -> Scenario:
     """Read, parse and validate a scenario TOML file, or raise InputError/ScenarioError.
 
-    A UTF-8 byte-order mark (which some Windows editors write) is accepted and skipped.
+    ``overrides`` (``--set``) change fields of the file's data before it is validated, so
+    their errors read like the file's. A UTF-8 byte-order mark (which some Windows editors
+    write) is accepted and skipped.
     """
     path = Path(path)
     if path.exists():  # a folder, a named pipe or an unreadable file: refused before it is opened
@@ -78,6 +81,9 @@ def load_scenario(path: str | Path) -> Scenario:
         raise InputError("the TOML nests arrays or inline tables too deeply to read", where=path,
                          fix="a scenario needs a few levels of nesting at most: look for a long run of '[' "
                              "or '{'") from None
+    if overrides:
+        data = apply_overrides(data, overrides)
+        return parse_scenario(data, source=f"{path} with {' '.join(f'--set {o.text}' for o in overrides)}")
     return parse_scenario(data, source=str(path))
 
 

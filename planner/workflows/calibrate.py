@@ -10,7 +10,15 @@ from typing import TYPE_CHECKING, Any
 
 from planner.settings import resolve_settings
 from planner.workflows.calibration_cache import folder_store
-from planner.workflows.common import Announce, load_scenario_inputs, prepare_simulator, read_optional, record_settings
+from planner.workflows.common import (
+    NO_CHANGES,
+    Announce,
+    WhatIf,
+    load_scenario_inputs,
+    prepare_simulator,
+    read_optional,
+    record_settings,
+)
 from planner.workflows.files import write_calibration
 
 if TYPE_CHECKING:
@@ -73,9 +81,12 @@ class Calibrated:
 
 def calibrate_files(scenario_file: Path, out: Path, options: CalibrateOptions, *,
                     histogram_file: Path | None = None, progress: Callable[[int, int], None] | None = None,
-                    announce: Announce | None = None, run: RunContext | None = None) -> Calibrated:
-    """Calibrate the scenario's units and write the capacity table ``out`` and its JSON (both or neither)."""
-    scenario, profiles = load_scenario_inputs(scenario_file)
+                    announce: Announce | None = None, what_if: WhatIf = NO_CHANGES,
+                    run: RunContext | None = None) -> Calibrated:
+    """Calibrate the scenario's units (with ``what_if``'s ``--set``) and write the capacity table ``out`` and its
+    JSON (both or neither)."""
+    scenario, profiles = load_scenario_inputs(scenario_file, what_if.overrides)
+    what_if.record(run)
     histogram = read_optional(histogram_file)
     prepare_simulator(announce)
     result = calibrate_scenario(scenario, profiles, options, histogram=histogram, progress=progress, run=run)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -12,20 +13,51 @@ from planner.sources import named
 from planner.storage import file_sha256, read_table
 
 if TYPE_CHECKING:
+    from planner.forecast.scaling import DemandScale
     from planner.runs import RunContext
     from planner.scenario import Scenario
+    from planner.scenario.overrides import Override
     from planner.settings import Settings
 
 Announce = Callable[[float], None]
 """Called with the expected seconds before the simulator's one-time compile (the CLI prints a line)."""
 
 
-def load_scenario_inputs(scenario_file: Path) -> tuple[Scenario, pd.DataFrame]:
-    """The scenario and the profile table it plans with: the bundled one, with the scenario's own files over it."""
+@dataclass(frozen=True)
+class WhatIf:
+    """A run's changes to its inputs given on the command line: ``--set`` on the scenario, ``--demand-scale``
+    on the forecast."""
+
+    overrides: tuple[Override, ...] = ()
+    demand: tuple[DemandScale, ...] = ()
+
+    @classmethod
+    def parse(cls, overrides: list[str] | None = None, demand: list[str] | None = None) -> WhatIf:
+        """The changes as given (each checked: a malformed one is an InputError before any work)."""
+        from planner.forecast.scaling import parse_demand_scales
+        from planner.scenario.overrides import parse_overrides
+
+        return cls(parse_overrides(overrides or ()), parse_demand_scales(demand or ()))
+
+    def describe(self) -> list[str]:
+        """Each change as the option that made it, in the order given: for the run history and the report."""
+        return [f"--set {o.text}" for o in self.overrides] + [f"--demand-scale {d.text}" for d in self.demand]
+
+    def record(self, run: RunContext | None) -> None:
+        if run is not None and (self.overrides or self.demand):
+            run.add_figures(what_if=self.describe())
+
+
+NO_CHANGES = WhatIf()
+
+
+def load_scenario_inputs(scenario_file: Path, overrides: tuple[Override, ...] = ()) -> tuple[Scenario, pd.DataFrame]:
+    """The scenario (with any ``--set`` applied) and the profile table it plans with: the bundled one, with the
+    scenario's own files over it."""
     from planner.profiles import load_profiles
     from planner.scenario import load_scenario
 
-    scenario = load_scenario(scenario_file)
+    scenario = load_scenario(scenario_file, overrides)
     return scenario, load_profiles(extra=scenario.profile_paths(scenario_file))
 
 

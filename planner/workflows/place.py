@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from planner.settings import resolve_settings
-from planner.workflows.common import load_scenario_inputs, read_named, scenario_hashes
+from planner.workflows.common import NO_CHANGES, WhatIf, load_scenario_inputs, read_named, scenario_hashes
 from planner.workflows.files import placement_debug_writer, write_plan_outputs
 
 if TYPE_CHECKING:
@@ -35,15 +35,18 @@ class Placed:
 
 
 def place(scenario_file: Path, forecast_file: Path, out: Path, options: PlaceOptions, *,
-          capacity_file: Path | None = None, debug_dir: Path | None = None,
+          capacity_file: Path | None = None, debug_dir: Path | None = None, what_if: WhatIf = NO_CHANGES,
           run: RunContext | None = None) -> Placed:
-    """Place replicas for the forecast and write ``out``, its flows and its JSON (all or none)."""
+    """Place replicas for the forecast (scaled by ``what_if``) and write ``out``, its flows and its JSON (all or
+    none)."""
     from planner.catalog import load_catalog
+    from planner.forecast.scaling import scale_forecast
     from planner.placement.capacity import validate_capacity
     from planner.placement.place import place_plan
     from planner.storage import file_sha256, read_table
 
-    scenario, profiles = load_scenario_inputs(scenario_file)
+    scenario, profiles = load_scenario_inputs(scenario_file, what_if.overrides)
+    what_if.record(run)
     settings = resolve_settings(os.environ, seed=None, default_seed=scenario.seeds.base, quantile=options.quantile,
                                 default_quantile=scenario.capacity.forecast_quantile)
     hashes = {**scenario_hashes(scenario_file, scenario), "forecast": file_sha256(forecast_file)}
@@ -51,8 +54,9 @@ def place(scenario_file: Path, forecast_file: Path, out: Path, options: PlaceOpt
     if capacity_file is not None:
         capacity = validate_capacity(read_table(capacity_file), where=capacity_file)
         hashes["capacity"] = file_sha256(capacity_file)
+    forecast = scale_forecast(read_named(forecast_file), what_if.demand)
     result = place_plan(
-        scenario, read_named(forecast_file), load_catalog(), profiles, capacity=capacity, solver=options.solver,
+        scenario, forecast, load_catalog(), profiles, capacity=capacity, solver=options.solver,
         node_limit=options.node_limit, time_limit_s=options.time_limit_s, gap=options.gap,
         quantile=settings.quantile, periods=options.periods,
         debug=placement_debug_writer(debug_dir) if debug_dir is not None else None, input_hashes=hashes,

@@ -13,7 +13,9 @@ from planner.settings import Settings, resolve_settings
 from planner.storage import file_sha256, read_table
 from planner.workflows.calibration_cache import folder_store
 from planner.workflows.common import (
+    NO_CHANGES,
     Announce,
+    WhatIf,
     load_scenario_inputs,
     prepare_simulator,
     read_named,
@@ -107,8 +109,11 @@ class Planned:
 
 def plan(scenario_file: Path, history_file: Path, out: Path, options: LoopOptions, *, as_of: str | None = None,
          compare: str | None = None, capacity_file: Path | None = None, histogram_file: Path | None = None,
-         notify: Notify | None = None, announce: Announce | None = None, run: RunContext | None = None) -> Planned:
-    """Forecast, calibrate, place and simulate until every SLO holds; write the folder ``out`` as a whole."""
+         notify: Notify | None = None, announce: Announce | None = None, what_if: WhatIf = NO_CHANGES,
+         run: RunContext | None = None) -> Planned:
+    """Forecast, calibrate, place and simulate until every SLO holds; write the folder ``out`` as a whole.
+
+    ``what_if`` changes the scenario (``--set``) and scales the forecast (``--demand-scale``)."""
     from planner.catalog import load_catalog
     from planner.loop.compare import parse_policies
     from planner.loop.pipeline import parse_as_of, run_pipeline
@@ -116,16 +121,17 @@ def plan(scenario_file: Path, history_file: Path, out: Path, options: LoopOption
 
     check_plan_folder(out)
     policies = parse_policies(compare) if compare else None
-    scenario, profiles = load_scenario_inputs(scenario_file)
+    scenario, profiles = load_scenario_inputs(scenario_file, what_if.overrides)
     settings, loop = resolve_loop(options, scenario)
     record_settings(run, settings)
+    what_if.record(run)
     capacity = validate_capacity(read_table(capacity_file), where=capacity_file) if capacity_file else None
     hashes = {**scenario_hashes(scenario_file, scenario), "history": file_sha256(history_file)}
     prepare_simulator(announce)
     result = run_pipeline(scenario, read_named(history_file), load_catalog(), profiles, loop,
                           as_of=parse_as_of(as_of), compare=policies, capacity=capacity,
                           histogram=read_optional(histogram_file), input_hashes=hashes, notify=notify,
-                          store=folder_store(settings.cache_dir))
+                          store=folder_store(settings.cache_dir), demand_scales=what_if.demand)
     written = write_plan_run(result, loop, out)
     record_pipeline(run, result)
     if run is not None:
@@ -146,7 +152,8 @@ class Reported:
 def report(month: str, scenario_file: Path, history_file: Path, reports: Path, options: LoopOptions, *,
            as_of: str | None = None, allow_stale_history: bool = False, compare: str | None = None,
            histogram_file: Path | None = None, history_db: Path | None = None, notify: Notify | None = None,
-           warn: Notify | None = None, announce: Announce | None = None, run: RunContext | None = None) -> Reported:
+           warn: Notify | None = None, announce: Announce | None = None, what_if: WhatIf = NO_CHANGES,
+           run: RunContext | None = None) -> Reported:
     """Write ``<reports>/<month>/``: plan the month and build the report, under the reports folder's lock.
 
     ``history_db`` is the run history the previous month's plan and forecast are read from.
@@ -164,9 +171,10 @@ def report(month: str, scenario_file: Path, history_file: Path, reports: Path, o
     window = month_window(month)
     stamp = check_as_of(parse_as_of(as_of) if as_of is not None else window.start, window)
     policies = None if compare is None or compare.strip().lower() in ("", "none") else parse_policies(compare)
-    scenario, profiles = load_scenario_inputs(scenario_file)
+    scenario, profiles = load_scenario_inputs(scenario_file, what_if.overrides)
     settings, loop = resolve_loop(options, scenario)
     record_settings(run, settings)
+    what_if.record(run)
     with report_lock(reports) as lock:
         notice = lock.takeover_notice()
         if notice and warn is not None:
@@ -181,11 +189,12 @@ def report(month: str, scenario_file: Path, history_file: Path, reports: Path, o
                             allow_stale=allow_stale_history, where=history_file)
         result = run_pipeline(scenario, known, catalog, profiles, loop, as_of=stamp, compare=policies,
                               histogram=read_optional(histogram_file), input_hashes=hashes, notify=say,
-                              window=window, store=folder_store(settings.cache_dir))
+                              window=window, store=folder_store(settings.cache_dir), demand_scales=what_if.demand)
         say("writing the report")
         inputs = report_inputs(month, f"{stamp:%Y-%m-%dT%H:%M:%SZ}", scenario, result, catalog,
                                previous_plan=previous.plan if previous else None,
-                               previous_forecast=previous.forecast if previous else None)
+                               previous_forecast=previous.forecast if previous else None,
+                               what_if=what_if.describe())
         model = build_report(inputs)
         written = write_report(model, reports, generated_at=datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
                                lock=lock)

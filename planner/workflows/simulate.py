@@ -14,7 +14,9 @@ import pandas as pd
 from planner.errors import InputError
 from planner.settings import resolve_settings
 from planner.workflows.common import (
+    NO_CHANGES,
     Announce,
+    WhatIf,
     load_scenario_inputs,
     prepare_simulator,
     read_named,
@@ -78,25 +80,29 @@ def forecast_window(scenario: Scenario, plan: pd.DataFrame, forecast: pd.DataFra
 
 def simulate(scenario_file: Path, plan_file: Path, out: Path, options: SimulateOptions, *,
              flows_file: Path | None = None, forecast_file: Path | None = None, histogram_file: Path | None = None,
-             progress: ProgressDisplay, announce: Announce | None = None,
+             progress: ProgressDisplay, announce: Announce | None = None, what_if: WhatIf = NO_CHANGES,
              run: RunContext | None = None) -> Simulated:
-    """Simulate one window of the plan (its flows', or the forecast's demand) and write the per-class results.
+    """Simulate one window of the plan (its flows', or the forecast's demand, scaled by ``what_if``) and write
+    the per-class results.
 
     Exactly one of ``flows_file`` and ``forecast_file`` gives the demand.
     """
     from planner.catalog import load_catalog
+    from planner.forecast.scaling import scale_flows, scale_forecast
     from planner.sim.plan_input import validated_plan
     from planner.sim.simulate import PLAN_COLUMNS, select_window, simulate_plan
     from planner.sim.work import check_evidence
 
-    scenario, profiles = load_scenario_inputs(scenario_file)
+    scenario, profiles = load_scenario_inputs(scenario_file, what_if.overrides)
+    what_if.record(run)
     settings = resolve_settings(os.environ, seed=options.seed, default_seed=scenario.seeds.base,
                                 engine=options.engine, workers=options.workers, scheduler=options.scheduler)
     plan = validated_plan(read_named(plan_file), PLAN_COLUMNS)
     if forecast_file is not None:
-        period, demand = forecast_window(scenario, plan, read_named(forecast_file), options.window)
+        forecast = scale_forecast(read_named(forecast_file), what_if.demand)
+        period, demand = forecast_window(scenario, plan, forecast, options.window)
     elif flows_file is not None:
-        period, demand = select_window(plan, read_named(flows_file), options.window)
+        period, demand = select_window(plan, scale_flows(read_named(flows_file), what_if.demand), options.window)
     else:
         raise ValueError("simulate needs flows_file or forecast_file")
     prepare_simulator(announce)
