@@ -55,9 +55,22 @@ def load_scenario(path: str | Path, overrides: Sequence[Override] = ()) -> Scena
     """Read, parse and validate a scenario TOML file, or raise InputError/ScenarioError.
 
     ``overrides`` (``--set``) change fields of the file's data before it is validated, so
-    their errors read like the file's. A UTF-8 byte-order mark (which some Windows editors
-    write) is accepted and skipped.
+    their errors read like the file's.
     """
+    data = read_scenario_data(path)
+    if overrides:
+        return parse_scenario(apply_overrides(data, overrides), overridden_source(path, overrides))
+    return parse_scenario(data, source=str(path))
+
+
+def overridden_source(path: str | Path, overrides: Sequence[Override]) -> str:
+    """How errors name a scenario file changed by ``--set``."""
+    return f"{path} with {' '.join(f'--set {o.text}' for o in overrides)}" if overrides else str(path)
+
+
+def read_scenario_data(path: str | Path) -> dict[str, Any]:
+    """The scenario file's TOML as data, not yet validated, or an InputError naming the file (and the line of a
+    syntax error). A UTF-8 byte-order mark (which some Windows editors write) is accepted and skipped."""
     path = Path(path)
     if path.exists():  # a folder, a named pipe or an unreadable file: refused before it is opened
         check_input_file(path)
@@ -74,17 +87,13 @@ def load_scenario(path: str | Path, overrides: Sequence[Override] = ()) -> Scena
             f"the file is not UTF-8 text (byte {exc.start})", where=path, fix="save the file as UTF-8"
         ) from exc
     try:
-        data = tomllib.loads(text)
+        return tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         raise _toml_error(path, exc, text) from exc
     except RecursionError:  # tomllib parses nested arrays and inline tables recursively
         raise InputError("the TOML nests arrays or inline tables too deeply to read", where=path,
                          fix="a scenario needs a few levels of nesting at most: look for a long run of '[' "
                              "or '{'") from None
-    if overrides:
-        data = apply_overrides(data, overrides)
-        return parse_scenario(data, source=f"{path} with {' '.join(f'--set {o.text}' for o in overrides)}")
-    return parse_scenario(data, source=str(path))
 
 
 def parse_scenario(data: Mapping[str, Any], source: str = "<scenario>") -> Scenario:
