@@ -20,6 +20,7 @@ from test_report_render import fake_pngs
 from planner.catalog import load_catalog
 from planner.forecast import backtest
 from planner.report import build_report
+from planner.report.assemble import plan_prices
 from planner.report.charts import ZOOM_NOTE, draw_bars, zoomed_range
 from planner.report.explain import bound_notes, objective_note, sku_peak_note
 from planner.report.regions import RegionFacts, idle_region_reason, idle_regions, region_facts
@@ -241,3 +242,14 @@ def test_the_backtest_records_the_share_of_hours_below_each_quantile():
     quantiles = {0.05: x - 5, 0.1: x - 1, 0.9: x + 1, 0.95: x + 5, 0.99: np.array([11.0, 21.0, 29.0, 41.0])}
     accumulator.add(x, x, quantiles, scale=1.0)
     assert accumulator.result()["below"]["q99"] == pytest.approx(0.75)  # the third hour is above its q99
+
+
+def test_the_plan_prices_carry_the_catalog_note_that_makes_an_understated_price_risk():
+    plan = pd.DataFrame([{"period": p, "region": "gcp:asia-east1", "sku": "L4", "tier": "spot", "gpus": 2,
+                          "usd": 10.0} for p in (0, 1)]
+                        + [{"period": 0, "region": "aws:us-east-1", "sku": "H100", "tier": "reserved", "gpus": 8,
+                            "usd": 100.0}])
+    prices = plan_prices(plan, load_catalog())
+    assert prices[["region", "usd"]].values.tolist() == [["aws:us-east-1", 100.0], ["gcp:asia-east1", 20.0]]
+    risks = _section(dataclasses.replace(small_inputs(), plan_prices=prices), "risks").table("risks").frame
+    assert list(risks.loc[risks["kind"] == "understated price", "where"]) == ["gcp:asia-east1 L4 spot"]

@@ -160,7 +160,7 @@ def plan_prices(plan: pd.DataFrame, catalog: Catalog) -> pd.DataFrame:
     if plan.empty:
         return pd.DataFrame(columns=columns)
     spent = plan.groupby(["region", "sku", "tier"], sort=True, as_index=False)["usd"].sum()
-    offers = catalog.offers.rename(columns={"region_key": "region"})
+    offers = catalog.offers.drop(columns="region").rename(columns={"region_key": "region"})  # cloud:region keys
     offers = offers[["region", "sku", "tier", "usd_per_gpu_hour", "assumption"]].drop_duplicates(
         ["region", "sku", "tier"])
     merged = spent.merge(offers, on=["region", "sku", "tier"], how="left")
