@@ -176,7 +176,7 @@ def test_risks_name_q99_under_coverage_naive_beating_series_and_understated_pric
          "assumption": "reserved = on_demand x 0.65: assumed 35% aws 1-yr commitment discount, not a quote"}])
     risks = _section(dataclasses.replace(inputs, forecast_meta={**inputs.forecast_meta, "series": series},
                                          plan_prices=prices), "risks").table("risks").frame
-    coverage = risks[risks["kind"] == "q99 under-coverage"]
+    coverage = risks[(risks["kind"] == "q99 under-coverage") & risks["detail"].str.contains("backtest")]
     assert list(coverage["where"]) == ["eu-west/llama-3.1-8b/batch"]
     assert "93.0 % of 504 backtest hours" in coverage["detail"].iloc[0]
     naive = risks[risks["kind"] == "naive-beating series"]
@@ -253,3 +253,13 @@ def test_the_plan_prices_carry_the_catalog_note_that_makes_an_understated_price_
     assert prices[["region", "usd"]].values.tolist() == [["aws:us-east-1", 100.0], ["gcp:asia-east1", 20.0]]
     risks = _section(dataclasses.replace(small_inputs(), plan_prices=prices), "risks").table("risks").frame
     assert list(risks.loc[risks["kind"] == "understated price", "where"]) == ["gcp:asia-east1 L4 spot"]
+
+
+def test_last_months_q99_under_coverage_is_a_risk():
+    model = build_report(small_inputs())  # last month's q99 held 90.5 % and 95.8 % of the hours in two series
+    risks = model.section("risks").table("risks").frame
+    coverage = risks[risks["kind"] == "q99 under-coverage"]
+    assert list(coverage["where"]) == ["eu-west/llama-3.1-8b/batch", "us-east/llama-3.1-8b/batch"]
+    assert list(coverage["severity"]) == ["medium", "medium"]
+    assert coverage["detail"].iloc[0] == ("last month, actuals at or below the q99 forecast in 90.5 % of 168 hours "
+                                          "(99 % if calibrated)")

@@ -130,8 +130,8 @@ def build_report(inputs: ReportInputs) -> ReportModel:
         "cost": cost_section(inputs),
         "slo": slo_section(inputs),
         "policies": policy_section(inputs),
-        "risks": risks_section(inputs),
     }
+    built["risks"] = risks_section(inputs, built["accuracy"])
     summary = summary_section(inputs, built)
     sections = [summary, *built.values()]
     window = inputs.period

@@ -26,7 +26,8 @@ Rules (each a row: kind, severity, where, detail):
   ``Q99_COVERAGE_FLOOR`` (97 %) of its backtest hours is medium, under ``Q99_COVERAGE_HIGH``
   (90 %) high. A calibrated q99 covers 99 %; over the few hundred hours a backtest scores,
   sampling noise is about half a point, so two points under is a forecast that sizes the
-  plan's peaks too low, not bad luck.
+  plan's peaks too low, not bad luck. Last month's forecast against actuals (the accuracy
+  section's ``below_q99_pct``) is held to the same floor.
 * naive-beating series: a series whose backtest MASE is above the better seasonal naive's
   (the forecaster loses to "same hour yesterday / last week") is medium.
 * understated price: an offer the plan spends on whose catalog price is marked understated
@@ -174,6 +175,24 @@ def backtest_risks(meta: dict[str, Any]) -> list[dict[str, str]]:
     return out
 
 
+def accuracy_risks(accuracy: Section | None) -> list[dict[str, str]]:
+    """q99 under-coverage of last month's forecast against the demand that happened (the accuracy section's table)."""
+    if accuracy is None or not any(t.name == "forecast_accuracy" for t in accuracy.tables):
+        return []
+    table = accuracy.table("forecast_accuracy").frame
+    if not present(table, *SERIES_KEY, "below_q99_pct"):
+        return []
+    out = []
+    for row in table.to_dict("records"):
+        below = number(row.get("below_q99_pct"))
+        if below is not None and below < 100 * Q99_COVERAGE_FLOOR:
+            out.append(_risk("q99 under-coverage", "high" if below < 100 * Q99_COVERAGE_HIGH else "medium",
+                             "/".join(str(row[c]) for c in SERIES_KEY),
+                             f"last month, actuals at or below the q99 forecast in {below:.1f} % of "
+                             f"{row.get('hours_compared', '?')} hours (99 % if calibrated)"))
+    return out
+
+
 def price_risks(prices: pd.DataFrame | None) -> list[dict[str, str]]:
     """Offers the plan spends on whose catalog price is marked understated (one row per offer)."""
     if not present(prices, "region", "sku", "tier", "assumption", "usd"):
@@ -225,8 +244,8 @@ def history_risks(inputs: ReportInputs) -> list[dict[str, str]]:
                   "demand")]
 
 
-def collect_risks(inputs: ReportInputs) -> tuple[pd.DataFrame, list[str]]:
-    """Every risk as a sorted table, plus notes on what could not be checked."""
+def collect_risks(inputs: ReportInputs, accuracy: Section | None = None) -> tuple[pd.DataFrame, list[str]]:
+    """Every risk as a sorted table, plus notes on what could not be checked (``accuracy``: that section, if built)."""
     notes = []
     quota, quota_known = quota_risks(inputs.plan_meta)
     if not present(inputs.plan, "gpus"):
@@ -238,7 +257,7 @@ def collect_risks(inputs: ReportInputs) -> tuple[pd.DataFrame, list[str]]:
     if not pick(inputs.forecast_meta, "series"):
         notes.append("No forecast metadata was given: fallback and data-quality checks did not run.")
     rows = [*quota, *slo_risks(inputs), *forecast_risks(inputs.forecast_meta), *backtest_risks(inputs.forecast_meta),
-            *price_risks(inputs.plan_prices), *infeasibility_risks(inputs.plan_meta),
+            *accuracy_risks(accuracy), *price_risks(inputs.plan_prices), *infeasibility_risks(inputs.plan_meta),
             *history_risks(inputs), *(_risk("pipeline", "medium", "", str(text)) for text in inputs.risks_extra)]
     frame = pd.DataFrame(rows, columns=["kind", "severity", "where", "detail"])
     frame = frame.assign(rank=frame["severity"].map(SEVERITY_RANK)).sort_values(
@@ -246,9 +265,9 @@ def collect_risks(inputs: ReportInputs) -> tuple[pd.DataFrame, list[str]]:
     return frame, notes
 
 
-def risks_section(inputs: ReportInputs) -> Section:
+def risks_section(inputs: ReportInputs, accuracy: Section | None = None) -> Section:
     section = Section("risks", "Risks")
-    table, notes = collect_risks(inputs)
+    table, notes = collect_risks(inputs, accuracy)
     counts = table["severity"].value_counts().to_dict()
     if table.empty:
         section.paragraphs.append("No risk found by the checks that could run (below).")
@@ -264,9 +283,10 @@ def risks_section(inputs: ReportInputs) -> Section:
     section.paragraphs.append(f"Checks: quota at or above {100 * QUOTA_NEAR_SHARE:.0f} % of its limit, utilisation "
                               f"above the knee {KNEE_UTILISATION}, SLO misses and marginal passes, forecast "
                               "fallbacks, data-quality findings, q99 coverage under "
-                              f"{100 * Q99_COVERAGE_FLOOR:.0f} % and forecasts that lose to the seasonal naive in "
-                              "backtest, catalog prices marked understated that the plan spends on, solver status "
-                              "and infeasibilities, and how stale the history is against the first hour planned.")
+                              f"{100 * Q99_COVERAGE_FLOOR:.0f} % (in backtest and last month), forecasts that lose "
+                              "to the seasonal naive in backtest, catalog prices marked understated that the plan "
+                              "spends on, solver status and infeasibilities, and how stale the history is against "
+                              "the first hour planned.")
     section.tables.append(Table("risks", "Risks, most severe first", table))
     section.facts = {"high": int(counts.get("high", 0)), "medium": int(counts.get("medium", 0)),
                      "info": int(counts.get("info", 0))}
