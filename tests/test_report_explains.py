@@ -263,3 +263,18 @@ def test_last_months_q99_under_coverage_is_a_risk():
     assert list(coverage["severity"]) == ["medium", "medium"]
     assert coverage["detail"].iloc[0] == ("last month, actuals at or below the q99 forecast in 90.5 % of 168 hours "
                                           "(99 % if calibrated)")
+
+
+def test_a_bound_equal_to_the_plan_cost_says_the_plan_is_optimal_and_partial_backtests_say_what_was_left_out():
+    notes = bound_notes({"solver bound": 1049.2, "lp relaxation": 1007.0}, 1049.0)
+    assert "solver bound equals the plan's cost: no plan for the same demand and capacity coefficients costs less, " \
+           "so this plan is optimal." in notes
+    inputs = small_inputs()
+    reason = "no observed hours in any backtest window"
+    series = [{**inputs.forecast_meta["series"][0], "backtest": {"skipped": reason}},
+              {**inputs.forecast_meta["series"][1], "backtest": _backtest(0.99, 0.8, 0.9)}]
+    meta = {**inputs.forecast_meta, "series": series}
+    line = next(p for p in _section(dataclasses.replace(inputs, forecast_meta=meta), "forecast").paragraphs
+                if p.startswith("Backtest"))
+    assert line.startswith("Backtest (rolling origin): MASE 0.780")
+    assert line.endswith(f"; not backtested: {reason} (1 of 2 series, e.g. eu-west/llama-3.1-8b/batch).")

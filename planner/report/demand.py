@@ -136,9 +136,16 @@ def _backtest_paragraph(forecast_meta: dict[str, Any]) -> str:
         return "Backtest: " + backtest_missing_reason(forecast_meta) + "."
     ratio = number(pick(overall, "mase_ratio_vs_best_naive"))
     coverage = number(pick(backtest, "coverage90"))
+    series = [s for s in pick(forecast_meta, "series", default=[]) or [] if isinstance(s, dict)]
+    skipped = [s for s in series if isinstance(s.get("backtest"), dict) and s["backtest"].get("skipped")]
+    if skipped:  # the figures cover only the series that were backtested: say which were not, and why
+        coverage_text = "; " + backtest_missing_reason(forecast_meta).replace("skipped, not run: ", "not backtested: ")
+    else:
+        coverage_text = ""
     return (f"Backtest (rolling origin): MASE {mase:.3f}"
             + (f", {ratio:.3f} times the better seasonal naive" if ratio is not None else "")
-            + (f"; {100 * coverage:.1f} % of hours inside the 90 % interval" if coverage is not None else "") + ".")
+            + (f"; {100 * coverage:.1f} % of hours inside the 90 % interval" if coverage is not None else "")
+            + coverage_text + ".")
 
 
 def forecast_section(inputs: ReportInputs, as_of: pd.Timestamp) -> Section:

@@ -102,6 +102,10 @@ def bound_notes(bounds: Mapping[str, float], plan_usd: float) -> list[str]:
             groups[-1].append(name)
         else:
             groups.append([name])
+    proven = [name for name in names if abs(bounds[name] - plan_usd) < EQUAL_USD]
+    if proven:
+        notes.append(f"{and_list(proven)} {'equals' if len(proven) == 1 else 'equal'} the plan's cost: no plan for "
+                     "the same demand and capacity coefficients costs less, so this plan is optimal.")
     for group in (g for g in groups if len(g) > 1):
         value = bounds[group[0]]
         count = {2: "both", 3: "all three"}.get(len(group), f"all {len(group)}")
