@@ -63,7 +63,7 @@ def test_equal_bounds_say_why_they_coincide():
     bounds = {"lp relaxation": 122695.0, "best proven": 122695.0, "solver bound": 122695.2,
               "perfectly elastic": 118000.0}
     notes = bound_notes(bounds, 124880.0)
-    assert any(n.startswith("lp relaxation ($122,695): the placement problem with fractional replicas") for n in notes)
+    assert any(n.startswith("LP relaxation ($122,695): the placement problem with fractional replicas") for n in notes)
     equal = [n for n in notes if n.startswith("All three bounds")]
     assert len(equal) == 1 and "the LP relaxation is tight" in equal[0]
     assert "best proven takes the solver bound, which is above the perfectly elastic bound ($118,000)" in equal[0]
@@ -73,7 +73,7 @@ def test_equal_bounds_say_why_they_coincide():
     meta = {**inputs.plan_meta, "bound": total * 0.9, "lower_bounds": {"lp_relaxation_usd": total * 0.9,
                                                                        "best_proven_usd": total * 0.9}}
     cost = _section(dataclasses.replace(inputs, plan_meta=meta), "cost")
-    assert any("All three bounds (best proven, lp relaxation and solver bound)" in p for p in cost.paragraphs)
+    assert any("All three bounds (best proven, LP relaxation and solver bound)" in p for p in cost.paragraphs)
 
 
 # ---------------------------------------------------------------------------------- ties
@@ -267,7 +267,7 @@ def test_last_months_q99_under_coverage_is_a_risk():
 
 def test_a_bound_equal_to_the_plan_cost_says_the_plan_is_optimal_and_partial_backtests_say_what_was_left_out():
     notes = bound_notes({"solver bound": 1049.2, "lp relaxation": 1007.0}, 1049.0)
-    assert "solver bound equals the plan's cost: no plan for the same demand and capacity coefficients costs less, " \
+    assert "Solver bound equals the plan's cost: no plan for the same demand and capacity coefficients costs less, " \
            "so this plan is optimal." in notes
     inputs = small_inputs()
     reason = "no observed hours in any backtest window"

@@ -112,7 +112,8 @@ def bound_notes(bounds: Mapping[str, float], plan_usd: float) -> list[str]:
         others = {n: v for n, v in bounds.items() if n not in group}
         notes.append(f"{count.capitalize()} bounds ({and_list(group)}) equal {money(value)}: "
                      f"{_why_equal(set(group), plan_usd, value, others)}.")
-    return notes
+    notes = [note.replace("lp relaxation", "LP relaxation") for note in notes]
+    return [note[:1].upper() + note[1:] for note in notes]  # each note is a sentence
 
 
 def lowest(costs: Mapping[str, float]) -> list[str]:
