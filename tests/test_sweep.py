@@ -8,9 +8,9 @@ from types import SimpleNamespace
 
 import pandas as pd
 import pytest
+from loop_fixtures import small_raw, write_small_inputs
 from typer.testing import CliRunner
 
-from loop_fixtures import small_raw, write_small_inputs
 from planner import cli
 from planner.errors import ExitCode, InputError
 from planner.loop.sweep import SWEEP_COLUMNS, binding_constraint, parse_vary, sweep_points

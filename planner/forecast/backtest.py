@@ -22,7 +22,9 @@ forecast ``f`` and quantile forecasts ``Q(tau)``:
 - pinball loss at tau: mean of max(tau (x - Q), (tau - 1)(x - Q)), in the
   measure's units; ``pinball_scaled`` divides by ``s`` so series can be averaged;
 - coverage80 = share of hours with Q(0.10) <= x <= Q(0.90);
-  coverage90 = share with Q(0.05) <= x <= Q(0.95).
+  coverage90 = share with Q(0.05) <= x <= Q(0.95);
+- below, per quantile level tau: share of hours with x <= Q(tau) (near tau when
+  calibrated; the report flags a q99 well under 99 %).
 
 Per series, each metric pools the scored hours of all windows. Overall, MASE,
 sMAPE and scaled pinball are the mean over series (every series weighs the same);
@@ -97,6 +99,7 @@ class _Accumulator:
         self.pin_scaled: dict[float, list[np.ndarray]] = {lvl: [] for lvl in levels}
         self.in80: list[np.ndarray] = []
         self.in90: list[np.ndarray] = []
+        self.below: dict[float, list[np.ndarray]] = {lvl: [] for lvl in levels}
 
     def add(self, x: np.ndarray, mean: np.ndarray, quants: dict[float, np.ndarray], scale: float) -> None:
         self.abs_scaled.append(np.abs(x - mean) / scale)
@@ -105,6 +108,7 @@ class _Accumulator:
             loss = pinball(x, quants[lvl], lvl)
             self.pin[lvl].append(loss)
             self.pin_scaled[lvl].append(loss / scale)
+            self.below[lvl].append(x <= quants[lvl])
         self.in80.append((quants[0.10] <= x) & (x <= quants[0.90]))
         self.in90.append((quants[0.05] <= x) & (x <= quants[0.95]))
 
@@ -117,6 +121,7 @@ class _Accumulator:
             "pinball_scaled": {quantile_column(lvl): float(np.mean(cat(self.pin_scaled[lvl]))) for lvl in self.levels},
             "coverage80": float(np.mean(cat(self.in80))),
             "coverage90": float(np.mean(cat(self.in90))),
+            "below": {quantile_column(lvl): float(np.mean(cat(self.below[lvl]))) for lvl in self.levels},
             "hours_scored": int(cat(self.in80).size),
         }
 

@@ -21,6 +21,7 @@ from planner.placement.check import quota_limit_gpus
 from planner.report.economics import deployment_table, served_cost_per_m_tokens
 from planner.report.evidence import metric_columns
 from planner.report.inputs import ReportInputs
+from planner.report.regions import idle_regions, region_facts
 from planner.scenario import Scenario
 from planner.slo import SLO_METRICS, p99_column, target_column
 
@@ -153,6 +154,20 @@ def _economics(result: PipelineResult) -> tuple[pd.DataFrame, dict[str, float], 
     return table, served, served_all
 
 
+def plan_prices(plan: pd.DataFrame, catalog: Catalog) -> pd.DataFrame:
+    """Per (region, sku, tier) the plan spends on: the plan's USD there, the catalog price and its assumption note."""
+    columns = ["region", "sku", "tier", "usd", "usd_per_gpu_hour", "assumption"]
+    if plan.empty:
+        return pd.DataFrame(columns=columns)
+    spent = plan.groupby(["region", "sku", "tier"], sort=True, as_index=False)["usd"].sum()
+    offers = catalog.offers.drop(columns="region").rename(columns={"region_key": "region"})  # cloud:region keys
+    offers = offers[["region", "sku", "tier", "usd_per_gpu_hour", "assumption"]].drop_duplicates(
+        ["region", "sku", "tier"])
+    merged = spent.merge(offers, on=["region", "sku", "tier"], how="left")
+    merged["assumption"] = merged["assumption"].fillna("").astype(str)
+    return merged[columns]
+
+
 def report_inputs(month: str, as_of: str, scenario: Scenario, result: PipelineResult, catalog: Catalog, *,
                   previous_plan: pd.DataFrame | None, previous_forecast: pd.DataFrame | None,
                   what_if: list[str] | None = None) -> ReportInputs:
@@ -174,4 +189,7 @@ def report_inputs(month: str, as_of: str, scenario: Scenario, result: PipelineRe
         deployments=deployments,
         served_usd_per_m_output_tokens=served,
         served_usd_per_m_tokens=served_all,
+        plan_prices=plan_prices(result.loop.placement.plan, catalog),
+        idle_regions=idle_regions(region_facts(scenario, catalog, result.loop.placement.plan,
+                                               sorted(result.forecast.forecast["region"].astype(str).unique()))),
     )

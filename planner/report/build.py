@@ -20,6 +20,7 @@ import pandas as pd
 from planner.errors import InputError
 from planner.report.demand import accuracy_section, forecast_measure, forecast_section
 from planner.report.evidence import policy_section, slo_section
+from planner.report.explain import sku_peak_note
 from planner.report.fleet import PLAN_COLUMNS, cost_section, fleet_peak_gpus_by, plan_section
 from planner.report.inputs import NOT_REPORTED, ReportInputs, check_header, iso, money, number, pick, present
 from planner.report.model import ReportModel, Section, Table
@@ -67,14 +68,17 @@ def summary_section(inputs: ReportInputs, sections: dict[str, Section]) -> Secti
         section.paragraphs.append(
             f"Spend: {money(spend)} over the plan's {f'{hours:g}-hour ' if hours else ''}horizon"
             + (f", about {money(per_30d)} per 30 days" if per_30d is not None else "") + ". "
-            f"GPUs at the fleet's peak: {plan.facts['gpus_peak']:g} (peak per SKU: {sku_text}).")
+            f"GPUs at the fleet's peak: {plan.facts['gpus_peak']:g} (peak per SKU: {sku_text}). "
+            + sku_peak_note(float(plan.facts["gpus_peak"]), {str(k): float(v) for k, v in by_sku.items()}))
         facts.update({"spend_usd": round(spend, 2), "horizon_hours": hours,
                       "spend_per_30_days_usd": round(per_30d, 2) if per_30d is not None else None,
                       "gpus_peak": plan.facts["gpus_peak"],
                       "gpus_peak_by_sku": {str(k): float(v) for k, v in by_sku.sort_index().items()}})
         rows += [{"figure": "spend over the horizon", "value": money(spend), "source": "plan"},
                  {"figure": "spend per 30 days", "value": money(per_30d), "source": "plan, scaled by 720 h / horizon"},
-                 {"figure": "GPUs at peak", "value": f"{plan.facts['gpus_peak']:g}", "source": "plan"}]
+                 {"figure": "GPUs at peak", "value": f"{plan.facts['gpus_peak']:g}",
+                  "source": "plan: the most GPUs in use in any one period (per-SKU peaks add up to "
+                            f"{float(by_sku.sum()):g})"}]
     if slo.status == "no_data":
         section.paragraphs.append("SLO status: not verified (no simulation results were given).")
         slo_text = NOT_REPORTED
@@ -126,8 +130,8 @@ def build_report(inputs: ReportInputs) -> ReportModel:
         "cost": cost_section(inputs),
         "slo": slo_section(inputs),
         "policies": policy_section(inputs),
-        "risks": risks_section(inputs),
     }
+    built["risks"] = risks_section(inputs, built["accuracy"])
     summary = summary_section(inputs, built)
     sections = [summary, *built.values()]
     window = inputs.period

@@ -46,6 +46,27 @@ TIER_COLORS = {"reserved": "#1f4e79", "on_demand": "#ff7f0e", "spot": "#2ca02c"}
 _thousands = FuncFormatter(lambda v, _pos: f"{v:,.0f}" if abs(v) >= 10 else f"{v:.2g}")
 
 
+ZOOM_SPREAD = 0.25
+"""A chart with ``zoom`` set zooms its value axis when (max - min) / max of the bars is below this."""
+ZOOM_NOTE = "axis does not start at zero"
+
+
+def zoomed_range(values: Any) -> tuple[float, float] | None:
+    """The value axis for bars of near-equal positive values, or None when the axis should start at zero.
+
+    Bars starting at zero make a 1.8 % difference invisible; the zoomed axis spans the values
+    with a margin of half their spread (at least 0.5 % of the largest) on each side.
+    """
+    array = np.asarray([v for v in values if v is not None and np.isfinite(v)], dtype=float)
+    if array.size < 2 or array.min() <= 0:
+        return None
+    low, high = float(array.min()), float(array.max())
+    if (high - low) / high >= ZOOM_SPREAD:
+        return None
+    pad = max(0.5 * (high - low), 0.005 * high)
+    return max(0.0, low - pad), high + pad
+
+
 def _labels(frame: pd.DataFrame, columns: list[str]) -> list[str]:
     return [" / ".join(str(v) for v in row) for row in frame[columns].itertuples(index=False)]
 
@@ -84,6 +105,10 @@ def draw_bars(fig: Figure, frame: pd.DataFrame, options: dict[str, Any]) -> None
     ax.barh(y, values, color=colors, height=0.7)
     ax.set_yticks(y, labels)
     ax.set_xlabel(options["value"])
+    zoom = zoomed_range(values) if options.get("zoom") else None
+    if zoom is not None:
+        ax.set_xlim(*zoom)
+        ax.set_xlabel(f"{options['value']} ({ZOOM_NOTE})")
     ax.xaxis.set_major_formatter(_thousands)
     if reference is not None:
         ax.axvline(float(reference), color="0.2", lw=1, ls="--")

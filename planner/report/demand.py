@@ -109,17 +109,43 @@ def _chart_data(hist: pd.DataFrame, totals: pd.DataFrame, start: pd.Timestamp, m
     return rounded(chart_data, default=1)
 
 
+def backtest_missing_reason(forecast_meta: dict[str, Any]) -> str:
+    """Why no backtest figure is shown: the forecast ran without one, or each series' recorded skip reason."""
+    asked = pick(pick(forecast_meta, "parameters", default={}), "backtest")
+    series = [s for s in pick(forecast_meta, "series", default=[]) or [] if isinstance(s, dict)]
+    skipped: dict[str, list[str]] = {}
+    for entry in series:
+        block = entry.get("backtest")
+        if isinstance(block, dict) and block.get("skipped"):
+            name = str(entry.get("series") or "/".join(str(entry.get(c)) for c in SERIES_KEY))
+            skipped.setdefault(str(block["skipped"]), []).append(name)
+    if skipped:
+        reasons = "; ".join(f"{reason} ({len(names)} of {len(series)} series, e.g. {names[0]})"
+                            for reason, names in sorted(skipped.items(), key=lambda kv: (-len(kv[1]), kv[0])))
+        return f"skipped, not run: {reasons}"
+    if asked is False:
+        return "not reported (the forecast ran without --backtest)"
+    return "not reported (the forecast metadata holds no backtest figures)"
+
+
 def _backtest_paragraph(forecast_meta: dict[str, Any]) -> str:
     overall = pick(forecast_meta, "backtest_overall", default={})
     backtest = pick(overall, "model", default={})
     mase = number(pick(backtest, "mase"))
     if mase is None:
-        return "Backtest: not reported (the forecast ran without --backtest)."
+        return "Backtest: " + backtest_missing_reason(forecast_meta) + "."
     ratio = number(pick(overall, "mase_ratio_vs_best_naive"))
     coverage = number(pick(backtest, "coverage90"))
+    series = [s for s in pick(forecast_meta, "series", default=[]) or [] if isinstance(s, dict)]
+    skipped = [s for s in series if isinstance(s.get("backtest"), dict) and s["backtest"].get("skipped")]
+    if skipped:  # the figures cover only the series that were backtested: say which were not, and why
+        coverage_text = "; " + backtest_missing_reason(forecast_meta).replace("skipped, not run: ", "not backtested: ")
+    else:
+        coverage_text = ""
     return (f"Backtest (rolling origin): MASE {mase:.3f}"
             + (f", {ratio:.3f} times the better seasonal naive" if ratio is not None else "")
-            + (f"; {100 * coverage:.1f} % of hours inside the 90 % interval" if coverage is not None else "") + ".")
+            + (f"; {100 * coverage:.1f} % of hours inside the 90 % interval" if coverage is not None else "")
+            + coverage_text + ".")
 
 
 def forecast_section(inputs: ReportInputs, as_of: pd.Timestamp) -> Section:

@@ -12,13 +12,13 @@ could miss it. A confidence interval is read as a half-width (one number) or as
 
 from __future__ import annotations
 
-import json
 import re
 from typing import Any
 
 import numpy as np
 import pandas as pd
 
+from planner.report.explain import and_list, lowest
 from planner.report.inputs import SERIES_KEY, ReportInputs, label, money, number, pick, present, rounded
 from planner.report.model import Chart, Section, Table
 from planner.slo import SLO_METRICS, describe_metrics
@@ -110,10 +110,26 @@ def _ratio_caption(checked: tuple[str, ...], partial: bool) -> str:
     return f"worst_p99_over_slo = {lead} {describe_metrics(checked)} ({meets}); CI over replications.{note}"
 
 
-def _cell(value: Any) -> Any:
-    if isinstance(value, dict | list | tuple):
-        return json.dumps(value, sort_keys=True, default=str)
+def readable(value: Any) -> Any:
+    """A loop-round value as a table cell: lists as "a; b", mappings as "key: value", empty ones as "none".
+
+    Scalars pass through unchanged, so numbers stay numbers in the CSV.
+    """
+    if isinstance(value, dict):
+        return "; ".join(f"{k}: {_text(v)}" for k, v in sorted(value.items(), key=lambda kv: str(kv[0]))) or "none"
+    if isinstance(value, list | tuple | np.ndarray):
+        return "; ".join(_text(v) for v in value) or "none"
     return value
+
+
+def _text(value: Any) -> str:
+    if isinstance(value, dict):
+        return ", ".join(f"{k} {_text(v)}" for k, v in sorted(value.items(), key=lambda kv: str(kv[0])))
+    if isinstance(value, list | tuple | np.ndarray):
+        return ", ".join(_text(v) for v in value)
+    if isinstance(value, float):
+        return f"{value:g}"
+    return "none" if value is None else str(value)
 
 
 def slo_section(inputs: ReportInputs) -> Section:
@@ -148,7 +164,7 @@ def slo_section(inputs: ReportInputs) -> Section:
         section.facts = {"rows": len(table), "met": int(known["slo_met"].astype(bool).sum()), "failing": failing,
                          "marginal": marginal, "verdict_missing": len(table) - len(known)}
     if inputs.loop_rounds:
-        rounds = pd.DataFrame([{k: _cell(v) for k, v in r.items()} for r in inputs.loop_rounds])
+        rounds = pd.DataFrame([{k: readable(v) for k, v in r.items()} for r in inputs.loop_rounds])
         first = [c for c in ("round", "failed", "shortfall", "change", "cost_usd") if c in rounds.columns]
         rounds = rounded(rounds[first + sorted(c for c in rounds.columns if c not in first)])
         costs = [number(r.get("cost_usd")) for r in inputs.loop_rounds]
@@ -161,6 +177,28 @@ def slo_section(inputs: ReportInputs) -> Section:
     else:
         section.paragraphs.append("Plan loop rounds: not reported.")
     return section
+
+
+def _cheapest_text(table: pd.DataFrame, best: pd.Series, tied: list[str], in_use: str | None) -> str:
+    """The cheapest policy, or every tied one; then fcfs and the policy in use against it, each once."""
+    cost = f"{best['gpus']:g} GPUs, {money(float(best['usd']))}"
+    if len(tied) > 1:
+        every = " (every policy compared)" if len(tied) == len(table) else ""
+        text = (f"Tie: {and_list(tied)} cost the same{every} and meet every SLO on the same forecast: {cost} each, "
+                "so none is the cheapest.")
+    else:
+        text = f"Cheapest policy that meets every SLO on the same forecast: {best['policy']}, {cost}."
+    for other in dict.fromkeys(p for p in ("fcfs", in_use) if p):  # the policy in use is often fcfs: say it once
+        match = table[table["policy"] == other]
+        if other in tied or match.empty:
+            continue
+        row = match.iloc[0]
+        text += (f" Against {other}{' (the policy in use)' if other == in_use else ''}: "
+                 f"{row['gpus'] - best['gpus']:+g} GPUs, {money(float(row['usd'] - best['usd']))} more "
+                 f"({float(row['usd_vs_best_pct']):.1f} %).")
+    if in_use and in_use in tied and len(tied) > 1:
+        text += f" The policy in use, {in_use}, is one of the tied."
+    return text
 
 
 def policy_section(inputs: ReportInputs) -> Section:
@@ -183,16 +221,8 @@ def policy_section(inputs: ReportInputs) -> Section:
     table = rounded(table[["policy", "gpus", "usd", "slo_met", "usd_vs_best_pct", *extra]].sort_values(
         ["usd", "policy"], kind="stable").reset_index(drop=True))
     in_use = pick(inputs.plan_meta, "policy")
-    text = (f"Cheapest policy that meets every SLO on the same forecast: {best['policy']}, "
-            f"{best['gpus']:g} GPUs, {money(float(best['usd']))}.")
-    for other in ("fcfs", str(in_use) if in_use else None):
-        match = table[table["policy"] == other] if other else table.iloc[0:0]
-        if other and other != best["policy"] and not match.empty:
-            row = match.iloc[0]
-            text += (f" Against {other}{' (the policy in use)' if other == in_use else ''}: "
-                     f"{row['gpus'] - best['gpus']:+g} GPUs, {money(float(row['usd'] - best['usd']))} more "
-                     f"({float(row['usd_vs_best_pct']):.1f} %).")
-    section.paragraphs.append(text)
+    tied = lowest(dict(zip(reference["policy"].astype(str), reference["usd"].astype(float), strict=True)))
+    section.paragraphs.append(_cheapest_text(table, best, tied, str(in_use) if in_use else None))
     if len(table) > 1 and table["usd"].nunique() > 1 and "capacity" in table.columns:
         section.paragraphs.append(
             "Why the policies differ: the replicas, the requests and the steps are the same under every policy, so "
@@ -214,6 +244,6 @@ def policy_section(inputs: ReportInputs) -> Section:
     section.charts.append(Chart("policy_comparison", "USD per policy for the same SLOs", "bars", "policy_comparison",
                                 {"label": ["policy"], "value": "usd", "color_by": "slo_met", "annotate": "gpus"},
                                 "USD per scheduling policy, annotated with GPUs"))
-    section.facts = {"best_policy": best["policy"], "best_usd": round(float(best["usd"]), 2),
+    section.facts = {"best_policy": best["policy"], "tied_policies": tied, "best_usd": round(float(best["usd"]), 2),
                      "policies": table["policy"].tolist()}
     return section

@@ -21,6 +21,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from planner.report.charts import ZOOM_NOTE, zoomed_range
+from planner.report.explain import bound_notes, objective_note
 from planner.report.inputs import (
     NOT_REPORTED,
     PLAN_KEY,
@@ -142,8 +144,12 @@ def plan_section(inputs: ReportInputs) -> Section:
     section.paragraphs.append(f"{len(units)} (region, SKU, TP, tier, model) placements, {peak:g} GPUs at the fleet's "
                               f"peak, {money(total)} over the plan's horizon.")
     section.paragraphs.append(_solver_line(inputs.plan_meta))
+    objective = objective_note(inputs.plan_meta, total)
+    if objective:
+        section.paragraphs.append(objective)
     _deployments(section, inputs.deployments)
     section.facts = {"placements": len(units), "gpus_peak": peak, "usd": round(total, 2)}
+    _idle_regions(section, inputs.idle_regions)
     chart_table = "plan_gpus_by_region_sku"
     by_rs = fleet_peak_gpus_by(inputs.plan, ["region", "sku"]).rename("gpus_peak").reset_index()
     if present(inputs.previous_plan, *PLAN_COLUMNS):
@@ -173,6 +179,19 @@ def plan_section(inputs: ReportInputs) -> Section:
     section.charts.append(Chart("plan_gpus", "Peak GPUs per region and SKU", "grouped_bars", chart_table,
                                 {"label": ["region", "sku"], "values": series}, "peak GPUs per region and SKU"))
     return section
+
+
+def _idle_regions(section: Section, table: pd.DataFrame | None) -> None:
+    """Every serving region the plan leaves empty, with why: latency, quota or price (``planner.report.regions``)."""
+    if table is None or table.empty:
+        return
+    section.paragraphs.append(f"{len(table)} serving region(s) get no capacity: " + "; ".join(
+        f"{row.region}: {row.reason} ({row.detail})" for row in table.itertuples(index=False)) + ".")
+    section.tables.append(Table("idle_regions", "Serving regions without capacity, and why", table,
+                                "reason: latency (outside every class's latency budget, or residency), quota (none "
+                                "for the SKUs the models may run on) or price (a region in use serves the same "
+                                "origins for less)."))
+    section.facts["idle_regions"] = {str(r.region): str(r.reason) for r in table.itertuples(index=False)}
 
 
 def _deployments(section: Section, table: pd.DataFrame | None) -> None:
@@ -265,6 +284,8 @@ def cost_section(inputs: ReportInputs) -> Section:
                                   f"lower bound ({best['reference']}, {money(float(best['usd']))}): no plan for the "
                                   "same demand and capacity coefficients can cost less than that bound"
                                   + (f". Other bounds: {others}." if others else "."))
+        section.paragraphs.append("What each bound is: " + " ".join(bound_notes(
+            {str(r.reference): float(r.usd) for r in bounds.itertuples(index=False)}, total)))
     if baselines.empty:
         section.paragraphs.append("Baselines: not reported by the placement step.")
     else:
@@ -275,11 +296,13 @@ def cost_section(inputs: ReportInputs) -> Section:
                              "usd over the plan's horizon; gpus_peak: most GPUs in any period."),
                        Table("cost_vs_bounds", "Plan cost against lower bounds and baselines", refs,
                              "plan_vs_reference_pct = 100 (plan - reference) / reference.")]
+    zoom_note = f" ({ZOOM_NOTE})" if zoomed_range(refs["usd"].astype(float)) is not None else ""
     section.charts += [
         Chart("cost_by_region_tier", "Cost by region and tier", "stacked_bars", "cost_by_region_sku_tier",
               {"label": ["region"], "stack": "tier", "value": "usd"}, "USD per region stacked by tier"),
-        Chart("cost_vs_bounds", "Plan cost against bounds and baselines", "bars", "cost_vs_bounds",
-              {"label": ["reference"], "value": "usd", "color_by": "kind"}, "USD of the plan, bounds and baselines"),
+        Chart("cost_vs_bounds", "Plan cost against bounds and baselines" + zoom_note, "bars", "cost_vs_bounds",
+              {"label": ["reference"], "value": "usd", "color_by": "kind", "zoom": True},
+              "USD of the plan, bounds and baselines" + zoom_note),
     ]
     section.facts.update({"usd": round(total, 2),
                           "usd_by_tier": {str(k): round(float(v), 2) for k, v in tiers.items()},

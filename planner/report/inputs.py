@@ -45,7 +45,10 @@ class ReportInputs:
     calibrated throughput per GPU and cost per million output tokens at capacity
     (:mod:`planner.report.economics`); ``served_usd_per_m_output_tokens``: per model, the plan's
     cost per million output tokens of forecast demand; ``served_usd_per_m_tokens``: the same per
-    million prompt and output tokens. ``what_if``: the run's ``--set`` and ``--demand-scale`` changes, as given.
+    million prompt and output tokens. ``plan_prices``: per (region, sku, tier) the plan spends on, its
+    catalog price, the catalog's ``assumption`` note and the plan's ``usd`` there. ``idle_regions``: per
+    serving region with no capacity in the plan, why (``reason``: price, quota or latency; ``detail``).
+    ``what_if``: the run's ``--set`` and ``--demand-scale`` changes, as given.
     """
 
     month: str
@@ -66,6 +69,8 @@ class ReportInputs:
     deployments: pd.DataFrame | None = None
     served_usd_per_m_output_tokens: dict[str, float] = field(default_factory=dict)
     served_usd_per_m_tokens: dict[str, float] = field(default_factory=dict)
+    plan_prices: pd.DataFrame | None = None
+    idle_regions: pd.DataFrame | None = None
     what_if: list[str] = field(default_factory=list)
 
 

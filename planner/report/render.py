@@ -34,7 +34,8 @@ from planner import __version__
 from planner.report.model import STATUS_NO_DATA, STATUS_OK, ReportModel, Table, frame_records, plain
 
 MAX_ROWS = 40
-WRAP_CHARS = 40  # text columns longer than this wrap; shorter ones (keys) never break
+WRAP_CHARS = 40  # text columns longer than this may break anywhere; shorter ones (keys) break at spaces only
+WIDE_COLUMNS = 12  # a table with more columns is set smaller, so that it fits a 1,280 px page
 JSON_SCHEMA_VERSION = 1
 TEMPLATE_PACKAGE = "planner.report"
 MARKDOWN_TEMPLATE = "report.md.j2"
@@ -168,7 +169,7 @@ def _environment(autoescape: bool) -> jinja2.Environment:
         trim_blocks=True, lstrip_blocks=True, keep_trailing_newline=True, undefined=jinja2.StrictUndefined)
     environment.filters.update(markdown_cell=markdown_escape, markdown_alignment=markdown_alignment,
                                break_at_underscores=break_at_underscores)
-    environment.globals.update(status_badge=status_badge)
+    environment.globals.update(status_badge=status_badge, wide_columns=WIDE_COLUMNS)
     return environment
 
 

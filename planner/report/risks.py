@@ -22,6 +22,17 @@ Rules (each a row: kind, severity, where, detail):
   excluded or infeasibilities it diagnosed are medium.
 * reproducibility: a placement the wall-clock safety net cut short is high: the same
   inputs may give another plan, so this report may not reproduce.
+* q99 under-coverage: a series whose actuals fell at or below its q99 forecast in fewer than
+  ``Q99_COVERAGE_FLOOR`` (97 %) of its backtest hours is medium, under ``Q99_COVERAGE_HIGH``
+  (90 %) high. A calibrated q99 covers 99 %; over the few hundred hours a backtest scores,
+  sampling noise is about half a point, so two points under is a forecast that sizes the
+  plan's peaks too low, not bad luck. Last month's forecast against actuals (the accuracy
+  section's ``below_q99_pct``) is held to the same floor.
+* naive-beating series: a series whose backtest MASE is above the better seasonal naive's
+  (the forecaster loses to "same hour yesterday / last week") is medium.
+* understated price: an offer the plan spends on whose catalog price is marked understated
+  (the catalog's ``assumption`` column, e.g. an accelerator-only price without its host) is
+  medium: the plan's cost and its choice of region or SKU lean on a price that is too low.
 * stale history: the demand history ends more than ``STALE_HISTORY_DAYS`` (7) days before
   the first hour planned is high (``planner report`` stops there unless
   ``--allow-stale-history``); a day or more is medium. The forecast bridges the gap, and
@@ -45,6 +56,8 @@ KNEE_UTILISATION = 0.85
 HIGH_UTILISATION = 0.95
 QUOTA_NEAR_SHARE = 0.80
 QUOTA_HIGH_SHARE = 0.95
+Q99_COVERAGE_FLOOR = 0.97
+Q99_COVERAGE_HIGH = 0.90
 SEVERITY_RANK = {"high": 0, "medium": 1, "info": 2}
 GOOD_STATUSES = ("optimal", "feasible_within_gap", "feasible")
 
@@ -135,6 +148,65 @@ def forecast_risks(meta: dict[str, Any]) -> list[dict[str, str]]:
     return out
 
 
+def backtest_risks(meta: dict[str, Any]) -> list[dict[str, str]]:
+    """q99 under-coverage and series that lose to the seasonal naive, from each series' backtest block."""
+    out = []
+    for entry in pick(meta, "series", default=[]) or []:
+        block = entry.get("backtest") if isinstance(entry, dict) else None
+        if not isinstance(block, dict) or not isinstance(block.get("model"), dict):
+            continue
+        name = str(entry.get("series") or label(entry, SERIES_KEY))
+        model = block["model"]
+        below = number(pick(pick(model, "below", default={}), "q99"))
+        if below is not None and below < Q99_COVERAGE_FLOOR:
+            out.append(_risk("q99 under-coverage", "high" if below < Q99_COVERAGE_HIGH else "medium", name,
+                             f"actuals at or below the q99 forecast in {100 * below:.1f} % of "
+                             f"{model.get('hours_scored', '?')} backtest hours (99 % if calibrated): peaks sized "
+                             "from q99 may be too small"))
+        naive = {n: number(pick(block.get(n), "mase")) for n in ("naive24", "naive168")}
+        known = {n: v for n, v in naive.items() if v is not None}
+        mase = number(model.get("mase"))
+        if mase is not None and known:
+            best = min(known, key=lambda n: (known[n], n))
+            if mase > known[best]:
+                out.append(_risk("naive-beating series", "medium", name,
+                                 f"the forecast loses to the seasonal naive in backtest: MASE {mase:.3f} against "
+                                 f"{known[best]:.3f} for {best}"))
+    return out
+
+
+def accuracy_risks(accuracy: Section | None) -> list[dict[str, str]]:
+    """q99 under-coverage of last month's forecast against the demand that happened (the accuracy section's table)."""
+    if accuracy is None or not any(t.name == "forecast_accuracy" for t in accuracy.tables):
+        return []
+    table = accuracy.table("forecast_accuracy").frame
+    if not present(table, *SERIES_KEY, "below_q99_pct"):
+        return []
+    out = []
+    for row in table.to_dict("records"):
+        below = number(row.get("below_q99_pct"))
+        if below is not None and below < 100 * Q99_COVERAGE_FLOOR:
+            out.append(_risk("q99 under-coverage", "high" if below < 100 * Q99_COVERAGE_HIGH else "medium",
+                             "/".join(str(row[c]) for c in SERIES_KEY),
+                             f"last month, actuals at or below the q99 forecast in {below:.1f} % of "
+                             f"{row.get('hours_compared', '?')} hours (99 % if calibrated)"))
+    return out
+
+
+def price_risks(prices: pd.DataFrame | None) -> list[dict[str, str]]:
+    """Offers the plan spends on whose catalog price is marked understated (one row per offer)."""
+    if not present(prices, "region", "sku", "tier", "assumption", "usd"):
+        return []
+    out = []
+    for row in prices.sort_values(["region", "sku", "tier"], kind="stable").itertuples(index=False):
+        if "understated" not in str(row.assumption).lower():
+            continue
+        out.append(_risk("understated price", "medium", f"{row.region} {row.sku} {row.tier}",
+                         f"the plan spends ${float(row.usd):,.0f} at a catalog price marked understated: "
+                         f"{row.assumption}"))
+    return out
+
+
 def slo_risks(inputs: ReportInputs) -> list[dict[str, str]]:
     if not present(inputs.slo, *SERIES_KEY):
         return [_risk("slo", "medium", "all classes", "no simulation evidence: the SLOs are not verified")] if (
@@ -172,8 +244,8 @@ def history_risks(inputs: ReportInputs) -> list[dict[str, str]]:
                   "demand")]
 
 
-def collect_risks(inputs: ReportInputs) -> tuple[pd.DataFrame, list[str]]:
-    """Every risk as a sorted table, plus notes on what could not be checked."""
+def collect_risks(inputs: ReportInputs, accuracy: Section | None = None) -> tuple[pd.DataFrame, list[str]]:
+    """Every risk as a sorted table, plus notes on what could not be checked (``accuracy``: that section, if built)."""
     notes = []
     quota, quota_known = quota_risks(inputs.plan_meta)
     if not present(inputs.plan, "gpus"):
@@ -184,7 +256,8 @@ def collect_risks(inputs: ReportInputs) -> tuple[pd.DataFrame, list[str]]:
         notes.append("No simulation results were given: SLO and utilisation checks did not run.")
     if not pick(inputs.forecast_meta, "series"):
         notes.append("No forecast metadata was given: fallback and data-quality checks did not run.")
-    rows = [*quota, *slo_risks(inputs), *forecast_risks(inputs.forecast_meta), *infeasibility_risks(inputs.plan_meta),
+    rows = [*quota, *slo_risks(inputs), *forecast_risks(inputs.forecast_meta), *backtest_risks(inputs.forecast_meta),
+            *accuracy_risks(accuracy), *price_risks(inputs.plan_prices), *infeasibility_risks(inputs.plan_meta),
             *history_risks(inputs), *(_risk("pipeline", "medium", "", str(text)) for text in inputs.risks_extra)]
     frame = pd.DataFrame(rows, columns=["kind", "severity", "where", "detail"])
     frame = frame.assign(rank=frame["severity"].map(SEVERITY_RANK)).sort_values(
@@ -192,9 +265,9 @@ def collect_risks(inputs: ReportInputs) -> tuple[pd.DataFrame, list[str]]:
     return frame, notes
 
 
-def risks_section(inputs: ReportInputs) -> Section:
+def risks_section(inputs: ReportInputs, accuracy: Section | None = None) -> Section:
     section = Section("risks", "Risks")
-    table, notes = collect_risks(inputs)
+    table, notes = collect_risks(inputs, accuracy)
     counts = table["severity"].value_counts().to_dict()
     if table.empty:
         section.paragraphs.append("No risk found by the checks that could run (below).")
@@ -209,8 +282,11 @@ def risks_section(inputs: ReportInputs) -> Section:
         section.bullets.append(f"[info] {info} series with data-quality findings (table below).")
     section.paragraphs.append(f"Checks: quota at or above {100 * QUOTA_NEAR_SHARE:.0f} % of its limit, utilisation "
                               f"above the knee {KNEE_UTILISATION}, SLO misses and marginal passes, forecast "
-                              "fallbacks, data-quality findings, solver status and infeasibilities, and how stale "
-                              "the history is against the first hour planned.")
+                              "fallbacks, data-quality findings, q99 coverage under "
+                              f"{100 * Q99_COVERAGE_FLOOR:.0f} % (in backtest and last month), forecasts that lose "
+                              "to the seasonal naive in backtest, catalog prices marked understated that the plan "
+                              "spends on, solver status and infeasibilities, and how stale the history is against "
+                              "the first hour planned.")
     section.tables.append(Table("risks", "Risks, most severe first", table))
     section.facts = {"high": int(counts.get("high", 0)), "medium": int(counts.get("medium", 0)),
                      "info": int(counts.get("info", 0))}
