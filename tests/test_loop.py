@@ -108,9 +108,9 @@ def test_windows_are_the_peak_and_a_different_trough():
     flows = pd.DataFrame({"period": ["a", "b", "c"], "origin": "o", "region": "x:y", "model": "m",
                           "traffic_class": "k", "rps": [2.0, 5.0, 1.0]})
     windows = loop_windows(plan, flows)
-    assert [(w.name, w.period) for w in windows] == [("peak", "b"), ("trough", "c")]
+    assert [(w.name, w.period) for w in windows] == [("fleet peak + pool peak", "b"), ("pool trough", "c")]
     assert windows[1].demand["rps"].tolist() == [1.0]
-    assert [w.name for w in loop_windows(plan.iloc[:1], flows.iloc[:1])] == ["peak"]
+    assert [w.name for w in loop_windows(plan.iloc[:1], flows.iloc[:1])] == ["fleet peak + pool peak + pool trough"]
 
 
 # --------------------------------------------------------------------------- the loop itself
@@ -136,11 +136,18 @@ def test_loop_converges_on_a_scenario_built_to_fail_the_first_round(small):
     result = run_loop(scenario, forecast, load_catalog(), load_profiles(), _settings(scenario), capacity=overstated)
     first, last = result.rounds[0], result.rounds[-1]
     assert first["failed"] > 0 and first["changes"], "the overstated table must miss the SLO in round 1"
-    assert result.converged and last["failed"] == 0 and len(result.rounds) >= 2
-    assert all(c["after_rps"] < c["before_rps"] for r in result.rounds for c in r["changes"])
+    returned = result.rounds[result.plan_round - 1]  # the last round, or the last that met before a raise missed
+    assert result.converged and returned["failed"] == 0 and len(result.rounds) >= 2
+    assert (result.plan_round == len(result.rounds)) == (last["failed"] == 0)
+    changes = [c for r in result.rounds for c in r["changes"]]
+    assert all(c["after_rps"] < c["before_rps"] for c in changes if c["kind"] != "raise")
+    ceiling = overstated.set_index(["model", "sku", "traffic_class"])["max_rps_per_replica"]
+    assert all(c["before_rps"] < c["after_rps"] <= ceiling[(c["model"], c["sku"], c["traffic_class"])]
+               for c in changes if c["kind"] == "raise")
     assert [r["round"] for r in result.rounds] == list(range(1, len(result.rounds) + 1))
-    assert first["gpus_peak"] < last["gpus_peak"], "the correction must buy capacity"
-    assert result.slo["slo_met"].all() and set(result.slo["window"]) == {"peak", "trough"}
+    assert first["gpus_peak"] < returned["gpus_peak"], "the correction must buy capacity"
+    assert result.slo["slo_met"].all()
+    assert set(result.slo["window"]) == {"fleet peak + pool peak", "pool trough"}  # one pool: its peak is the fleet's
     # The final coefficients sit below the overstated ones and no lower than half of the calibrated ones.
     final = result.capacity.set_index(["model", "sku", "traffic_class"])["max_rps_per_replica"]
     start = table.set_index(["model", "sku", "traffic_class"])["max_rps_per_replica"]

@@ -110,16 +110,29 @@ def worst_metric(row: dict[str, Any]) -> tuple[float, str, float, float]:
     return worst
 
 
+def slo_ratio(row: dict[str, Any]) -> float:
+    """The largest p99 / target over the metrics the row's class sets; +inf when it sets none or a p99 is unknown."""
+    targets = _targets(row)
+    if not targets:
+        return math.inf
+    return max(_value(row, p99_column(metric)) / target if target > 0 else math.inf
+               for metric, target in targets.items())
+
+
 def find_misses(per_class: pd.DataFrame, window: str, period: str,
                 pool_units: dict[tuple[str, str], tuple[tuple[str, int], ...]]) -> list[Miss]:
-    """Every (region, model, class) row with traffic whose SLO is missed, on its worst metric."""
+    """Every (region, model, class) row with traffic whose SLO is missed, on its worst metric.
+
+    A row's own ``window`` (the name of the window its pool stands for) wins over ``window``.
+    """
     misses = []
     for row in per_class.to_dict("records"):
         if bool(row.get("slo_met", True)):
             continue
         worst = worst_metric(row)
         region, model = str(row["region"]), str(row["model"])
-        misses.append(Miss(window, period, region, model, str(row["traffic_class"]), worst[1], worst[2], worst[3],
+        misses.append(Miss(str(row.get("window") or window), period, region, model, str(row["traffic_class"]),
+                           worst[1], worst[2], worst[3],
                            worst[0], float(row.get("rejected_fraction") or 0.0),
                            pool_units.get((region, model), ())))
     return misses
@@ -152,8 +165,10 @@ def derate(table: pd.DataFrame, misses: list[Miss]) -> tuple[pd.DataFrame, list[
         before = float(out.iloc[index]["max_rps_per_replica"])
         after = round(before * factor, 6)
         out.iloc[index, out.columns.get_loc("max_rps_per_replica")] = after
-        changes.append({"model": key[0], "sku": key[1], "tp_degree": key[2], "traffic_class": key[3],
-                        "before_rps": before, "after_rps": after, "factor": round(factor, 4),
+        changes.append({"kind": "derate", "model": key[0], "sku": key[1], "tp_degree": key[2],
+                        "traffic_class": key[3], "before_rps": before, "after_rps": after, "factor": round(factor, 4),
+                        "window": f"{miss.window} {miss.period}",
+                        "p99_over_slo": round(miss.shortfall, 4) if math.isfinite(miss.shortfall) else None,
                         "because": miss.describe()})
     if "source" in out.columns and changes:
         changed = {(c["model"], c["sku"], c["tp_degree"], c["traffic_class"]) for c in changes}

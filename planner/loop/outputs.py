@@ -20,8 +20,10 @@ plan.csv                   the final plan: period, region, sku, tp_degree, model
 plan.flows.csv             routed demand per period (origin -> serving region), req/s
 plan.json                  the plan's solver figures, lower bounds, baselines, input hashes and
                            deployments (engine settings and launch commands)
-slo.csv                    the simulator's per-class results for each window of the last round
-rounds.json                the loop: settings, every round (misses, changes, cost), the outcome
+slo.csv                    the simulator's per-class results of the returned plan, per window: the
+                           fleet peak and each pool's own peak and trough (``window``, ``period``)
+rounds.json                the loop: settings, every round (windows, misses, every derate, raise and
+                           back-off with its window and p99 / SLO), the round whose plan is returned
 policies.csv               with --compare-policies: policy, gpus, usd, slo_met, rounds, binding, still_failing
 =========================  ==================================================================
 
@@ -69,6 +71,7 @@ def rounds_document(result: PipelineResult, settings: LoopSettings) -> dict[str,
         "planner_version": __version__,
         "policy": loop.policy,
         "converged": loop.converged,
+        "plan_round": loop.plan_round,
         "still_failing": [m.to_dict() for m in loop.misses],
         "settings": settings.to_dict(),
         "as_of": None if result.as_of is None else f"{result.as_of:%Y-%m-%dT%H:%M:%SZ}",

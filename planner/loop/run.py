@@ -1,22 +1,29 @@
-"""The two-timescale loop for one policy: calibrate, place, simulate the peak and trough, correct, re-solve.
+"""The two-timescale loop for one policy: calibrate, place, simulate every pool's windows, correct, re-solve.
 
 Round r:
 
 1. place the forecast with the current capacity table (``planner.placement``);
-2. replay the plan's peak period and its weekly trough (``windows``) in the simulator,
-   every serving (region, model) pool with its routed demand and the scenario's policy;
-3. if every class with traffic meets every p99 SLO it sets in both windows, stop: converged;
-4. otherwise lower the missed (model, SKU, TP, class) coefficients by the measured shortfall
-   (``derate``) and go to round r + 1.
+2. replay the plan in the simulator at the fleet peak and at every serving (region, model)
+   pool's own peak and trough (``windows``), each pool with its routed demand and the
+   scenario's policy;
+3. lower the missed (model, SKU, TP, class) coefficients by the measured shortfall
+   (``derate``), and raise, one bounded step towards its calibrated value, each coefficient
+   whose pools sit below half of every SLO in every window (``headroom``, which also backs
+   off a raise that a later round finds missing);
+4. if no class missed and nothing was raised, stop: converged and settled; otherwise go
+   to round r + 1.
 
 The loop stops after ``max_rounds`` rounds (not converged: the CLI exits 5 and names
 what still fails), or earlier when a miss cannot be corrected (no coefficient of the
-failing pool is in the table). Every round is recorded: what failed and by how much,
-what changed, the plan's cost and GPUs, and the solver's status.
+failing pool is in the table). A last round that misses after an earlier round met every
+SLO (a raise went too far and no round was left to back it off) returns that earlier
+round's plan. Every round is recorded: what failed and by how much, what changed in
+either direction and why, the plan's cost and GPUs, and the solver's status.
 
 The capacity table starts from the fast-loop calibration (``planner.calibrate``) for the
-policy, unless one is given. The forecast is computed once by the caller and shared by
-every policy, so a policy comparison differs only in the policy.
+policy, unless one is given; its coefficients are the ceilings of every raise. The
+forecast is computed once by the caller and shared by every policy, so a policy
+comparison differs only in the policy.
 """
 
 from __future__ import annotations
@@ -30,8 +37,9 @@ from typing import TYPE_CHECKING, Any
 import pandas as pd
 
 from planner.catalog import Catalog
-from planner.loop.derate import Miss, derate, find_misses
-from planner.loop.windows import loop_windows
+from planner.loop.derate import Miss, find_misses
+from planner.loop.headroom import Headroom
+from planner.loop.windows import Pool, loop_windows
 from planner.placement.limits import DEFAULT_NODE_LIMIT, DEFAULT_TIME_LIMIT_S
 from planner.placement.place import DEFAULT_GAP, DEFAULT_PERIODS, place_plan
 from planner.placement.result import PlacementResult
@@ -41,6 +49,7 @@ from planner.sim.simulate import simulate_plan
 
 if TYPE_CHECKING:
     from planner.calibrate.cache import CalibrationStore
+    from planner.calibrate.table import CalibrationResult
 
 Notify = Callable[[str], None]
 
@@ -84,6 +93,8 @@ class LoopResult:
     misses: list[Miss]
     calibration: Any = None
     simulation_meta: list[dict[str, Any]] = field(default_factory=list)
+    plan_round: int = 0
+    """The round whose plan this is (an earlier one than the last when the last missed after a raise)."""
 
     @property
     def cost_usd(self) -> float:
@@ -122,6 +133,11 @@ def _pool_units(plan: pd.DataFrame, period: str) -> dict[tuple[str, str], tuple[
             for (r, m), group in rows.groupby(["region", "model"], sort=True)}
 
 
+def _describe_change(change: dict[str, Any]) -> str:
+    return (f"{change.get('kind', 'derate')} {change['model']}/{change['tp_degree']} x {change['sku']}/"
+            f"{change['traffic_class']} {change['before_rps']:g} -> {change['after_rps']:g}")
+
+
 def _round_record(number: int, placement: PlacementResult, misses: list[Miss], changes: list[dict[str, Any]],
                   windows: list[str], seconds: float) -> dict[str, Any]:
     worst = max((m.shortfall for m in misses), default=None)
@@ -130,9 +146,9 @@ def _round_record(number: int, placement: PlacementResult, misses: list[Miss], c
         "round": number,
         "failed": len(misses),
         "shortfall": None if worst is None else (round(worst, 4) if worst != float("inf") else "rejections"),
-        "change": "; ".join(f"{c['model']}/{c['tp_degree']} x {c['sku']}/{c['traffic_class']} {c['before_rps']:g} -> "
-                            f"{c['after_rps']:g}"
-                            for c in changes) or ("none: every SLO met" if not misses else "none possible"),
+        "change": "; ".join(_describe_change(c) for c in changes)
+                  or ("none: every SLO met, nothing to raise" if not misses else "none possible"),
+        "raised": sum(c.get("kind") == "raise" for c in changes),
         "cost_usd": round(float(meta.get("cost_usd", {}).get("total", 0.0)), 2),
         "gpus_peak": peak_gpus(placement.plan),
         "placement_status": meta.get("status"),
@@ -169,6 +185,7 @@ class _Simulated:
     meta: list[dict[str, Any]]
     misses: list[Miss]
     windows: list[str]
+    pool_units: dict[Pool, set[tuple[str, int]]]
 
 
 def _place(run: _Inputs, table: pd.DataFrame, number: int,
@@ -190,23 +207,41 @@ def _place(run: _Inputs, table: pd.DataFrame, number: int,
 
 
 def _simulate(run: _Inputs, placement: PlacementResult, number: int) -> _Simulated:
-    """Replay the plan's peak and trough windows under the policy and collect the SLO misses."""
+    """Replay the plan at the fleet peak and every pool's own peak and trough; collect the SLO misses."""
     settings = run.settings
     frames, meta, misses = [], [], []
+    pool_units: dict[Pool, set[tuple[str, int]]] = {}
     windows = loop_windows(placement.plan, placement.flows)
     for window in windows:
-        run.say(f"{run.policy}: round {number}, simulating the {window.name} ({window.period})")
-        result = simulate_plan(run.scenario, placement.plan, window.demand, run.profiles, run.catalog,
+        run.say(f"{run.policy}: round {number}, simulating the {window.describe()}")
+        plan = window.rows_of(placement.plan)
+        result = simulate_plan(run.scenario, plan, window.demand, run.profiles, run.catalog,
                                policy=run.policy, duration_s=settings.sim_duration_s,
                                replications=settings.sim_replications, seed=settings.seed,
                                histogram=run.histogram, period=window.period, engine=settings.engine,
                                workers=settings.workers, scheduler=settings.scheduler)
-        frames.append(result.per_class.assign(window=window.name, period=window.period))
+        per_class = result.per_class
+        labels = [window.label(str(r), str(m)) for r, m in zip(per_class["region"], per_class["model"], strict=True)]
+        per_class = per_class.assign(window=labels, period=window.period)
+        frames.append(per_class)
         meta.append({"window": window.name, **result.meta})
-        misses += find_misses(result.per_class, window.name, window.period,
-                              _pool_units(placement.plan, window.period))
+        units = _pool_units(plan, window.period)
+        misses += find_misses(per_class, window.name, window.period, units)
+        for pool, deployed in units.items():
+            pool_units.setdefault(pool, set()).update(deployed)
     slo = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
-    return _Simulated(slo, meta, misses, [f"{w.name} {w.period}" for w in windows])
+    return _Simulated(slo, meta, misses, [w.describe() for w in windows], pool_units)
+
+
+def _calibrated(run: _Inputs, store: CalibrationStore | None) -> CalibrationResult:
+    """The fast-loop calibration of the run's policy."""
+    from planner.calibrate import calibrate
+
+    settings = run.settings
+    run.say(f"calibrating capacity for {run.policy}")
+    return calibrate(run.scenario, run.profiles, policy=run.policy, histogram=run.histogram, seed=settings.seed,
+                     search_settings=settings.search_settings, engine=settings.engine, workers=settings.workers,
+                     scheduler=settings.scheduler, store=store)
 
 
 def run_loop(scenario: Scenario, forecast: pd.DataFrame, catalog: Catalog, profiles: pd.DataFrame,
@@ -230,27 +265,30 @@ def run_loop(scenario: Scenario, forecast: pd.DataFrame, catalog: Catalog, profi
                   input_hashes, planning_window, notify or (lambda _text: None))
     calibration = None
     if capacity is None:
-        from planner.calibrate import calibrate
-
-        run.say(f"calibrating capacity for {run.policy}")
-        calibration = calibrate(scenario, profiles, policy=run.policy, histogram=histogram, seed=settings.seed,
-                                search_settings=settings.search_settings,
-                                engine=settings.engine, workers=settings.workers, scheduler=settings.scheduler,
-                                store=store)
+        calibration = _calibrated(run, store)
         capacity = calibration.table
     table = capacity.copy()
+    headroom = Headroom.of(table)
     rounds: list[dict[str, Any]] = []
+    met: tuple[int, pd.DataFrame, PlacementResult, _Simulated] | None = None  # the last round that met every SLO
     for number in range(1, settings.max_rounds + 1):
         began = time.perf_counter()
         run.say(f"{run.policy}: round {number}, placing")
+        placed_with = table
         placement = _place(run, table, number, placements)
         simulated = _simulate(run, placement, number)
         changes: list[dict[str, Any]] = []
-        if simulated.misses and number < settings.max_rounds:
-            table, changes = derate(table, simulated.misses)
+        if number < settings.max_rounds:
+            table, changes = headroom.adjust(table, simulated.misses, simulated.slo, simulated.pool_units)
         rounds.append(_round_record(number, placement, simulated.misses, changes, simulated.windows,
                                     time.perf_counter() - began))
-        if not simulated.misses or not changes:
+        if not simulated.misses:
+            met = (number, placed_with, placement, simulated)
+        if not changes:
             break
+    number, table = len(rounds), placed_with
+    if simulated.misses and met is not None:
+        number, table, placement, simulated = met
+        run.say(f"{run.policy}: the last round missed after a raise; keeping round {number}'s plan")
     return LoopResult(run.policy, table, placement, simulated.slo, rounds, not simulated.misses, simulated.misses,
-                      calibration, simulated.meta)
+                      calibration, simulated.meta, plan_round=number)

@@ -70,7 +70,7 @@ def slo_evidence(per_class: pd.DataFrame, plan: pd.DataFrame, capacity: pd.DataF
     """The simulator's per-class rows (with ``window``) in the report's SLO columns."""
     if per_class is None or per_class.empty:
         return pd.DataFrame()
-    keep = ["region", "model", "traffic_class", *(["window"] if "window" in per_class.columns else []),
+    keep = ["region", "model", "traffic_class", *(c for c in ("window", "period") if c in per_class.columns),
             *[c for c in SLO_COLUMNS if c in per_class.columns], "replicas", "offered_rps", "slo_met"]
     frame = per_class[[c for c in keep if c in per_class.columns]].rename(columns=SLO_COLUMNS)
     if {"period", "offered_rps"} <= set(per_class.columns):

@@ -32,6 +32,10 @@ def metric_columns(metric: str) -> tuple[str, str, str]:
     return f"{metric}_p99_ms", f"{metric}_p99_ci_ms", f"{metric}_slo_ms"
 
 
+WINDOWS_NOTE = ("window: the plan period a row was simulated in. Fleet peak is the period with the most demand "
+                "over the whole fleet; pool peak and pool trough are the periods with the most and the least "
+                "(above zero) demand routed to that row's (region, model) pool. A pool is simulated once per "
+                "period, so one row may stand for several windows (fleet peak + pool peak).")
 METRICS = tuple((metric, *metric_columns(metric)) for metric in SLO_METRICS)
 SLO_EXTRA = (("utilisation", ("utilisation", "utilization", "rho")),
              ("rejections", ("rejections", "rejected", "rejection_rate")))
@@ -60,8 +64,8 @@ def _ci_text(ci: Any) -> str | None:
 
 
 def slo_table(slo: pd.DataFrame) -> pd.DataFrame:
-    """One row per simulated (region, model, class[, window]) with ratios to target, met and marginal flags."""
-    key = [*SERIES_KEY, *(["window"] if "window" in slo.columns else [])]
+    """One row per simulated (region, model, class[, window, period]) with ratios to target, met and marginal flags."""
+    key = [*SERIES_KEY, *(c for c in ("window", "period") if c in slo.columns)]
     rows = []
     for record in slo.to_dict("records"):
         row: dict[str, Any] = {k: str(record[k]) for k in key}
@@ -139,7 +143,7 @@ def slo_section(inputs: ReportInputs) -> Section:
                         "run `planner plan`, which simulates the plan's peak windows.")
     else:
         table = slo_table(inputs.slo)
-        keys = [c for c in (*SERIES_KEY, "window") if c in table.columns]
+        keys = [c for c in (*SERIES_KEY, "window", "period") if c in table.columns]
         known = table[table["slo_met"].notna()]
         failing = [label(r, tuple(keys)) for r in known[~known["slo_met"].astype(bool)].to_dict("records")]
         marginal = [label(r, tuple(keys)) for r in table[table["marginal"]].to_dict("records")]
@@ -151,6 +155,8 @@ def slo_section(inputs: ReportInputs) -> Section:
             + (f"; failing: {', '.join(failing)}" if failing else "") + ".")
         if len(known) < len(table):
             section.paragraphs.append(f"{len(table) - len(known)} rows have no SLO verdict: not reported.")
+        if "window" in keys:
+            section.paragraphs.append(WINDOWS_NOTE)
         if marginal:
             section.paragraphs.append("Marginal (met, but the confidence interval crosses the target): "
                                       + ", ".join(marginal) + ".")
