@@ -7,11 +7,15 @@ programming over the previous on-demand vector, for the switching cost), every o
 and spot vector. A unit is (region, SKU, TP): in the one-region cases the first SKU may
 also run replicas of two GPUs (TP 2) beside its one-GPU replicas, two units that share the
 (region, SKU)'s quota, so the oracle counts GPUs (TP × replicas) against it. For each
-fleet it checks quotas and redundancy itself (a region in Y keeps max(N, 1) reserved or
-on-demand replicas in every period) and solves the routing of the demand as a small LP
-with scipy (Mélange capacity per unit, spot only for spot-tolerant classes at φ of its
-rate, flows allowed by residency and latency only to regions in Y, except that with N = 0
-a spot-tolerant class may go to any region), whose value is the latency tie-break penalty.
+fleet it checks quotas, redundancy and the pool minimum P itself (a region in Y keeps
+max(N, P, 1) reserved or on-demand replicas in every period) and solves the routing of
+the demand as a small LP with scipy (Mélange capacity per unit, spot only for
+spot-tolerant classes at φ of its rate, flows allowed by residency and latency only to
+regions in Y, or with N = 0 for a spot-tolerant class to the regions that have P replicas
+of any tier in that period), whose value is the latency tie-break penalty. When the
+horizon is shorter than the reserved term, the routing LP also holds a region's reserved
+replicas of units offered on demand to at most its steady load (in replicas) plus
+max(N, P, 1).
 The optimum over all fleets must equal the MILP's.
 
 Placement leaves out a TP unit that a smaller TP of the same (region, SKU, model)
@@ -69,7 +73,8 @@ def tiny_builders(draw, with_tp2: bool = False):
               ("us-east", "m", "batch"): [draw(rates) for _ in range(periods)]}
     rules = {"tiers": sorted(tiers), "redundancy": draw(st.integers(0, 2)), "utilisation_cap": 0.5,
              "spot_reliable_fraction": draw(st.sampled_from([0.5, 1.0])),
-             "switching_cost_usd": draw(st.sampled_from([0.0, 0.5]))}
+             "switching_cost_usd": draw(st.sampled_from([0.0, 0.5])),
+             "min_replicas_per_pool": draw(st.integers(1, 3)), "reserved_term": draw(st.sampled_from(["1h", "365d"]))}
     scenario = parse_scenario(scenario_dict(
         regions, {"us-east": ("us", ["us"])}, {"m": skus},
         {"interactive": {"latency_budget_ms": draw(st.sampled_from([50.0, 100.0]))},
@@ -98,16 +103,20 @@ def tiny_cases():
     return tiny_builders().map(lambda build: build())
 
 
-def _route_penalty(inst, t: int, serving: tuple[int, ...], steady: np.ndarray, spot: np.ndarray) -> float:
-    """Least latency penalty to route period t's demand with this fleet, or inf if it cannot be routed."""
+def _route_penalty(inst, t: int, serving: tuple[int, ...], tolerant_to: tuple[int, ...], steady: np.ndarray,
+                   spot: np.ndarray, held: np.ndarray | None) -> float:
+    """Least latency penalty to route period t's demand with this fleet, or inf if it cannot be routed.
+
+    ``held``: per region, the reserved replicas the sustained-load rule must cover (None: no rule).
+    """
     o, m = 0, 0
     columns = []  # (unit, class, pool)
     for u in range(inst.n_units):
         for k in range(len(inst.classes)):
             if inst.unit_cap_rps[u, k] <= 0 or not inst.eligible[o, k, inst.unit_region[u]]:
                 continue
-            if inst.unit_region[u] not in serving and not (inst.redundancy == 0 and inst.spot_tolerant[k]):
-                continue  # with N = 0 a spot-tolerant class may go to any region, others only to serving ones
+            if inst.unit_region[u] not in (tolerant_to if inst.spot_tolerant[k] else serving):
+                continue
             columns.append((u, k, 0))
             if inst.spot_tolerant[k]:
                 columns.append((u, k, 1))
@@ -130,6 +139,12 @@ def _route_penalty(inst, t: int, serving: tuple[int, ...], steady: np.ndarray, s
             if row.any():
                 a_ub.append(row)
                 b_ub.append(float(count))
+    floor = max(inst.redundancy, inst.min_replicas_per_pool, 1)
+    for region, reserved in enumerate(held if held is not None else []):
+        if reserved > 0:  # reserved ≤ steady load + floor, i.e. -load ≤ floor - reserved
+            a_ub.append(np.array([-1.0 / inst.unit_cap_rps[u, k] if inst.unit_region[u] == region and p == 0 else 0.0
+                                  for u, k, p in columns]))
+            b_ub.append(float(floor - reserved))
     result = linprog(cost, A_ub=np.array(a_ub) if a_ub else None, b_ub=np.array(b_ub) if b_ub else None,
                      A_eq=a_eq, b_eq=demand, bounds=(0, None), method="highs")
     return float(result.fun) if result.status == 0 else math.inf
@@ -148,46 +163,55 @@ def oracle(inst) -> float:
     regions = sorted(set(inst.unit_region.tolist()))
     routed: dict[tuple, float] = {}
 
-    def penalty_of(t: int, serving: tuple[int, ...], steady: np.ndarray, spot: np.ndarray) -> float:
-        key = (t, serving, steady.tobytes(), spot.tobytes())
+    def penalty_of(t: int, serving: tuple[int, ...], tolerant_to: tuple[int, ...], steady: np.ndarray,
+                   spot: np.ndarray, held: np.ndarray | None) -> float:
+        key = (t, serving, tolerant_to, steady.tobytes(), spot.tobytes(), None if held is None else held.tobytes())
         if key not in routed:
-            routed[key] = _route_penalty(inst, t, serving, steady, spot)
+            routed[key] = _route_penalty(inst, t, serving, tolerant_to, steady, spot, held)
         return routed[key]
 
     need = max(inst.redundancy, 1)  # a serving region keeps this many steady replicas in every period
+    pool = inst.min_replicas_per_pool  # steady ones in Y; of any tier where spot-tolerant traffic goes with N = 0
+    flexible = offered["reserved"] & offered["on_demand"]  # reserved units the sustained-load rule holds
+    subsets = [c for size in range(len(regions) + 1) for c in itertools.combinations(regions, size)]
     best = math.inf
-    for size in range(len(regions) + 1):
-        for serving in itertools.combinations(regions, size):
-            for reserved in itertools.product(*ranges["R"]):
-                r_vec = np.array(reserved)
-                base = float(inst.total_hours * (price[:, 0] * r_vec).sum())
-                states = {(0,) * U: 0.0}
-                for t in range(T):
-                    nxt: dict[tuple[int, ...], float] = {}
-                    for on_demand in itertools.product(*ranges["D"]):
-                        d_vec = np.array(on_demand)
-                        steady = r_vec + d_vec
-                        for spot in itertools.product(*ranges["S"]):
-                            s_vec = np.array(spot)
-                            gpus = np.zeros_like(inst.quota_gpus)
-                            np.add.at(gpus, (inst.unit_region, inst.unit_sku), (steady + s_vec) * inst.unit_gpus)
-                            if (gpus > inst.quota_gpus).any():
-                                continue
-                            if any(steady[inst.unit_region == r].sum() < need for r in serving):
-                                continue
-                            penalty = penalty_of(t, serving, steady, s_vec)
-                            if not math.isfinite(penalty):
-                                continue
-                            rental = hours[t] * float((price[:, 1] * d_vec + price[:, 2] * s_vec).sum())
-                            for previous, value in states.items():
-                                switch = (inst.switching_cost_usd * np.abs(d_vec - np.array(previous)).sum()
-                                          if t > 0 else 0.0)
-                                total = value + switch + rental + penalty
-                                if total < nxt.get(on_demand, math.inf):
-                                    nxt[on_demand] = total
-                    states = nxt
-                if states:
-                    best = min(best, base + min(states.values()))
+    for serving in subsets:
+        for reserved in itertools.product(*ranges["R"]):
+            r_vec = np.array(reserved)
+            held = None
+            if inst.reserved_sustained_only:
+                held = np.zeros(len(inst.regions))
+                np.add.at(held, inst.unit_region, r_vec * flexible)
+            base = float(inst.total_hours * (price[:, 0] * r_vec).sum())
+            states = {(0,) * U: 0.0}
+            for t in range(T):
+                nxt: dict[tuple[int, ...], float] = {}
+                for on_demand in itertools.product(*ranges["D"]):
+                    d_vec = np.array(on_demand)
+                    steady = r_vec + d_vec
+                    for spot in itertools.product(*ranges["S"]):
+                        s_vec = np.array(spot)
+                        gpus = np.zeros_like(inst.quota_gpus)
+                        np.add.at(gpus, (inst.unit_region, inst.unit_sku), (steady + s_vec) * inst.unit_gpus)
+                        if (gpus > inst.quota_gpus).any():
+                            continue
+                        if any(steady[inst.unit_region == r].sum() < max(need, pool) for r in serving):
+                            continue
+                        tolerant_to = serving if inst.redundancy > 0 else tuple(
+                            r for r in regions if (steady + s_vec)[inst.unit_region == r].sum() >= pool)
+                        penalty = penalty_of(t, serving, tolerant_to, steady, s_vec, held)
+                        if not math.isfinite(penalty):
+                            continue
+                        rental = hours[t] * float((price[:, 1] * d_vec + price[:, 2] * s_vec).sum())
+                        for previous, value in states.items():
+                            switch = (inst.switching_cost_usd * np.abs(d_vec - np.array(previous)).sum()
+                                      if t > 0 else 0.0)
+                            total = value + switch + rental + penalty
+                            if total < nxt.get(on_demand, math.inf):
+                                nxt[on_demand] = total
+                states = nxt
+            if states:
+                best = min(best, base + min(states.values()))
     return best
 
 

@@ -115,7 +115,7 @@ def test_switching_cost_keeps_a_larger_tp_unit_that_switches_fewer_replicas():
     TP 1 replicas that carry as much switch twice, so a plan with the larger replica can be
     cheaper and the dominance rule must not leave it out."""
     exactly_double = {1: TP1, 2: {"interactive": 8.0, "batch": 16.0}}
-    rules = {"tiers": ["on_demand"], "redundancy": 0, "switching_cost_usd": 0.5}
+    rules = {"tiers": ["on_demand"], "redundancy": 0, "switching_cost_usd": 0.5, "min_replicas_per_pool": 1}
     case = tp_case(exactly_double, {"batch": [8.0, 0.0, 8.0, 0.0]}, rules=rules)
     inst, every = case.instance()[0], _every_unit(case)
     # TP 1: 2 + 0 + 2 + 0 replicas, 6 switched: 4 GPU-h x 3 USD + 6 x 0.5 = 15 USD;
@@ -131,7 +131,7 @@ def test_switching_cost_keeps_a_larger_tp_unit_that_switches_fewer_replicas():
 
 
 def test_a_tp_unit_that_carries_more_per_gpu_stays_and_is_used():
-    case = tp_case(STRONGER, {"interactive": [5.0, 5.0]})
+    case = tp_case(STRONGER, {"interactive": [5.0, 5.0]}, rules={"min_replicas_per_pool": 1})
     inst, _ = case.instance()
     assert _tps(inst) == [1, 2] and not inst.excluded
     # 5 interactive req/s: one TP 2 replica (5 after the cap, 2 GPUs) instead of three TP 1 replicas (3 GPUs)

@@ -253,3 +253,24 @@ def test_the_policy_section_says_why_policies_differ_or_why_they_tie():
                    if s.key == "policies")
     assert not any(p.startswith("Why the policies differ") for p in section.paragraphs)
     assert any(p.startswith("Every policy needs the same fleet") for p in section.paragraphs)
+
+
+def test_bounds_and_baselines_show_their_status_and_the_reserved_break_even():
+    inputs = small_inputs()
+    meta = {**inputs.plan_meta,
+            "reference_status": {"lp_relaxation_usd": {"status": "optimal"},
+                                 "best_single_sku_usd": {"status": "node_limit", "gap": 0.031}},
+            "plan_source": "best_single_sku",
+            "reserved": {"term_hours": 8760, "rule": "the horizon is shorter than the reserved term",
+                         "break_even": [{"region": "aws:us-east-1", "sku": "H100", "break_even_utilisation": 0.65}]}}
+    cost = build_report(dataclasses.replace(inputs, plan_meta=meta)).section("cost")
+    refs = cost.table("cost_vs_bounds").frame.set_index("reference")
+    assert refs.loc["lp relaxation", "status"] == "optimal"
+    assert refs.loc["best single sku", "status"] == "node limit reached, gap 3.1 %"
+    assert any("node limit reached, gap 3.1 %" in b for b in cost.bullets)
+    assert any("the single-SKU plan was cheaper: returned it" in b for b in cost.bullets)
+    text = " ".join(cost.paragraphs)
+    assert "break-even utilisation" in text and "aws:us-east-1 H100 65" in text and "8,760-hour term" in text
+    plain = build_report(small_inputs()).section("cost")
+    assert "status" not in plain.table("cost_vs_bounds").frame.columns
+    assert not any("returned it" in b for b in plain.bullets)

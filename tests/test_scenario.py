@@ -114,6 +114,8 @@ def test_defaults_apply_when_optional_tables_are_left_out(demo_raw):
     assert scenario.capacity.forecast_quantile == 0.95
     assert scenario.capacity.tiers == ("reserved", "on_demand", "spot")
     assert scenario.capacity.budget_usd is None
+    assert scenario.capacity.min_replicas_per_pool == 2
+    assert scenario.capacity.reserved_term == "365d" and scenario.capacity.reserved_term_hours == 8760
     assert scenario.policy.admission.kv_fraction == 0.85
     assert scenario.policy.admission.output_quantile_reserve == 0.95
     assert scenario.traffic_class("batch").spot_tolerant is False
@@ -281,6 +283,14 @@ BAD_CASES = [
     ("bad horizon", lambda d: d.update(horizon="two weeks"), "horizon", "not a horizon"),
     ("horizon past a year", lambda d: d.update(horizon="100000w"), "horizon", "one year"),
     ("bad quantile", lambda d: d["capacity"].update(forecast_quantile=0.8), "capacity.forecast_quantile", "0.8"),
+    ("pool floor of zero", lambda d: d["capacity"].update(min_replicas_per_pool=0), "capacity.min_replicas_per_pool",
+     ">= 1"),
+    ("fractional pool floor", lambda d: d["capacity"].update(min_replicas_per_pool=1.5),
+     "capacity.min_replicas_per_pool", "whole number"),
+    ("bad reserved term", lambda d: d["capacity"].update(reserved_term="1 year"), "capacity.reserved_term",
+     "not a commitment term"),
+    ("zero reserved term", lambda d: d["capacity"].update(reserved_term="0d"), "capacity.reserved_term",
+     "not a commitment term"),
     ("duplicate tier", lambda d: d["capacity"].update(tiers=["spot", "spot"]), "capacity.tiers[1]", "twice"),
     ("empty list", lambda d: d.update(models=[]), "models", "at least 1"),
     (

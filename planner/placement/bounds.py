@@ -15,14 +15,19 @@
   limit; if no SKU serves every model, each model on its own best single SKU. It is a
   baseline, not a bound: it shows what mixing SKUs saves.
 
-Both are searched with node limits only, so they are the same on any machine; the
-wall-clock safety net of the placement (``limits.py``) is shared with the main solve.
+All are searched with node limits only, so they are the same on any machine, and each
+carries its status (:func:`reference_status`): optimal, within its gap target, stopped on its
+node limit with the proven gap, or infeasible. They have a wall-clock safety net of their
+own, apart from the main solve's, so a long main solve leaves them the same work; a
+bound or baseline that net stops is not reported at all (``time_limit``), since its value
+would depend on the clock. When the single-SKU plan costs less than the plan the search
+found, ``place.py`` returns it (it is feasible for the same constraints) and says so.
 """
 
 from __future__ import annotations
 
 import math
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
@@ -32,7 +37,9 @@ from planner.placement.instance import PlacementInstance
 from planner.placement.limits import SafetyNet
 from planner.placement.periods import Periods
 from planner.placement.problem import formulate
+from planner.placement.result import Fleet, empty_fleet
 from planner.placement.solve import SolveSummary, solve_instance
+from planner.placement.status import SolveStatus, classify, relative_gap
 
 ELASTIC_GAP = 0.005
 ELASTIC_NODE_LIMIT = 50
@@ -47,24 +54,52 @@ def period_instance(inst: PlacementInstance, t: int) -> PlacementInstance:
     return replace(inst, periods=periods, demand_rps=inst.demand_rps[..., t:t + 1], quota_by_period=quota)
 
 
+def reference_status(status: str, gap: float | None = None) -> dict[str, Any]:
+    """How a bound or baseline was reached: ``optimal``, ``feasible_within_gap`` or ``node_limit`` (with the
+    proven gap), ``infeasible``, or ``time_limit`` (the safety net stopped it: no number is given)."""
+    out: dict[str, Any] = {"status": status}
+    if gap is not None and math.isfinite(gap) and status in ("feasible_within_gap", "node_limit"):
+        out["gap"] = round(float(gap), 6)
+    return out
+
+
+def status_of(status: SolveStatus, gap: float) -> dict[str, Any]:
+    names = {SolveStatus.OPTIMAL: "optimal", SolveStatus.FEASIBLE_WITHIN_GAP: "feasible_within_gap",
+             SolveStatus.NODE_LIMIT_WITH_INCUMBENT: "node_limit", SolveStatus.INFEASIBLE: "infeasible",
+             SolveStatus.TIME_LIMIT_WITH_INCUMBENT: "time_limit"}
+    return reference_status(names.get(status, "error"), gap)
+
+
 def elastic_bound(inst: PlacementInstance, net: SafetyNet) -> dict[str, Any]:
-    """Σ_t (proven lower bound of period t's MILP); a period the safety net reaches expired uses its LP value."""
-    total, solved, lp_only = 0.0, 0, 0
+    """Σ_t (proven lower bound of period t's MILP), with its status (the worst of the periods').
+
+    A period the safety net stops leaves the bound unreported: its value would depend on the clock.
+    """
+    total, objective, worst = 0.0, 0.0, SolveStatus.OPTIMAL
+    order = (SolveStatus.OPTIMAL, SolveStatus.FEASIBLE_WITHIN_GAP, SolveStatus.NODE_LIMIT_WITH_INCUMBENT)
     for t in range(inst.n_periods):
+        label = inst.periods.labels[t]
+        what = f"the elastic bound's MILP of period {label}"
+        if net.skip(what):
+            return {"usd": None, "note": f"{what} was skipped by the wall-clock safety net",
+                    **reference_status("time_limit")}
         milp = formulate(period_instance(inst, t), budget=False, cuts=False)
-        if not net.skip(f"the elastic bound's MILP of period {inst.periods.labels[t]}"):
-            outcome = highs_backend.solve(milp, time_limit_s=net.left(), gap=ELASTIC_GAP, node_limit=ELASTIC_NODE_LIMIT)
-            net.watch(outcome, f"the elastic bound's MILP of period {inst.periods.labels[t]}")
-            solved += 1
-        else:
-            outcome = highs_backend.solve(milp.relaxed(), time_limit_s=60.0, gap=ELASTIC_GAP)
-            lp_only += 1
-        if outcome.status.value == "infeasible":
-            return {"usd": None, "note": f"period {inst.periods.labels[t]} is infeasible on its own"}
+        outcome = net.watch(highs_backend.solve(milp, time_limit_s=net.left(), gap=ELASTIC_GAP,
+                                                node_limit=ELASTIC_NODE_LIMIT), what)
+        if outcome.hit_time_limit:
+            return {"usd": None, "note": f"{what} was stopped by the wall-clock safety net",
+                    **reference_status("time_limit")}
+        if outcome.status == SolveStatus.INFEASIBLE:
+            return {"usd": None, "note": f"period {label} is infeasible on its own", **reference_status("infeasible")}
         if not math.isfinite(outcome.bound):
-            return {"usd": None, "note": f"no bound for period {inst.periods.labels[t]}"}
+            return {"usd": None, "note": f"no bound for period {label}", **reference_status("error")}
+        status = classify(outcome.objective, outcome.bound, ELASTIC_GAP) if outcome.status.has_solution \
+            else SolveStatus.NODE_LIMIT_WITH_INCUMBENT
+        worst = max(worst, status, key=order.index)
         total += outcome.bound
-    return {"usd": round(total, 2), "periods_solved_as_milp": solved, "periods_lp_only": lp_only}
+        objective += outcome.objective if outcome.status.has_solution else math.inf
+    gap = relative_gap(objective, total)
+    return {"usd": round(total, 2), "periods_solved_as_milp": inst.n_periods, **status_of(worst, gap)}
 
 
 def _single_sku_candidates(inst: PlacementInstance) -> tuple[list[str], list[int]]:
@@ -74,40 +109,89 @@ def _single_sku_candidates(inst: PlacementInstance) -> tuple[list[str], list[int
     return [inst.skus[s] for s in common], demanded
 
 
+@dataclass
+class SingleSku:
+    """The best single-SKU baseline: its JSON figures and its plan (in the full instance's units)."""
+
+    figures: dict[str, Any]
+    fleet: Fleet | None = None
+    objective: float = math.inf
+
+
 def best_single_sku(inst: PlacementInstance, *, backend: str, gap: float, node_limit: int,
-                    net: SafetyNet) -> dict[str, Any]:
-    """The cheapest plan on one SKU (whole fleet), or per model when no SKU serves every model."""
+                    net: SafetyNet) -> SingleSku:
+    """The cheapest plan on one SKU (whole fleet), or per model when no SKU serves every model.
+
+    A solve the safety net stops leaves the baseline unreported (its value would depend on the clock).
+    """
     skus, demanded = _single_sku_candidates(inst)
 
-    def solve(sub: PlacementInstance) -> SolveSummary:
-        return solve_instance(sub, backend=backend, node_limit=node_limit, gap=gap, net=net)
+    def solve(keep: np.ndarray, demand: np.ndarray | None = None) -> tuple[SolveSummary, Fleet | None]:
+        sub = inst.restricted(keep) if demand is None else replace(inst.restricted(keep), demand_rps=demand)
+        summary = solve_instance(sub, backend=backend, node_limit=node_limit, gap=gap, net=net)
+        lifted = None if summary.fleet is None else _lift(inst, np.flatnonzero(keep), summary.fleet)
+        return summary, lifted
 
     if skus:
         results = []
         for sku in skus:
-            summary = solve(inst.restricted(inst.unit_sku == inst.skus.index(sku)))
+            summary, fleet = solve(inst.unit_sku == inst.skus.index(sku))
+            if summary.time_limit_hits:
+                return _stopped(f"the {sku} solve")
             if summary.status.has_solution:
-                results.append((summary.objective, sku, summary))
+                results.append((summary.objective, sku, summary, fleet))
         if not results:
-            return {"usd": None, "note": "no single SKU can serve the whole demand"}
-        objective, sku, summary = min(results, key=lambda item: (item[0], item[1]))
-        return {"usd": round(objective, 2), "sku": sku, "scope": "whole fleet", "status": summary.status.value,
-                "gap": round(summary.gap, 6), "skus_tried": skus}
+            return SingleSku({"usd": None, "note": "no single SKU can serve the whole demand",
+                              **reference_status("infeasible")})
+        objective, sku, summary, fleet = min(results, key=lambda item: (item[0], item[1]))
+        return SingleSku({"usd": round(objective, 2), "sku": sku, "scope": "whole fleet", "skus_tried": skus,
+                          **status_of(summary.status, summary.gap)}, fleet, objective)
     per_model: dict[str, Any] = {}
-    total = 0.0
+    total, fleets, worst = 0.0, [], (SolveStatus.OPTIMAL, 0.0)
     for m in demanded:
         options = []
         for si in sorted({int(s) for s in inst.unit_sku[inst.unit_model == m]}):
-            keep = (inst.unit_model == m) & (inst.unit_sku == si)
-            summary = solve(replace(inst.restricted(keep), demand_rps=_only_model(inst.demand_rps, m)))
+            summary, fleet = solve((inst.unit_model == m) & (inst.unit_sku == si), _only_model(inst.demand_rps, m))
+            if summary.time_limit_hits:
+                return _stopped(f"the {inst.models[m]} on {inst.skus[si]} solve")
             if summary.status.has_solution:
-                options.append((summary.objective, inst.skus[si]))
+                options.append((summary.objective, inst.skus[si], summary.status, summary.gap, fleet))
         if not options:
-            return {"usd": None, "note": f"no single SKU can serve {inst.models[m]}"}
-        cost, sku = min(options)
+            return SingleSku({"usd": None, "note": f"no single SKU can serve {inst.models[m]}",
+                              **reference_status("infeasible")})
+        cost, sku, status, model_gap, fleet = min(options, key=lambda item: (item[0], item[1]))
         per_model[inst.models[m]] = {"sku": sku, "usd": round(cost, 2)}
         total += cost
-    return {"usd": round(total, 2), "scope": "one SKU per model", "per_model": per_model}
+        fleets.append(fleet)
+        if status != SolveStatus.OPTIMAL and model_gap >= worst[1]:
+            worst = (status, model_gap)
+    joined = _join(inst, fleets) if all(f is not None for f in fleets) else None
+    return SingleSku({"usd": round(total, 2), "scope": "one SKU per model", "per_model": per_model,
+                      **status_of(*worst)}, joined, total)
+
+
+def _stopped(what: str) -> SingleSku:
+    return SingleSku({"usd": None, "note": f"{what} was stopped by the wall-clock safety net",
+                      **reference_status("time_limit")})
+
+
+def _lift(inst: PlacementInstance, units: np.ndarray, fleet: Fleet) -> Fleet:
+    """A restricted instance's fleet in the full instance's unit indices."""
+    replicas = np.zeros((inst.n_units, *fleet.replicas.shape[1:]), dtype=fleet.replicas.dtype)
+    replicas[units] = fleet.replicas
+    loads = fleet.loads.copy()
+    if loads.size:
+        loads[:, 0] = units[loads[:, 0].astype(np.int64)]
+    return Fleet(replicas, fleet.flows.copy(), loads)
+
+
+def _join(inst: PlacementInstance, fleets: list[Any]) -> Fleet:
+    """Fleets of disjoint models as one (they may together exceed a shared quota: the caller checks)."""
+    out = empty_fleet(inst)
+    for fleet in fleets:
+        out = Fleet(out.replicas + fleet.replicas, np.vstack([out.flows, fleet.flows]),
+                    np.vstack([out.loads, fleet.loads]))
+    return out
 
 
 def _only_model(demand: np.ndarray, m: int) -> np.ndarray:

@@ -19,6 +19,9 @@ a violation instead of a wrong plan written to disk. It checks:
 * quotas: GPUs per (region, SKU, period) ≤ quota;
 * redundancy: every (region, model) that carries traffic keeps ≥ N reserved + on-demand
   replicas in every period;
+* pool floor: every (region, model) that carries traffic keeps ≥ ``min_replicas_per_pool``
+  reserved + on-demand replicas in every period (when redundancy is 0 and all of its
+  traffic may use spot: replicas of any tier in each period it carries traffic);
 * cost: USD recomputed from the catalog price, per row and in total (rental + switching),
   and the budget.
 
@@ -108,7 +111,8 @@ def check_plan(
 ) -> CheckReport:
     """Re-score a plan from the inputs alone; see the module docstring for every rule."""
     report = CheckReport(checks=("shape", "offers", "reserved_constant", "demand", "residency", "latency",
-                                 "capacity", "spot_classes", "quota", "redundancy", "cost", "budget"))
+                                 "capacity", "spot_classes", "quota", "redundancy", "pool_floor", "cost",
+                                 "budget"))
     for name, frame, columns in (("plan", plan, PLAN_COLUMNS), ("flows", flows, FLOW_COLUMNS),
                                  ("loads", loads, LOAD_COLUMNS)):
         missing = [c for c in columns if c not in frame.columns]
@@ -124,6 +128,7 @@ def check_plan(
     _check_flows_carried(report, flows, loads)
     _check_quotas(report, plan, scenario, catalog)
     _check_redundancy(report, plan, flows, scenario, demand.periods)
+    _check_pool_floor(report, plan, flows, scenario, demand.periods)
     budget = scenario.capacity.budget_usd
     if budget is not None and report.total_usd > budget * (1 + 1e-9):
         report.add(f"cost {report.total_usd:.2f} USD exceeds the budget of {budget:.2f} USD")
@@ -283,4 +288,26 @@ def _check_redundancy(report: CheckReport, plan: pd.DataFrame, flows: pd.DataFra
             if count < redundancy:
                 report.add(f"{region} serves {model} but has {count} reserved/on-demand replicas in {label} "
                            f"(redundancy {redundancy})")
+                break
+
+
+def _check_pool_floor(report: CheckReport, plan: pd.DataFrame, flows: pd.DataFrame, scenario: Scenario,
+                      periods: Periods) -> None:
+    """Every (region, model) that carries traffic keeps the pool minimum (module docstring)."""
+    floor = scenario.capacity.min_replicas_per_pool
+    steady = plan[plan["tier"].isin(["reserved", "on_demand"])].groupby(["region", "model", "period"])[
+        "replicas"].sum()
+    every_tier = plan.groupby(["region", "model", "period"])["replicas"].sum()
+    live = flows[flows["rps"] > TOL_ABS]
+    tolerant = {k.name for k in scenario.classes if k.spot_tolerant}
+    for (region, model), rows in live.groupby(["region", "model"]):
+        if scenario.capacity.redundancy == 0 and set(rows["traffic_class"]) <= tolerant:
+            labels, counts, what = sorted(set(rows["period"])), every_tier, ""  # only where and when it serves
+        else:
+            labels, counts, what = list(periods.labels), steady, "reserved/on-demand "
+        for label in labels:
+            count = int(counts.get((region, model, label), 0))
+            if count < floor:
+                report.add(f"{region} serves {model} but has {count} {what}replicas in {label} "
+                           f"(min_replicas_per_pool {floor})")
                 break

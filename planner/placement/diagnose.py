@@ -38,7 +38,7 @@ CAUSE_TEXT = {
     "latency": "latency",
     "quota": "quota",
     "budget": "budget",
-    "integer": "quota or redundancy with whole replicas",
+    "integer": "quota, redundancy or the pool minimum with whole replicas",
 }
 MAX_NAMED = 5
 
@@ -153,7 +153,7 @@ def raise_infeasible(findings: list[Finding]) -> NoReturn:
         "latency": "raise the class's latency_budget_ms or add a serving region nearer to the origin",
         "quota": "raise the GPU quota (regions.serving.quotas or capacity.quotas) or allow more SKUs or regions",
         "budget": "raise capacity.budget_usd or remove it",
-        "integer": "raise the quota of the SKUs named, or lower capacity.redundancy",
+        "integer": "raise the quota of the SKUs named, or lower capacity.redundancy or capacity.min_replicas_per_pool",
     }
     raise InfeasibleError(f"placement is infeasible ({CAUSE_TEXT[first.cause]}):\n  - " + "\n  - ".join(lines),
                           where="placement", fix=fixes[first.cause])

@@ -75,6 +75,13 @@ class PlacementInstance:
     excluded: tuple[tuple[str, str, str, str], ...] = ()  # (region, sku or "sku xTP", model, reason)
     quota_source: dict[str, str] = field(default_factory=dict)
     quota_by_period: np.ndarray | None = None  # [r, s, t]: a residual quota that varies by period
+    min_replicas_per_pool: int = 1  # replicas of any tier a serving (region, model) keeps in every period
+    reserved_sustained_only: bool = False  # the horizon is shorter than the reserved term (``problem.py``)
+
+    @property
+    def pool_floor(self) -> int:
+        """Replicas a serving (region, model) keeps in every period: redundancy and the pool minimum."""
+        return max(self.redundancy, self.min_replicas_per_pool, 1)
 
     def quota_per_period(self) -> np.ndarray:
         """Quota in GPUs per (region, SKU, period)."""
@@ -195,6 +202,8 @@ def build_instance(
         switching_cost_usd=scenario.capacity.switching_cost_usd,
         excluded=tuple(units.excluded),
         quota_source=quota_source,
+        min_replicas_per_pool=scenario.capacity.min_replicas_per_pool,
+        reserved_sustained_only=float(demand.periods.hours.sum()) < scenario.capacity.reserved_term_hours,
     )
 
 

@@ -9,7 +9,9 @@ Order of work: validate the capacity table (or build the analytic estimate), fol
 forecast into periods, assemble the instance, run the structural pre-checks (raising
 ``InfeasibleError`` with the demand and cause), solve (``solve.py``), diagnose an
 infeasible solve by elastic slack, re-score the plan independently (``check.py``; a plan
-that fails is never returned), then compute the bounds and the single-SKU baseline.
+that fails is never returned). The bounds and the single-SKU baseline are computed before
+the check: when the baseline's plan costs less than the searched one, that plan is the
+one returned, and the plan JSON's ``notes`` and ``plan_source`` say so.
 
 Limits (``limits.py``): every search, the bounds and the baseline included, stops at its
 gap or its node limit, so the same inputs give the same plan, bounds and baseline on any
@@ -27,6 +29,7 @@ from __future__ import annotations
 import hashlib
 import math
 from collections.abc import Callable
+from dataclasses import replace
 from typing import Any, NoReturn
 
 import numpy as np
@@ -38,7 +41,7 @@ from planner.contracts.columns import DEPLOYMENT_KEY, ENGINE_SETTING_COLUMNS
 from planner.errors import InputError, PlannerError
 from planner.placement import diagnose, highs_backend
 from planner.placement.backends import BACKENDS, HIDDEN_BACKENDS
-from planner.placement.bounds import best_single_sku, elastic_bound
+from planner.placement.bounds import SingleSku, best_single_sku, elastic_bound, reference_status, status_of
 from planner.placement.capacity import (
     ANALYTIC_LABEL,
     analytic_capacity,
@@ -50,9 +53,10 @@ from planner.placement.instance import PlacementInstance, build_instance
 from planner.placement.limits import DEFAULT_NODE_LIMIT, DEFAULT_TIME_LIMIT_S, SafetyNet
 from planner.placement.periods import Demand, demand_from_forecast, parse_periods
 from planner.placement.problem import formulate
-from planner.placement.result import PlacementResult, fleet_cost, plan_frames
-from planner.placement.solve import SolveSummary, solve_instance
-from planner.placement.status import SolveStatus
+from planner.placement.reserved import reserved_terms
+from planner.placement.result import Fleet, PlacementResult, fleet_cost, plan_frames
+from planner.placement.solve import SolveSummary, gpu_use, solve_instance
+from planner.placement.status import SolveStatus, classify
 from planner.placement.window import PlanningWindow
 from planner.profiles.deploy import Deployment
 from planner.profiles.measured import MODEL_PATHS
@@ -142,20 +146,26 @@ def place_plan(
     summary = solve_instance(inst, backend=solver, node_limit=node_limit, gap=gap, net=net)
     if summary.status == SolveStatus.INFEASIBLE or summary.fleet is None:
         _explain_failure(inst, summary.status, summary.message, summary.bound)
-    rental, switching = fleet_cost(inst, summary.fleet)
+    fleet = summary.fleet
+    extra: dict[str, Any] = {}
+    notes: list[str] = []
+    if baselines:
+        reference_net = SafetyNet.starting_now(time_limit_s)  # its own: a long main solve leaves it the same work
+        extra["elastic"] = elastic_bound(inst, reference_net)
+        single = best_single_sku(inst, backend=solver, gap=max(gap, 0.01), node_limit=node_limit, net=reference_net)
+        extra["single_sku"] = single.figures
+        summary, fleet, note = _cheaper_plan(inst, summary, fleet, single, gap)
+        notes += [note] if note else []
+    rental, switching = fleet_cost(inst, fleet)
     if inst.budget_usd is not None and rental + switching > inst.budget_usd * (1 + 1e-9):
         diagnose.raise_infeasible([diagnose.budget_finding(inst, max(summary.bound, 0.0))])
-    plan, flows, loads = plan_frames(inst, summary.fleet)
+    plan, flows, loads = plan_frames(inst, fleet)
     plan = plan.merge(settings, on=list(DEPLOYMENT_KEY), how="left", validate="many_to_one")
     report = check_plan(plan, flows, loads, scenario=scenario, catalog=catalog, profiles=profiles, capacity=table,
                         demand=demand)
     if not report.ok:
         raise PlannerError("the plan failed its independent check: " + "; ".join(report.violations[:5]),
                            where="placement", fix="rerun with --debug and report the LP/MPS files with the command")
-    extra: dict[str, Any] = {}
-    if baselines:
-        extra["elastic"] = elastic_bound(inst, net)
-        extra["single_sku"] = best_single_sku(inst, backend=solver, gap=max(gap, 0.01), node_limit=node_limit, net=net)
     warnings = [] if capacity is not None else [ANALYTIC_WARNING]
     hits = list(dict.fromkeys(net.hits))
     if hits:
@@ -169,9 +179,34 @@ def place_plan(
     meta["reproducible"] = not hits
     meta["deployments"] = _deployments(plan, profiles)
     meta["warnings"] = warnings
+    meta["notes"] = notes
+    meta["plan_source"] = "best_single_sku" if notes else "search"
+    meta["reserved"] = reserved_terms(inst, scenario.capacity.reserved_term_hours)
     periods_frame = pd.DataFrame({"period": list(inst.periods.labels), "hours": inst.periods.hours,
                                   "first_ts": list(inst.periods.first_ts)})
     return PlacementResult(plan, flows, loads, meta, summary.status, periods_frame)
+
+
+SINGLE_SKU_RETURNED = "the single-SKU plan was cheaper: returned it"
+
+
+def _cheaper_plan(inst: PlacementInstance, summary: SolveSummary, fleet: Fleet, single: SingleSku,
+                  gap: float) -> tuple[SolveSummary, Fleet, str]:
+    """The single-SKU baseline's plan when it costs less than the searched one (and fits the quotas), with a note.
+
+    Both are plans of the same instance under the same rows; a node-limited search can end
+    above a baseline that searched a smaller space. The search's bound stays a bound.
+    """
+    if single.fleet is None:
+        return summary, fleet, ""
+    ours, theirs = sum(fleet_cost(inst, fleet)), sum(fleet_cost(inst, single.fleet))
+    if theirs >= ours - 1e-6 * max(1.0, ours) or (gpu_use(inst, single.fleet) > inst.quota_per_period()).any():
+        return summary, fleet, ""
+    bound = min(summary.bound, single.objective)
+    status = classify(single.objective, bound, gap, bool(summary.time_limit_hits))
+    returned = replace(summary, fleet=single.fleet, objective=single.objective, bound=bound, status=status,
+                       message=SINGLE_SKU_RETURNED)
+    return returned, single.fleet, SINGLE_SKU_RETURNED
 
 
 def _deployments(plan: pd.DataFrame, profiles: pd.DataFrame) -> list[dict[str, Any]]:
@@ -243,6 +278,10 @@ def _meta(scenario: Scenario, inst: PlacementInstance, demand: Demand, summary: 
         if single.get("usd"):
             baselines["savings_vs_single_sku_pct"] = round(100.0 * (1 - total / single["usd"]), 2)
     best_bound = bounds["best_proven_usd"] or -math.inf
+    plan_gap = (summary.objective - best_bound) / max(abs(summary.objective), 1e-9) if math.isfinite(best_bound) \
+        else math.inf
+    bounds_status = {"lp_relaxation_usd": reference_status("optimal" if summary.lp_bound > -math.inf else "error"),
+                     "best_proven_usd": status_of(summary.status, plan_gap)}
     return {
         "planner_version": __version__,
         "scenario": scenario.name,
@@ -258,6 +297,7 @@ def _meta(scenario: Scenario, inst: PlacementInstance, demand: Demand, summary: 
         "solve_time_s": round(summary.seconds, 3),
         "cost_usd": {"rental": round(rental, 2), "switching": round(switching, 2), "total": round(total, 2)},
         "lower_bounds": bounds,
+        "lower_bounds_status": bounds_status,
         "baselines": baselines,
         "blocks": [block.to_dict() for block in summary.blocks],
         "quota_repaired": summary.repaired_quota,

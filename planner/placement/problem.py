@@ -11,6 +11,8 @@ where it is 0); g_u GPUs per replica; p^τ_u USD per GPU-hour; Q_rst quota (GPUs
 every period unless a residual quota is given); M_u = ⌊Q_rs / g_u⌋; N redundancy,
 N' = max(N, 1); φ the reliable spot fraction; K^S the spot-tolerant classes; c_sw USD per
 on-demand replica started or stopped; λ USD per request per ms of RTT; B the budget;
+P the minimum replicas per pool; F = max(N, P, 1) a pool's replica floor; R^D the reserved
+units also offered on demand; sustained = the horizon is shorter than the reserved term;
 prev(t) the period before t (cyclic for hour-of-week blocks, none for the first hour).
 
 Variables::
@@ -21,6 +23,7 @@ Variables::
     a_ukt ≥ 0                     req/s of class k carried by u's reserved + on-demand replicas
     b_ukt ≥ 0, k ∈ K^S            req/s of class k carried by u's spot replicas
     y_rm ∈ {0, 1}                 region r serves model m
+    v_rmt ∈ {0, 1}                region r takes spot-tolerant traffic of m in period t (only when N = 0)
     w_ut ≥ 0                      on-demand replicas switched on or off     (only when c_sw > 0)
     e_omkt ≥ 0                    unserved demand                  (only in the elastic variant)
 
@@ -38,7 +41,10 @@ subject to::
     (cap)        Σ_k a_ukt / cap_uk ≤ R_u + D_ut                    ∀ u,t    (Mélange form)
     (spotcap)    Σ_{k∈K^S} b_ukt / (φ cap_uk) ≤ S_ut                ∀ u,t
     (quota)      Σ_{u=(r,s,·,·)} g_u (R_u + D_ut + S_ut) ≤ Q_rst    ∀ r,s,t
-    (redundancy) Σ_{u=(r,·,·,m)} (R_u + D_ut) ≥ N' y_rm            ∀ r,m,t
+    (redundancy) Σ_{u=(r,·,·,m)} (R_u + D_ut) ≥ F y_rm             ∀ r,m,t
+    (pool)       Σ_{u=(r,·,·,m)} (R_u + D_ut + S_ut) ≥ P v_rmt      ∀ r,m,t  (only when N = 0)
+    (sustained)  Σ_{u∈R^D,(r,·,·,m)} R_u − Σ_{u=(r,·,·,m),k} a_ukt / cap_uk ≤ F
+                                                                    ∀ r,m,t  (when sustained)
     (vub)        f_ormkt ≤ d_omkt y_rm                              ∀ flows
     (cover)      Σ_{r∈E_ok} y_rm ≥ 1                                ∀ o,m,k with demand
     (switch)     w_ut ≥ D_ut − D_u,prev(t),  w_ut ≥ D_u,prev(t) − D_ut
@@ -47,14 +53,34 @@ subject to::
 One replica serves a mix of classes: (cap) charges each class's load by the share of a
 replica it uses (Mélange, Griggs et al. 2024). Spot carries only spot-tolerant classes and
 counts φ of its rate. A region serves a model when it takes any of its traffic (vub); it
-then keeps at least N reserved or on-demand replicas of it in every period. Spot replicas
+then keeps at least F = max(N, P, 1) reserved or on-demand replicas of it in every period. Spot replicas
 do not count toward N: a region's spot capacity can be reclaimed all at once, so it gives
-no redundancy. With N = 0 the rows still ask for one steady replica wherever flows of a
-class that may not use spot arrive (spot-tolerant flows then need no y). (cover) is implied
+no redundancy. With N = 0 the rows still ask for F steady replicas wherever flows of a
+class that may not use spot arrive (spot-tolerant flows then bind to v, not y). (cover) is implied
 by (demand) and (vub) for integer y; it is there because it makes the LP relaxation pay for
 at least one serving region per demand. The switching cost applies to on-demand replicas
 only (model load time on start-up, and the churn of stopping); spot capacity is reclaimed
 and restarted by the cloud regardless.
+
+A serving pool keeps at least P replicas in every period of the horizon, so that no pool
+is a one-replica fragment. They are steady replicas, as for N: a spot replica cannot carry
+the classes that may not use spot, so an idle spot replica would be no second replica for
+them. With N = 0, spot-tolerant flows bind to v_rmt instead of y: a pool that takes such
+flows in period t keeps P replicas of any tier (spot counts) in that period only (pool),
+so a spot-tolerant pool may still scale to zero in the hours it is idle.
+
+Reserved replicas and their term. A reserved replica is a commitment of the scenario's
+``reserved_term`` at the catalog's reserved price per GPU-hour: its count is the same in
+every period and the horizon is charged H p^R, the term's cost prorated to the horizon.
+A commitment pays only where the replica is used for at least the break-even utilisation
+p^R / p^D of the term. When the horizon covers the term, the program weighs this itself.
+When it is shorter, the forecast says nothing about the rest of the term, and a fleet sized
+to the horizon's peak hours could commit the whole peak for a year on two weeks of
+evidence. So (sustained) lets a pool's reserved replicas cover only its steady load in
+its quietest period (in replicas at the utilisation cap) plus its floor F: the level the
+forecast sustains through the whole horizon, which is the best evidence of what persists.
+Peaks go to on-demand or spot. Reserved units with no on-demand offer are exempt: reserved
+is their only way to run. (``docs/decisions/0015-reserved-capacity-and-its-term.md``.)
 
 Rows that cannot bind are left out: a quota row whose units cannot reach it even with
 every replica column at M_u. The variable and row blocks keep their index arrays, so a
@@ -188,6 +214,7 @@ def formulate(
     rep_col, rep_u, rep_t = reps.touching(inst.n_periods)
     _quota_rows(b, inst, units, reps, rep_col, rep_u, rep_t)
     _serving_rows(b, inst, units, flows.f, reps, rep_col, rep_u, rep_t, elastic)
+    _sustained_rows(b, inst, units, reps, a)
     _switching_rows(b, inst, reps.D)
     milp = b.build(inst, models)
     if cuts:
@@ -324,44 +351,108 @@ def _quota_rows(b: _Builder, inst: PlacementInstance, units: np.ndarray, reps: _
 
 def _serving_rows(b: _Builder, inst: PlacementInstance, units: np.ndarray, f: Block, reps: _Replicas,
                   rep_col: np.ndarray, rep_u: np.ndarray, rep_t: np.ndarray, elastic: bool) -> None:
-    """Serving indicators y_rm with their (redundancy), (vub) and (cover) rows.
+    """Serving indicators y_rm (and v_rm) with their (redundancy), (pool), (vub) and (cover) rows.
 
-    With N >= 1 every flow needs y and y needs N steady (reserved or on-demand) replicas
-    in every period; with N = 0 only flows of classes that may not use spot need it, and
-    it needs one steady replica.
+    With N >= 1 every flow needs y; with N = 0 only flows of classes that may not use spot
+    need it, while the spot-tolerant flows need v. y needs F = max(N, P, 1) steady
+    (reserved or on-demand) replicas in every period, v_rmt P replicas of any tier in t.
     """
     T, n_r, n_m = inst.n_periods, len(inst.regions), len(inst.models)
     pairs, unit_pair = np.unique(inst.unit_region[units] * n_m + inst.unit_model[units], return_inverse=True)
     pair_of_unit = np.full(inst.n_units, -1, dtype=np.int64)
     pair_of_unit[units] = unit_pair
     pair_r, pair_m = pairs // n_m, pairs % n_m
-    tolerant = inst.spot_tolerant[f.index["k"]]
-    steady_rep = rep_col < reps.S.start  # reserved and on-demand columns come before spot
-    need = max(inst.redundancy, 1)
-    unbound = tolerant if inst.redundancy < 1 else np.zeros(tolerant.size, dtype=bool)  # flows that need no y
-    if not (pairs.size and (~unbound).any()):
-        return
-    y = b.add_cols("y", {"r": pair_r, "m": pair_m}, 0.0, 1.0, True)
-    indicator = y.start + np.arange(y.size)
-    pr, pt = _grid(len(pairs), T)
-    red = b.add_rows("redundancy", {"r": pair_r[pr], "m": pair_m[pr], "t": pt}, 0.0, np.inf)
-    b.add(red.start + pair_of_unit[rep_u[steady_rep]] * T + rep_t[steady_rep], rep_col[steady_rep], 1.0)
-    b.add(red.start + np.arange(red.size), y.start + pr, -float(need))
     pair_index = np.full((n_r, n_m), -1, dtype=np.int64)
     pair_index[pair_r, pair_m] = np.arange(len(pairs))
-    sel = np.flatnonzero(~unbound)
-    ind = indicator[pair_index[f.index["r"][sel], f.index["m"][sel]]]
+    pools = _Pools(pair_r, pair_m, pair_index, pair_of_unit[rep_u] * T + rep_t, rep_col)
+    tolerant = inst.spot_tolerant[f.index["k"]]
+    unbound = tolerant if inst.redundancy < 1 else np.zeros(tolerant.size, dtype=bool)  # flows that need no y
+    if not pairs.size:
+        return
+    if (~unbound).any():
+        y = b.add_cols("y", {"r": pair_r, "m": pair_m}, 0.0, 1.0, True)
+        steady_rep = rep_col < reps.S.start  # reserved and on-demand columns come before spot
+        pr, pt = _grid(len(pairs), T)
+        red = b.add_rows("redundancy", {"r": pair_r[pr], "m": pair_m[pr], "t": pt}, 0.0, np.inf)
+        b.add(red.start + pools.row_of_rep[steady_rep], rep_col[steady_rep], 1.0)
+        b.add(red.start + np.arange(red.size), y.start + pr, -float(inst.pool_floor))
+        _vub_rows(b, inst, f, np.flatnonzero(~unbound), y, pools, elastic)
+    if unbound.any():
+        pr, pt = _grid(len(pairs), T)
+        v = b.add_cols("v", {"r": pair_r[pr], "m": pair_m[pr], "t": pt}, 0.0, 1.0, True)
+        _pool_rows(b, inst, pools, v)
+        _vub_rows(b, inst, f, np.flatnonzero(unbound), v, pools, elastic)
+
+
+@dataclass(frozen=True)
+class _Pools:
+    """The (region, model) pairs of the block and where each replica column falls among them."""
+
+    r: np.ndarray
+    m: np.ndarray
+    index: np.ndarray  # [r, m] -> pair (-1: none)
+    row_of_rep: np.ndarray  # pair · T + t of each replica column in ``touching`` order
+    rep_col: np.ndarray
+
+
+def _pool_rows(b: _Builder, inst: PlacementInstance, pools: _Pools, v: Block) -> None:
+    """(pool): Σ_{u=(r,·,·,m)} (R_u + D_ut + S_ut) ≥ P · v_rmt (v is indexed pair · T + t)."""
+    T = inst.n_periods
+    pr, pt = _grid(len(pools.r), T)
+    rows = b.add_rows("pool_v", {"r": pools.r[pr], "m": pools.m[pr], "t": pt}, 0.0, np.inf)
+    b.add(rows.start + pools.row_of_rep, pools.rep_col, 1.0)
+    b.add(rows.start + np.arange(rows.size), v.start + np.arange(v.size), -float(inst.min_replicas_per_pool))
+
+
+def _vub_rows(b: _Builder, inst: PlacementInstance, f: Block, sel: np.ndarray, indicator: Block, pools: _Pools,
+              elastic: bool) -> None:
+    """(vub) f ≤ d · indicator for the flows ``sel``, and (cover) unless demand may go unserved.
+
+    The indicator is y_rm, or v_rmt when it has a period index.
+    """
+    pair = pools.index[f.index["r"][sel], f.index["m"][sel]]
+    ind = indicator.start + (pair * inst.n_periods + f.index["t"][sel] if "t" in indicator.index else pair)
     fo, fm, fk, ft = (f.index[key][sel] for key in ("o", "m", "k", "t"))
-    vub = b.add_rows("vub_y", {key: f.index[key][sel] for key in ("o", "r", "m", "k", "t")}, -np.inf, 0.0)
+    vub = b.add_rows(f"vub_{indicator.name}", {key: f.index[key][sel] for key in ("o", "r", "m", "k", "t")},
+                     -np.inf, 0.0)
     n = np.arange(vub.size)
     b.add(vub.start + n, f.start + sel, 1.0)
     b.add(vub.start + n, ind, -inst.demand_rps[fo, fm, fk, ft])
-    if elastic:
-        return  # demand may go unserved, so no region has to serve it
+    if elastic or "t" in indicator.index:
+        return  # demand may go unserved, so no region has to serve it; (cover) is per horizon, v per period
     okm, okm_row = np.unique(np.stack([fo, fm, fk]), axis=1, return_inverse=True)
-    cover = b.add_rows("cover_y", {"o": okm[0], "m": okm[1], "k": okm[2]}, 1.0, np.inf)
+    cover = b.add_rows(f"cover_{indicator.name}", {"o": okm[0], "m": okm[1], "k": okm[2]}, 1.0, np.inf)
     cov = np.unique(np.stack([okm_row.ravel(), ind]), axis=1)
     b.add(cover.start + cov[0], cov[1], 1.0)
+
+
+def _sustained_rows(b: _Builder, inst: PlacementInstance, units: np.ndarray, reps: _Replicas, a: Block) -> None:
+    """(sustained): a pool's reserved replicas ≤ its steady load in every period + its replica floor.
+
+    Only when the horizon is shorter than the reserved term, and only for reserved units
+    that could run on demand instead (see the module docstring).
+    """
+    if not inst.reserved_sustained_only:
+        return
+    flexible = reps.reserved[np.isin(reps.reserved, reps.on_demand)]
+    if not flexible.size:
+        return
+    T, n_m = inst.n_periods, len(inst.models)
+    pairs = np.unique(inst.unit_region[flexible] * n_m + inst.unit_model[flexible])
+    pair_of = np.full(len(inst.regions) * n_m, -1, dtype=np.int64)
+    pair_of[pairs] = np.arange(len(pairs))
+    pr, pt = _grid(len(pairs), T)
+    rows = b.add_rows("sustained", {"r": pairs[pr] // n_m, "m": pairs[pr] % n_m, "t": pt}, -np.inf,
+                      float(inst.pool_floor))
+    r_pos = np.flatnonzero(np.isin(reps.reserved, flexible))
+    ui, ti = _grid(len(r_pos), T)
+    u = reps.reserved[r_pos[ui]]
+    b.add(rows.start + pair_of[inst.unit_region[u] * n_m + inst.unit_model[u]] * T + ti, reps.R.start + r_pos[ui],
+          1.0)
+    au, ak, at = a.index["u"], a.index["k"], a.index["t"]
+    pair = pair_of[inst.unit_region[au] * n_m + inst.unit_model[au]]
+    ok = pair >= 0
+    b.add(rows.start + pair[ok] * T + at[ok], a.start + np.flatnonzero(ok), -1.0 / inst.unit_cap_rps[au[ok], ak[ok]])
 
 
 def _switching_rows(b: _Builder, inst: PlacementInstance, D: Block) -> None:

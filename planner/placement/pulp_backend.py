@@ -144,8 +144,8 @@ def _solve(milp: Milp, engine: Any, solver: str, *, gap: float, start: np.ndarra
     """Build the PuLP problem, solve it with ``engine`` (its limits already set) and read the outcome back."""
     began = time.perf_counter()
     problem, variables = build(milp)
-    if start is not None:
-        for var, value in zip(variables, start, strict=True):
+    if start is not None:  # clipped to the bounds: a solver's start can sit a rounding error outside them
+        for var, value in zip(variables, np.clip(start, milp.col_lo, milp.col_hi), strict=True):
             var.setInitialValue(float(round(value)) if var.cat == pulp.LpInteger else float(value))
     built = time.perf_counter() - began
     outcome = SolveOutcome(status=SolveStatus.ERROR, backend=f"pulp-{solver}", build_time_s=built)

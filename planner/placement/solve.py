@@ -199,7 +199,7 @@ def _parts(inst: PlacementInstance, strategy: str) -> list[Part]:
     return [part for m in demanded for part in split(inst, m)]
 
 
-def _gpu_use(inst: PlacementInstance, fleet: Fleet) -> np.ndarray:
+def gpu_use(inst: PlacementInstance, fleet: Fleet) -> np.ndarray:
     """GPUs per (region, SKU, period) of a fleet."""
     gpus = np.zeros((len(inst.regions), len(inst.skus), inst.n_periods))
     np.add.at(gpus, (inst.unit_region, inst.unit_sku), fleet.replicas.sum(axis=1) * inst.unit_gpus[:, None])
@@ -322,7 +322,7 @@ def _solve_blocks(inst: PlacementInstance, backend: str, node_limit: int, gap: f
             return SolveSummary(outcome.status, None, math.nan, outcome.bound, outcome.lp_bound,
                                 [*outcomes, outcome], strategy, message=outcome.message)
         piece = lift(inst, part, add_solution(empty_fleet(part.inst), outcome.milp, outcome.x))
-        over = (used + _gpu_use(inst, piece) > quota).any(axis=2)
+        over = (used + gpu_use(inst, piece) > quota).any(axis=2)
         if over.any():
             repaired = True
             fixed = _repair(inst, part, outcome, quota - used, over, backend, gap, node_limit, net)
@@ -335,7 +335,7 @@ def _solve_blocks(inst: PlacementInstance, backend: str, node_limit: int, gap: f
         bound += outcome.bound
         lp_bound += outcome.lp_bound
         objective += outcome.objective
-        used += _gpu_use(inst, piece)
+        used += gpu_use(inst, piece)
         fleet = Fleet(fleet.replicas + piece.replicas, np.vstack([fleet.flows, piece.flows]),
                       np.vstack([fleet.loads, piece.loads]))
     fleet = drop_idle(inst, fleet)

@@ -102,6 +102,9 @@ def plan_meta_for_report(result: PipelineResult, scenario: Scenario, catalog: Ca
     """The plan JSON's figures, with bounds and baselines as ``name -> USD`` and the quota usage."""
     meta = {k: v for k, v in result.loop.placement.meta.items() if k not in WALL_CLOCK_KEYS}
     bounds = {name: _usd(value) for name, value in (meta.get("lower_bounds") or {}).items()}
+    statuses = {name: value for name, value in (meta.get("lower_bounds_status") or {}).items()}
+    statuses.update({name: value for name, value in (meta.get("lower_bounds") or {}).items()
+                     if isinstance(value, dict) and "status" in value})
     baselines = {}
     for name, value in (meta.get("baselines") or {}).items():
         if name.endswith("_pct"):  # a saving in per cent, not a plan's cost
@@ -110,9 +113,13 @@ def plan_meta_for_report(result: PipelineResult, scenario: Scenario, catalog: Ca
         if usd is not None:
             label = f"{name} ({value['sku']})" if isinstance(value, dict) and value.get("sku") else name
             baselines[label] = usd
+            if isinstance(value, dict) and "status" in value:
+                statuses[label] = value
     meta.update({
         "lower_bounds": {k: v for k, v in bounds.items() if v is not None},
         "baselines": baselines,
+        "reference_status": {name: {k: v for k, v in value.items() if k in ("status", "gap")}
+                             for name, value in statuses.items() if isinstance(value, dict)},
         "objective_usd": (meta.get("cost_usd") or {}).get("total"),
         "policy": result.loop.policy,
         "horizon_hours": scenario.horizon_hours if result.window is None else result.window.hours,

@@ -221,7 +221,20 @@ def _deployments(section: Section, table: pd.DataFrame | None) -> None:
                                          "usd_per_m_output_tokens_at_capacity")))
 
 
+def status_text(status: Any) -> str:
+    """How a bound or baseline was reached, in words: optimal, within or at its node limit with the gap, ..."""
+    if not isinstance(status, dict) or not status.get("status"):
+        return NOT_REPORTED
+    gap = number(status.get("gap"))
+    words = {"optimal": "optimal", "feasible_within_gap": "within its gap target",
+             "node_limit": "node limit reached", "infeasible": "infeasible",
+             "time_limit": "stopped by the wall-clock safety net", "error": "solver error"}
+    text = words.get(str(status["status"]), str(status["status"]))
+    return f"{text}, gap {pct(100.0 * gap)}" if gap is not None else text
+
+
 def _reference_rows(meta: dict[str, Any], total: float) -> list[dict[str, Any]]:
+    statuses = meta.get("reference_status") or {}
     rows = [{"reference": "this plan", "kind": "plan", "usd": total, "plan_vs_reference_pct": 0.0}]
     groups = (("lower bound", pick(meta, "lower_bounds", "bounds", default={})),
               ("baseline", pick(meta, "baselines", default={})))
@@ -231,13 +244,27 @@ def _reference_rows(meta: dict[str, Any], total: float) -> list[dict[str, Any]]:
             if value is None:
                 continue
             rows.append({"reference": name.removesuffix("_usd").replace("_", " "), "kind": kind, "usd": value,
-                         "plan_vs_reference_pct": 100.0 * (total - value) / value if value else None})
+                         "plan_vs_reference_pct": 100.0 * (total - value) / value if value else None,
+                         **({"status": status_text(statuses.get(name))} if statuses else {})})
     bound = number(pick(meta, "bound", "bound_usd", "best_bound"))
     if bound is not None:
         rows.append({"reference": "solver bound", "kind": "lower bound", "usd": bound,
                      "plan_vs_reference_pct": 100.0 * (total - bound) / bound if bound else None})
     order = {"plan": 0, "lower bound": 1, "baseline": 2}
     return sorted(rows, key=lambda r: (order[r["kind"]], -r["usd"], r["reference"]))
+
+
+def _break_even(section: Section, reserved: Any) -> None:
+    """The reserved tier's break-even utilisation per region and SKU, and the rule the plan applied."""
+    if not isinstance(reserved, dict) or not reserved.get("break_even"):
+        return
+    figures = ", ".join(f"{row['region']} {row['sku']} {pct(100.0 * float(row['break_even_utilisation']))}"
+                        for row in reserved["break_even"])
+    term = number(reserved.get("term_hours"))
+    section.paragraphs.append(
+        "Reserved break-even utilisation (reserved price / on-demand price: a reserved replica pays only if it "
+        f"would run at least this share of its {f'{term:,.0f}-hour ' if term else ''}term): {figures}. "
+        f"Rule applied: {reserved.get('rule', NOT_REPORTED)}.")
 
 
 def cost_section(inputs: ReportInputs) -> Section:
@@ -291,7 +318,12 @@ def cost_section(inputs: ReportInputs) -> Section:
     else:
         for row in baselines.itertuples(index=False):
             saving = 100.0 * (row.usd - total) / row.usd if row.usd else None
-            section.bullets.append(f"Against {row.reference} ({money(row.usd)}): the plan saves {pct(saving)}.")
+            status = f", {row.status}" if "status" in baselines.columns else ""
+            section.bullets.append(f"Against {row.reference} ({money(row.usd)}{status}): the plan saves {pct(saving)}.")
+    if inputs.plan_meta.get("plan_source") == "best_single_sku":
+        section.bullets.append("The best single-SKU plan cost less than the plan the search found, and the two "
+                               "meet the same constraints: the single-SKU plan was cheaper: returned it.")
+    _break_even(section, inputs.plan_meta.get("reserved"))
     section.tables += [Table("cost_by_region_sku_tier", "Cost by region, SKU and tier", by,
                              "usd over the plan's horizon; gpus_peak: most GPUs in any period."),
                        Table("cost_vs_bounds", "Plan cost against lower bounds and baselines", refs,

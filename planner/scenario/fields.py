@@ -133,6 +133,20 @@ def _check_horizon(value: str) -> str:
     return value
 
 
+def _check_term(value: str) -> str:
+    try:
+        hours = horizon_to_hours(value)
+    except DurationError:
+        hours = 0
+    if hours < 1:
+        raise custom_error(
+            "reserved_term",
+            f"{value!r} is not a commitment term",
+            "write a whole number followed by h (hours), d (days) or w (weeks), e.g. '365d' for one year",
+        )
+    return value
+
+
 def horizon_to_hours(value: str) -> int:
     """Hours of a scenario horizon such as '14d' (336); :class:`DurationError` when it is not one."""
     return duration_hours(parse_duration(value, SCENARIO_HORIZON))
@@ -151,6 +165,7 @@ Slug = Annotated[str, Strict(), AfterValidator(_check_slug)]
 PolicyName = Annotated[str, Strict(), AfterValidator(_check_policy)]
 ServingKey = Annotated[str, Strict(), AfterValidator(_check_serving_key)]
 Horizon = Annotated[str, Strict(), AfterValidator(_check_horizon)]
+Term = Annotated[str, Strict(), AfterValidator(_check_term)]
 
 
 def duplicate_issues(names: list[str], field: str, what: str) -> list[Issue]:

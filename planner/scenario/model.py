@@ -31,6 +31,7 @@ from planner.scenario.fields import (
     Sku,
     Slug,
     Str,
+    Term,
     Tier,
     TpDegree,
     custom_error,
@@ -234,6 +235,12 @@ class Capacity(Frozen):
     redundancy: Annotated[int, Field(strict=True, ge=0)] = Field(
         default=1, description="minimum replicas of a model in every serving region that serves it"
     )
+    min_replicas_per_pool: Annotated[int, Field(strict=True, ge=1)] = Field(
+        default=2, description="minimum replicas of a (region, model) pool in every period once it serves any demand"
+    )
+    reserved_term: Term = Field(
+        default="365d", description="commitment term of a reserved replica, e.g. '365d'; it is paid for the whole term"
+    )
     quotas: Quotas = Field(default_factory=dict, description="default GPU quota per SKU in every serving region")
     budget_usd: Annotated[float, Field(strict=True, gt=0)] | None = Field(
         default=None, description="optional cap on total spend over the horizon, in USD"
@@ -247,6 +254,10 @@ class Capacity(Frozen):
     switching_cost_usd: Annotated[float, Field(strict=True, ge=0)] = Field(
         default=0.0, description="USD charged per replica added or removed relative to the previous plan"
     )
+
+    @property
+    def reserved_term_hours(self) -> int:
+        return horizon_to_hours(self.reserved_term)
 
     @field_validator("tiers")
     @classmethod

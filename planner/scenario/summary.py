@@ -106,6 +106,8 @@ def summary_rows(scenario: Scenario) -> list[dict[str, Any]]:
             f"tiers={','.join(capacity.tiers)}",
             f"utilisation_cap={_num(capacity.utilisation_cap)}",
             f"redundancy={capacity.redundancy}",
+            f"min_replicas_per_pool={capacity.min_replicas_per_pool}",
+            f"reserved_term={capacity.reserved_term}",
             f"forecast_quantile={_num(capacity.forecast_quantile)}",
             f"spot_reliable_fraction={_num(capacity.spot_reliable_fraction)}",
             f"switching_cost_usd={_num(capacity.switching_cost_usd)}",

@@ -1,0 +1,151 @@
+"""Plans that make economic sense: the pool minimum, reserved capacity priced by its term,
+deterministic bounds and baselines with their status, and the cheaper single-SKU plan returned."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import replace
+
+import pytest
+from placement_helpers import Case, Region, capacity, catalog, forecast, profiles, scenario_dict, two_region_case
+
+from planner.placement import place as place_module
+from planner.placement import place_plan
+from planner.placement.bounds import best_single_sku, elastic_bound
+from planner.placement.limits import SafetyNet
+from planner.placement.result import Fleet
+from planner.placement.solve import solve_instance
+from planner.scenario import parse_scenario
+
+MODEL = "llama-3.1-8b"
+
+
+def _l4_case(demand: list[float], rules: dict) -> Case:
+    """One region, one SKU (L4: 1 req/s interactive per replica after the cap), reserved at half the on-demand price."""
+    regions = [Region("aws:us-east-1", "us", {"us-east": 10.0},
+                      {("L4", "reserved"): 0.5, ("L4", "on_demand"): 1.0}, quota=64)]
+    scenario = parse_scenario(scenario_dict(
+        regions, {"us-east": ("us", ["us"])}, {MODEL: ["L4"]}, {"interactive": {"latency_budget_ms": 50.0}},
+        capacity={"utilisation_cap": 0.5, "redundancy": 1, **rules}, horizon=f"{len(demand)}h"))
+    return Case(scenario, forecast({("us-east", MODEL, "interactive"): demand}), catalog(regions),
+                profiles([(MODEL, "L4", 1)]), capacity([(MODEL, "L4", 1, "interactive", 2.0)]))
+
+
+def _place(case: Case, **kwargs):
+    return place_plan(case.scenario, case.forecast, case.catalog, case.profiles, capacity=case.capacity,
+                      time_limit_s=60, gap=0.0, periods="hourly", **{"baselines": False, **kwargs})
+
+
+def _replicas(result, tier: str | None = None) -> dict[str, int]:
+    plan = result.plan if tier is None else result.plan[result.plan["tier"] == tier]
+    return {str(k): int(v) for k, v in plan.groupby("period")["replicas"].sum().items()}
+
+
+# --------------------------------------------------------------------------- the pool minimum
+@pytest.mark.parametrize("floor", [1, 2, 3])
+def test_every_serving_pool_keeps_the_minimum_replicas_in_every_period(floor):
+    result = _place(_l4_case([0.5, 0.2, 0.5], {"min_replicas_per_pool": floor, "tiers": ["on_demand"]}))
+    counts = _replicas(result)
+    assert len(counts) == 3 and min(counts.values()) == floor  # 0.5 req/s needs one replica; the floor asks more
+    assert result.meta["check"]["ok"] and "pool_floor" in result.meta["check"]["checks"]
+
+
+def test_an_idle_spot_replica_is_no_second_replica_for_classes_that_may_not_use_spot():
+    case = two_region_case({("us-east", MODEL, "interactive"): [0.3, 0.3]},
+                           capacity_rules={"redundancy": 1, "min_replicas_per_pool": 2}, residency=["us"])
+    result = _place(case)
+    assert (result.plan["tier"] != "spot").all()
+    steady = result.plan.groupby(["period", "region", "model"])["replicas"].sum()
+    assert (steady == 2).all()
+
+
+def test_with_no_redundancy_a_spot_only_pool_counts_its_spot_replicas():
+    case = two_region_case({("us-east", MODEL, "batch"): [4.0, 4.0]},
+                           capacity_rules={"redundancy": 0, "min_replicas_per_pool": 3}, residency=["us"])
+    result = _place(case)
+    pools = result.plan.groupby(["period", "region", "model"])["replicas"].sum()
+    assert (pools >= 3).all()
+    assert (result.plan["tier"] == "spot").any()
+    assert result.meta["check"]["ok"]
+
+
+def test_the_default_pool_minimum_is_two():
+    result = _place(_l4_case([0.5, 0.5], {"tiers": ["on_demand"]}))
+    assert set(_replicas(result).values()) == {2}
+
+
+# --------------------------------------------------------------------------- reserved and its term
+PEAKY = [4.0, 4.0, 4.0, 4.0, 1.0, 1.0]  # replicas needed: 4 for two thirds of the horizon, then 1
+
+
+def test_a_term_longer_than_the_horizon_reserves_only_the_sustained_load():
+    rules = {"min_replicas_per_pool": 1}
+    whole = _place(_l4_case(PEAKY, {**rules, "reserved_term": "6h"}))
+    assert set(_replicas(whole, "reserved").values()) == {4}  # used 2/3 of the term, break-even 1/2: reserve it
+    year = _place(_l4_case(PEAKY, {**rules, "reserved_term": "365d"}))
+    # 1 replica of load in the quietest hour + the floor of 1: two reserved, the peak on demand
+    assert set(_replicas(year, "reserved").values()) == {2}
+    assert _replicas(year, "on_demand") == {p: 2 for p in list(_replicas(year))[:4]}
+    assert year.meta["check"]["ok"]
+    assert year.meta["cost_usd"]["total"] > whole.meta["cost_usd"]["total"]
+
+
+def test_units_with_no_on_demand_offer_may_still_reserve_the_peak():
+    result = _place(_l4_case(PEAKY, {"min_replicas_per_pool": 1, "tiers": ["reserved"]}))
+    assert set(_replicas(result, "reserved").values()) == {4}
+
+
+def test_the_break_even_utilisation_is_in_the_plan_json():
+    result = _place(_l4_case(PEAKY, {"min_replicas_per_pool": 1}))
+    reserved = result.meta["reserved"]
+    assert reserved["term_hours"] == 8760 and reserved["horizon_hours"] == 6.0
+    assert "shorter than the reserved term" in reserved["rule"]
+    assert reserved["break_even"] == [{"region": "aws:us-east-1", "sku": "L4", "reserved_usd_per_gpu_hour": 0.5,
+                                       "on_demand_usd_per_gpu_hour": 1.0, "break_even_utilisation": 0.5}]
+
+
+# --------------------------------------------------------------------------- bounds and baselines
+def test_bounds_and_baselines_carry_their_status_and_repeat():
+    case = two_region_case()
+    first, second = (_place(case, baselines=True) for _ in range(2))
+    for result in (first, second):
+        meta = result.meta
+        assert meta["lower_bounds"]["perfectly_elastic"]["status"] in ("optimal", "feasible_within_gap", "node_limit")
+        assert meta["baselines"]["best_single_sku"]["status"] in ("optimal", "feasible_within_gap", "node_limit")
+        assert meta["lower_bounds_status"]["lp_relaxation_usd"] == {"status": "optimal"}
+        assert meta["lower_bounds_status"]["best_proven_usd"]["status"] == "optimal"
+    assert first.meta["lower_bounds"] == second.meta["lower_bounds"]
+    assert first.meta["baselines"] == second.meta["baselines"]
+
+
+def test_a_bound_the_safety_net_stops_is_not_reported():
+    inst, _ = two_region_case().instance()
+    expired = SafetyNet(time.monotonic() - 1.0)
+    elastic = elastic_bound(inst, expired)
+    assert elastic["usd"] is None and elastic["status"] == "time_limit"
+    single = best_single_sku(inst, backend="highs", gap=0.01, node_limit=100, net=SafetyNet(time.monotonic() - 1.0))
+    assert single.figures["usd"] is None and single.figures["status"] == "time_limit" and single.fleet is None
+
+
+def test_the_single_sku_plan_is_returned_when_it_is_cheaper(monkeypatch):
+    case = two_region_case()
+
+    def worse_search(inst, **kwargs):  # a search that ended far above the optimum
+        summary = solve_instance(inst, **kwargs)
+        replicas = summary.fleet.replicas.copy()
+        replicas[0, inst.tier_index("on_demand"), :] += 5
+        return replace(summary, fleet=Fleet(replicas, summary.fleet.flows, summary.fleet.loads))
+
+    monkeypatch.setattr(place_module, "solve_instance", worse_search)
+    result = _place(case, baselines=True)
+    single = result.meta["baselines"]["best_single_sku"]
+    assert result.meta["plan_source"] == "best_single_sku"
+    assert result.meta["notes"] == ["the single-SKU plan was cheaper: returned it"]
+    assert result.plan["sku"].nunique() == 1 and result.plan["sku"].iloc[0] == single["sku"]
+    assert result.meta["cost_usd"]["total"] == pytest.approx(single["usd"], rel=1e-4)
+    assert result.meta["check"]["ok"]
+
+
+def test_the_searched_plan_is_kept_when_no_baseline_beats_it():
+    result = _place(two_region_case(), baselines=True)
+    assert result.meta["plan_source"] == "search" and result.meta["notes"] == []
