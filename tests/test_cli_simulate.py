@@ -171,3 +171,28 @@ def test_route_forecast_splits_by_gpus_and_respects_residency(repo_root):
     eu_from_us = 4 / us_gpus if "gcp:europe-west4" in allowed_us else 0.0
     assert demand["gcp:europe-west4"] == pytest.approx(2.0 + eu_from_us)
     assert demand.sum() == pytest.approx(3.0)
+
+
+def test_window_trough_simulates_the_quietest_period_with_demand_as_the_plan_loop_does(repo_root, tmp_path):
+    """`--window trough` picks the period the plan loop checks as its trough: least demand, but above zero."""
+    from planner.loop.windows import loop_windows
+
+    one_period = write_plan_files(tmp_path)
+    plan, flows = pd.read_csv(one_period), pd.read_csv(tmp_path / "plan.flows.csv")
+    periods = {"2026-11-02T18:00:00Z": 1.0, "2026-11-03T03:00:00Z": 0.5, "2026-11-03T04:00:00Z": 0.0,
+               "2026-11-03T05:00:00Z": 0.75}
+    plan = pd.concat([plan.assign(period=p) for p in periods], ignore_index=True)
+    flows = pd.concat([flows.assign(period=p, rps=flows["rps"] * scale) for p, scale in periods.items()],
+                      ignore_index=True)
+    plan.to_csv(one_period, index=False)
+    flows.to_csv(tmp_path / "plan.flows.csv", index=False)
+    out = tmp_path / "trough.csv"
+    result = runner.invoke(cli.app, ["simulate", "--scenario", str(repo_root / "scenarios/demo.toml"),
+                                     "--plan", str(one_period), "--out", str(out), "--window", "trough",
+                                     "--duration", "5min", "--replications", "2", "--seed", "3", "--json"])
+    assert result.exit_code == 0, result.output
+    payload = json.loads(result.stdout)
+    assert payload["period"] == "2026-11-03T03:00:00Z"  # not the empty 04:00, not the busier 05:00
+    assert [w.period for w in loop_windows(plan, flows) if w.name == "trough"] == [payload["period"]]
+    offered = pd.read_csv(out).groupby("traffic_class")["offered_rps"].sum()
+    assert offered["interactive"] == pytest.approx((1.0 + 0.5) * 0.5)  # both pools' interactive rate, halved

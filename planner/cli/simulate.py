@@ -36,7 +36,8 @@ def simulate(
     out: Annotated[Path, typer.Option("--out", "-o", help="Per-class results to write (.csv or .parquet).")],
     policy: Annotated[str | None, typer.Option(help="Scheduling policy (default: the scenario's).")] = None,
     window: Annotated[
-        str, typer.Option(help="'peak' (the period with the most demand) or an ISO time inside a plan period.")
+        str, typer.Option(help="'peak' (the period with the most demand), 'trough' (the least demand above zero, "
+                               "as `planner plan` checks it) or an ISO time inside a plan period.")
     ] = "peak",
     duration: Annotated[str, typer.Option(help="Simulated time per replication, e.g. 30min, 1h.")] = "1h",
     replications: Annotated[int, typer.Option(help="Independent replications for confidence intervals.")] = 3,

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 import pandas as pd
 
 from planner.sim.simulate import select_window
+from planner.sim.windows import trough_period
 
 
 @dataclass(frozen=True)
@@ -37,13 +38,10 @@ def loop_windows(plan: pd.DataFrame, flows: pd.DataFrame) -> list[Window]:
     """The peak window and, when it is a different period, the trough window."""
     peak_period, peak_demand = select_window(plan, flows, "peak")
     windows = [Window("peak", peak_period, peak_demand)]
-    totals = period_totals(plan, flows)
-    busy = totals[totals > 0]
-    if len(busy) > 1:
-        trough_period = str(busy.idxmin())  # first of equal minima: deterministic
-        if trough_period != peak_period:
-            only = flows[flows["period"].astype(str) == trough_period]
-            rows = plan[plan["period"].astype(str) == trough_period]
-            _, trough_demand = select_window(rows, only, "peak")
-            windows.append(Window("trough", trough_period, trough_demand))
+    quietest = trough_period(period_totals(plan, flows))  # first of equal minima: deterministic
+    if quietest is not None and quietest != peak_period:
+        only = flows[flows["period"].astype(str) == quietest]
+        rows = plan[plan["period"].astype(str) == quietest]
+        _, trough_demand = select_window(rows, only, "peak")
+        windows.append(Window("trough", quietest, trough_demand))
     return windows
