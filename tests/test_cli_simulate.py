@@ -43,7 +43,7 @@ def plan_files(tmp_path):
 def test_simulate_prints_slo_table_as_json_and_writes_outputs(repo_root, plan_files, tmp_path):
     out = tmp_path / "sim.csv"
     args = ["simulate", "--scenario", str(repo_root / "scenarios/demo.toml"), "--plan", str(plan_files),
-            "--out", str(out), "--duration", "5min", "--replications", "2", "--seed", "3", "--json"]
+            "--out", str(out), "--sim-duration", "5min", "--replications", "2", "--seed", "3", "--json"]
     result = runner.invoke(cli.app, args)
     assert result.exit_code == 0, result.output
     payload = json.loads(result.stdout)
@@ -59,7 +59,7 @@ def test_a_missed_slo_exits_5_after_writing_and_names_each_miss(repo_root, tmp_p
     plan = write_plan_files(tmp_path, eu_sku="L4")
     out = tmp_path / "sim.csv"
     result = runner.invoke(cli.app, ["simulate", "--scenario", str(repo_root / "scenarios/demo.toml"), "--plan",
-                                     str(plan), "--out", str(out), "--duration", "5min", "--replications", "2",
+                                     str(plan), "--out", str(out), "--sim-duration", "5min", "--replications", "2",
                                      "--seed", "3", "--json"])
     assert result.exit_code == ExitCode.SLO_FAILED, result.output
     payload = json.loads(result.stdout)
@@ -82,7 +82,8 @@ def test_a_model_s_own_tpot_slo_is_checked_and_its_miss_named(repo_root, plan_fi
     scenario.write_text(demo.replace(override, override + "\ntpot_p99_ms = 1"))
     out = tmp_path / "sim.csv"
     result = runner.invoke(cli.app, ["simulate", "--scenario", str(scenario), "--plan", str(plan_files), "--out",
-                                     str(out), "--duration", "5min", "--replications", "2", "--seed", "3", "--json"])
+                                     str(out), "--sim-duration", "5min", "--replications", "2", "--seed", "3",
+                                     "--json"])
     assert result.exit_code == ExitCode.SLO_FAILED, result.output
     rows = {(r["model"], r["traffic_class"]): r for r in json.loads(result.stdout)["rows"]}
     overridden = rows[("llama-3.1-70b", "interactive")]
@@ -109,7 +110,7 @@ def test_missing_flows_exits_3_with_hint(repo_root, plan_files, tmp_path):
 def test_bad_duration_exits_3(repo_root, plan_files, tmp_path):
     result = runner.invoke(cli.app, ["simulate", "--scenario", str(repo_root / "scenarios/demo.toml"),
                                      "--plan", str(plan_files), "--out", str(tmp_path / "s.csv"),
-                                     "--duration", "forever"])
+                                     "--sim-duration", "forever"])
     assert result.exit_code == ExitCode.INVALID_INPUT
 
 
@@ -141,7 +142,7 @@ def test_hand_written_plan_with_forecast_routes_demand_by_residency(repo_root, t
     out = tmp_path / "sim.csv"
     result = runner.invoke(cli.app, ["simulate", "--scenario", str(scenario),
                                      "--plan", str(plan_path), "--forecast", str(forecast), "--out", str(out),
-                                     "--duration", "5min", "--replications", "2", "--json"])
+                                     "--sim-duration", "5min", "--replications", "2", "--json"])
     assert result.exit_code == 0, result.output
     per_class = pd.read_csv(out)
     assert set(per_class["region"]) <= {"aws:us-east-1", "gcp:europe-west4"}
@@ -189,7 +190,7 @@ def test_window_trough_simulates_the_quietest_period_with_demand_as_the_plan_loo
     out = tmp_path / "trough.csv"
     result = runner.invoke(cli.app, ["simulate", "--scenario", str(repo_root / "scenarios/demo.toml"),
                                      "--plan", str(one_period), "--out", str(out), "--window", "trough",
-                                     "--duration", "5min", "--replications", "2", "--seed", "3", "--json"])
+                                     "--sim-duration", "5min", "--replications", "2", "--seed", "3", "--json"])
     assert result.exit_code == 0, result.output
     payload = json.loads(result.stdout)
     assert payload["period"] == "2026-11-03T03:00:00Z"  # not the empty 04:00, not the busier 05:00

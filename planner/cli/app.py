@@ -45,6 +45,7 @@ from planner.console import print_error, print_table, stderr
 from planner.contracts import SIMULATED_WINDOW, DurationError, duration_seconds, parse_duration
 from planner.errors import ExitCode, InputError, PlannerError, Terminated
 from planner.runs import RunContext, RunHistory, input_hash, recording
+from planner.sim.work import SIM_DURATION_OPTION
 
 app = typer.Typer(
     name="planner",
@@ -283,7 +284,27 @@ def announce_compile(seconds: float) -> None:
     stderr.print(f"compiling the simulator (one time, about {seconds:.0f} s)...", highlight=False)
 
 
-def parse_duration_s(text: str, option: str = "--duration") -> float:
+SIM_DURATION = SIM_DURATION_OPTION
+"""The one name of the simulated time per replication, on every command that simulates."""
+OldDurationOption = Annotated[
+    str | None, typer.Option("--duration", hidden=True, help=f"Old name of {SIM_DURATION} (deprecated).")
+]
+"""``--duration``, the name ``simulate`` and ``calibrate`` gave the simulated time before: scripts still use it."""
+
+
+def renamed_option(value: str | None, old_value: str | None, *, name: str, old_name: str, default: str) -> str:
+    """An option's value given under its name, or under its old name (with a warning on stderr), else ``default``."""
+    if old_value is None:
+        return default if value is None else value
+    if value is not None:
+        raise InputError(f"{old_name} is the old name of {name}: give one of them, not both", where=old_name,
+                         fix=f"drop {old_name} {old_value} and keep {name} {value}")
+    stderr.print(f"warning: {old_name} is deprecated, use {name} (the same setting, one name on every command)",
+                 highlight=False, markup=False, soft_wrap=True)
+    return old_value
+
+
+def parse_duration_s(text: str, option: str = SIM_DURATION) -> float:
     """'30min', '1h', '900s' -> seconds."""
     try:
         seconds = duration_seconds(parse_duration(text, SIMULATED_WINDOW))

@@ -8,9 +8,11 @@ from typing import Annotated, Any
 import typer
 
 from planner.cli.app import (
+    SIM_DURATION,
     EngineOption,
     HistogramOption,
     JsonFlag,
+    OldDurationOption,
     SchedulerOption,
     SeedOption,
     WorkersOption,
@@ -20,6 +22,7 @@ from planner.cli.app import (
     guarded,
     parse_duration_s,
     print_outputs,
+    renamed_option,
 )
 from planner.cli.paths import check_paths
 from planner.console import print_table, progress_bar, stderr
@@ -39,7 +42,9 @@ def simulate(
         str, typer.Option(help="'peak' (the period with the most demand), 'trough' (the least demand above zero, "
                                "as `planner plan` checks it) or an ISO time inside a plan period.")
     ] = "peak",
-    duration: Annotated[str, typer.Option(help="Simulated time per replication, e.g. 30min, 1h.")] = "1h",
+    sim_duration: Annotated[str | None, typer.Option(
+        SIM_DURATION, help="Simulated time per replication, e.g. 30min (default: 1h).")] = None,
+    duration: OldDurationOption = None,
     replications: Annotated[int, typer.Option(help="Independent replications for confidence intervals.")] = 3,
     seed: SeedOption = None,
     flows: Annotated[
@@ -80,12 +85,13 @@ def simulate(
     from planner.workflows.simulate import SimulateOptions
     from planner.workflows.simulate import simulate as simulate_workflow
 
-    options = SimulateOptions(policy=policy, window=window, duration_s=check_duration(parse_duration_s(duration)),
+    simulated = renamed_option(sim_duration, duration, name=SIM_DURATION, old_name="--duration", default="1h")
+    options = SimulateOptions(policy=policy, window=window, duration_s=check_duration(parse_duration_s(simulated)),
                               replications=check_replications(replications), seed=seed, engine=engine,
                               workers=workers, scheduler=scheduler)
 
     def progress(period: str) -> Any:
-        return progress_bar(f"Simulating period {period}: pools x {replications} replication(s) of {duration}",
+        return progress_bar(f"Simulating period {period}: pools x {replications} replication(s) of {simulated}",
                             console=stderr)
 
     done = simulate_workflow(scenario, plan, out, options, flows_file=flows_path, forecast_file=forecast,

@@ -62,7 +62,7 @@ from planner.sim.replica.run import (
 )
 from planner.sim.result import SimulationResult
 from planner.sim.windows import PEAK, TROUGH, WINDOW_CHOICES, trough_period
-from planner.sim.work import PoolWork, check_work
+from planner.sim.work import SIM_DURATION_OPTION, PoolWork, check_work
 from planner.sim.workload import ClassWorkload, workloads_for
 from planner.slo import SLO_METRICS, met_column, p99_column, target_column, verdict_column
 from planner.sources import source_of
@@ -227,8 +227,8 @@ def simulate_plan(
     """
     check_engine(engine, scheduler, workers)
     if not duration_s > 0 or replications < 1:
-        raise InputError("duration must be > 0 and replications >= 1", where="--duration/--replications",
-                         fix="e.g. --duration 1h --replications 5")
+        raise InputError("duration must be > 0 and replications >= 1", where=f"{SIM_DURATION_OPTION}/--replications",
+                         fix=f"e.g. {SIM_DURATION_OPTION} 1h --replications 5")
     router_code(routing)
     spec = get_policy(policy if policy is not None else scenario.policy.name)
     warmup = WARMUP_FRACTION * duration_s if warmup_s is None else float(warmup_s)
