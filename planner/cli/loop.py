@@ -22,6 +22,7 @@ from planner.cli.app import (
     announce_compile,
     app,
     check_engine_options,
+    examples,
     guarded,
     parse_duration_s,
     print_outputs,
@@ -57,7 +58,12 @@ def narrated(first: str) -> Iterator[Callable[[str], None]]:
 
 
 # --------------------------------------------------------------------------- calibrate
-@app.command()
+@app.command(epilog=examples(
+    """planner calibrate --scenario scenarios/demo.toml --out out/capacity.csv \\
+    --models llama-3.1-8b --skus H100""",
+    """planner calibrate --scenario scenarios/demo.toml --out out/capacity.csv \\
+    --cache-dir out/demo/calibration""",
+))
 @guarded
 def calibrate(
     scenario: Annotated[Path, typer.Option(help="Scenario TOML file.")],
@@ -161,7 +167,13 @@ def fail_if_not_converged(result: Any) -> None:
                          fix="raise --max-rounds, loosen the SLOs, allow more SKUs or regions, or change the policy")
 
 
-@app.command()
+@app.command(epilog=examples(
+    """planner plan --scenario scenarios/demo.toml \\
+    --history data/history/demo_history.parquet --out out/plan""",
+    """planner plan --scenario scenarios/demo.toml \\
+    --history data/history/demo_history.parquet --out out/plan-compared \\
+    --as-of 2026-10-15T00:00:00Z --compare-policies fcfs,drr-wspt""",
+))
 @guarded
 def plan(
     scenario: Annotated[Path, typer.Option(help="Scenario TOML file.")],

@@ -19,6 +19,7 @@ from planner.cli.app import (
     announce_compile,
     app,
     check_engine_options,
+    examples,
     guarded,
     parse_duration_s,
     print_outputs,
@@ -31,7 +32,12 @@ from planner.runs import RunContext
 
 
 # --------------------------------------------------------------------------- simulate
-@app.command()
+@app.command(epilog=examples(
+    """planner simulate --scenario scenarios/demo.toml --plan out/plan.csv \\
+    --out out/slo.csv""",
+    """planner simulate --scenario scenarios/demo.toml --plan out/plan.csv \\
+    --window trough --sim-duration 30min --out out/slo-trough.csv""",
+))
 @guarded
 def simulate(
     scenario: Annotated[Path, typer.Option(help="Scenario TOML file.")],
@@ -120,7 +126,10 @@ def fail_if_missed(result: Any, period: str) -> None:
 
 
 # --------------------------------------------------------------------------- experiment
-@app.command()
+@app.command(epilog=examples(
+    "planner experiment e1 --out out/experiments --scale 0.1",
+    "planner experiment e4 --out out/experiments --seed 1",
+))
 @guarded
 def experiment(
     name: Annotated[str, typer.Argument(help="Reference experiment from theory.md: e1, e2, e3 or e4.")],
