@@ -9,7 +9,7 @@ import pytest
 from typer.testing import CliRunner
 
 from planner import cli
-from planner.errors import ExitCode
+from planner.errors import ExitCode, InputError
 from planner.runs import RunHistory
 
 runner = CliRunner()
@@ -197,3 +197,19 @@ def test_window_trough_simulates_the_quietest_period_with_demand_as_the_plan_loo
     assert [w.period for w in loop_windows(plan, flows) if w.name == "trough"] == [payload["period"]]
     offered = pd.read_csv(out).groupby("traffic_class")["offered_rps"].sum()
     assert offered["interactive"] == pytest.approx((1.0 + 0.5) * 0.5)  # both pools' interactive rate, halved
+
+
+def test_forecast_trough_is_the_quietest_hour_with_demand(repo_root):
+    """With --forecast, `--window trough` is the hour of least total demand above zero (the same rule as flows)."""
+    from planner.scenario import load_scenario
+    from planner.sim.forecast_demand import forecast_hour
+
+    scenario = load_scenario(repo_root / "scenarios/demo.toml")
+    totals = {"2026-11-02T17:00:00Z": 9.0, "2026-11-02T18:00:00Z": 0.0, "2026-11-02T19:00:00Z": 4.0,
+              "2026-11-02T20:00:00Z": 4.0}
+    forecast = pd.DataFrame([{"region": "us-east", "model": "llama-3.1-8b", "traffic_class": "standard", "ts": ts,
+                              "q95": q} for ts, q in totals.items()])
+    assert forecast_hour(forecast, "q95", "trough", scenario) == "2026-11-02T19:00:00Z"
+    assert forecast_hour(forecast, "q95", "peak", scenario) == "2026-11-02T17:00:00Z"
+    with pytest.raises(InputError, match="no trough"):
+        forecast_hour(forecast.assign(q95=0.0), "q95", "trough", scenario)
