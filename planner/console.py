@@ -13,6 +13,7 @@ import sys
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
+from rich.cells import cell_len
 from rich.console import Console
 from rich.markup import escape
 from rich.progress import (
@@ -82,12 +83,43 @@ def print_table(
         print_json({**json_extra, "rows": body} if json_extra else body)
         return
     columns = list(columns or (rows[0].keys() if rows else []))
+    cells = [[_format_cell(row.get(name)) for name in columns] for row in rows]
+    widths = _fitted_widths([[name, *(line[index] for line in cells)] for index, name in enumerate(columns)],
+                            room=stdout.width - (3 * len(columns) + 1))  # each column: 2 of padding, 1 of border
     table = Table(title=title, show_lines=False, header_style="bold")
-    for name in columns:
-        table.add_column(name, overflow="fold")
-    for row in rows:
-        table.add_row(*(escape(_format_cell(row.get(name))) for name in columns))
+    for name, width in zip(columns, widths, strict=True):
+        table.add_column(name, width=width, overflow="ellipsis")
+    for line in cells:
+        table.add_row(*(escape(cell) for cell in line))
     stdout.print(table)
+
+
+def _fitted_widths(columns: Sequence[Sequence[str]], room: int) -> list[int | None]:
+    """Column widths that fit ``room`` without splitting a word; None (rich's own) when the table fits as it is.
+
+    ``columns`` holds each column's header, then its cells. Rich narrows a table that is too
+    wide without regard to words: the widest column first, down to nothing, then every column
+    evenly, so ``fold`` prints ``…/interactiv`` above ``e``. Here the columns first wrap between
+    words, down to their longest word, the widest first. If the words alone are too wide, long
+    headers are cut next (the values matter more), then the widest values. A cut word ends in
+    an ellipsis (``overflow="ellipsis"``) instead of continuing on the next line.
+    """
+    widest = [max((cell_len(line) for cell in cells for line in cell.splitlines() or [""]), default=0)
+              for cells in columns]
+    if sum(widest) <= room:
+        return [None] * len(columns)
+
+    def longest_word(cells: Sequence[str]) -> int:
+        return max((cell_len(word) for cell in cells for word in cell.split()), default=1)
+
+    widths = list(widest)
+    for floor in ([longest_word(c) for c in columns], [longest_word(c[1:]) for c in columns], [1] * len(columns)):
+        while sum(widths) > room:
+            shrinkable = [i for i, width in enumerate(widths) if width > floor[i]]
+            if not shrinkable:
+                break
+            widths[max(shrinkable, key=lambda i: (widths[i], -i))] -= 1  # the widest (leftmost on a tie) gives way
+    return list(widths)
 
 
 def print_error(message: str, *, fix: str | None = None, where: str | None = None, code: int) -> None:

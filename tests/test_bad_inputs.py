@@ -218,13 +218,13 @@ CASES = [
     BadInput(
         "simulate: a demand of a billion requests per second",
         lambda d: simulate(d, plan_pair(d, flows=cell("rps", 0, 1e9))),
-        mentions=("--duration", "requests per replication", "requests per second, not per hour"),
+        mentions=("--sim-duration", "requests per replication", "requests per second, not per hour"),
         earlier=SIM_OUTPUTS,
     ),
     BadInput(
-        "simulate: --duration 0.001s",
-        lambda d: [*simulate(d, plan_pair(d)), "--duration", "0.001s"],
-        mentions=("--duration", "minimum of 60 s"), earlier=SIM_OUTPUTS,
+        "simulate: --sim-duration 0.001s",
+        lambda d: [*simulate(d, plan_pair(d)), "--sim-duration", "0.001s"],
+        mentions=("--sim-duration", "minimum of 60 s"), earlier=SIM_OUTPUTS,
     ),
     BadInput(
         "simulate: --replications 0",
@@ -245,9 +245,9 @@ CASES = [
     ),
     BadInput(
         "simulate: a one-minute window that sees no request of a class with demand",
-        lambda d: [*simulate(d, plan_pair(d, flows=lambda f: f.assign(rps=f["rps"] / 10_000))), "--duration", "60s",
+        lambda d: [*simulate(d, plan_pair(d, flows=lambda f: f.assign(rps=f["rps"] / 10_000))), "--sim-duration", "60s",
                    "--replications", "1"],
-        mentions=("--duration", "saw no request", "no evidence"), earlier=SIM_OUTPUTS,
+        mentions=("--sim-duration", "saw no request", "no evidence"), earlier=SIM_OUTPUTS,
     ),
     # calibrate, plan, report, experiment
     BadInput(

@@ -16,7 +16,7 @@ from planner.runs import RunHistory
 from planner.scenario import load_scenario
 
 runner = CliRunner()
-QUICK = ["--duration", "5m", "--replications", "2", "--engine", "local"]
+QUICK = ["--sim-duration", "5m", "--replications", "2", "--engine", "local"]
 
 
 def write_quick_scenario(folder: Path) -> Path:

@@ -64,7 +64,7 @@ def test_place_writes_plan_json_and_flows_then_simulate_reads_them(six_hours, fo
     assert all(f"--tensor-parallel-size {d['tp_degree']} " in d["launch"] for d in meta["deployments"])
 
     sim = runner.invoke(cli.app, ["simulate", "--scenario", scenario, "--plan", str(plan),
-                                  "--out", str(tmp_path / "sim.csv"), "--duration", "5min",
+                                  "--out", str(tmp_path / "sim.csv"), "--sim-duration", "5min",
                                   "--replications", "2", "--json"])
     sim_payload = json.loads(sim.stdout)
     assert sim_payload["rows"] and (tmp_path / "sim.csv").exists()

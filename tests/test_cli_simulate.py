@@ -9,7 +9,7 @@ import pytest
 from typer.testing import CliRunner
 
 from planner import cli
-from planner.errors import ExitCode
+from planner.errors import ExitCode, InputError
 from planner.runs import RunHistory
 
 runner = CliRunner()
@@ -43,7 +43,7 @@ def plan_files(tmp_path):
 def test_simulate_prints_slo_table_as_json_and_writes_outputs(repo_root, plan_files, tmp_path):
     out = tmp_path / "sim.csv"
     args = ["simulate", "--scenario", str(repo_root / "scenarios/demo.toml"), "--plan", str(plan_files),
-            "--out", str(out), "--duration", "5min", "--replications", "2", "--seed", "3", "--json"]
+            "--out", str(out), "--sim-duration", "5min", "--replications", "2", "--seed", "3", "--json"]
     result = runner.invoke(cli.app, args)
     assert result.exit_code == 0, result.output
     payload = json.loads(result.stdout)
@@ -59,7 +59,7 @@ def test_a_missed_slo_exits_5_after_writing_and_names_each_miss(repo_root, tmp_p
     plan = write_plan_files(tmp_path, eu_sku="L4")
     out = tmp_path / "sim.csv"
     result = runner.invoke(cli.app, ["simulate", "--scenario", str(repo_root / "scenarios/demo.toml"), "--plan",
-                                     str(plan), "--out", str(out), "--duration", "5min", "--replications", "2",
+                                     str(plan), "--out", str(out), "--sim-duration", "5min", "--replications", "2",
                                      "--seed", "3", "--json"])
     assert result.exit_code == ExitCode.SLO_FAILED, result.output
     payload = json.loads(result.stdout)
@@ -82,7 +82,8 @@ def test_a_model_s_own_tpot_slo_is_checked_and_its_miss_named(repo_root, plan_fi
     scenario.write_text(demo.replace(override, override + "\ntpot_p99_ms = 1"))
     out = tmp_path / "sim.csv"
     result = runner.invoke(cli.app, ["simulate", "--scenario", str(scenario), "--plan", str(plan_files), "--out",
-                                     str(out), "--duration", "5min", "--replications", "2", "--seed", "3", "--json"])
+                                     str(out), "--sim-duration", "5min", "--replications", "2", "--seed", "3",
+                                     "--json"])
     assert result.exit_code == ExitCode.SLO_FAILED, result.output
     rows = {(r["model"], r["traffic_class"]): r for r in json.loads(result.stdout)["rows"]}
     overridden = rows[("llama-3.1-70b", "interactive")]
@@ -109,7 +110,7 @@ def test_missing_flows_exits_3_with_hint(repo_root, plan_files, tmp_path):
 def test_bad_duration_exits_3(repo_root, plan_files, tmp_path):
     result = runner.invoke(cli.app, ["simulate", "--scenario", str(repo_root / "scenarios/demo.toml"),
                                      "--plan", str(plan_files), "--out", str(tmp_path / "s.csv"),
-                                     "--duration", "forever"])
+                                     "--sim-duration", "forever"])
     assert result.exit_code == ExitCode.INVALID_INPUT
 
 
@@ -141,7 +142,7 @@ def test_hand_written_plan_with_forecast_routes_demand_by_residency(repo_root, t
     out = tmp_path / "sim.csv"
     result = runner.invoke(cli.app, ["simulate", "--scenario", str(scenario),
                                      "--plan", str(plan_path), "--forecast", str(forecast), "--out", str(out),
-                                     "--duration", "5min", "--replications", "2", "--json"])
+                                     "--sim-duration", "5min", "--replications", "2", "--json"])
     assert result.exit_code == 0, result.output
     per_class = pd.read_csv(out)
     assert set(per_class["region"]) <= {"aws:us-east-1", "gcp:europe-west4"}
@@ -171,3 +172,44 @@ def test_route_forecast_splits_by_gpus_and_respects_residency(repo_root):
     eu_from_us = 4 / us_gpus if "gcp:europe-west4" in allowed_us else 0.0
     assert demand["gcp:europe-west4"] == pytest.approx(2.0 + eu_from_us)
     assert demand.sum() == pytest.approx(3.0)
+
+
+def test_window_trough_simulates_the_quietest_period_with_demand_as_the_plan_loop_does(repo_root, tmp_path):
+    """`--window trough` picks the period the plan loop checks as its trough: least demand, but above zero."""
+    from planner.loop.windows import loop_windows
+
+    one_period = write_plan_files(tmp_path)
+    plan, flows = pd.read_csv(one_period), pd.read_csv(tmp_path / "plan.flows.csv")
+    periods = {"2026-11-02T18:00:00Z": 1.0, "2026-11-03T03:00:00Z": 0.5, "2026-11-03T04:00:00Z": 0.0,
+               "2026-11-03T05:00:00Z": 0.75}
+    plan = pd.concat([plan.assign(period=p) for p in periods], ignore_index=True)
+    flows = pd.concat([flows.assign(period=p, rps=flows["rps"] * scale) for p, scale in periods.items()],
+                      ignore_index=True)
+    plan.to_csv(one_period, index=False)
+    flows.to_csv(tmp_path / "plan.flows.csv", index=False)
+    out = tmp_path / "trough.csv"
+    result = runner.invoke(cli.app, ["simulate", "--scenario", str(repo_root / "scenarios/demo.toml"),
+                                     "--plan", str(one_period), "--out", str(out), "--window", "trough",
+                                     "--sim-duration", "5min", "--replications", "2", "--seed", "3", "--json"])
+    assert result.exit_code == 0, result.output
+    payload = json.loads(result.stdout)
+    assert payload["period"] == "2026-11-03T03:00:00Z"  # not the empty 04:00, not the busier 05:00
+    assert [w.period for w in loop_windows(plan, flows) if w.name == "trough"] == [payload["period"]]
+    offered = pd.read_csv(out).groupby("traffic_class")["offered_rps"].sum()
+    assert offered["interactive"] == pytest.approx((1.0 + 0.5) * 0.5)  # both pools' interactive rate, halved
+
+
+def test_forecast_trough_is_the_quietest_hour_with_demand(repo_root):
+    """With --forecast, `--window trough` is the hour of least total demand above zero (the same rule as flows)."""
+    from planner.scenario import load_scenario
+    from planner.sim.forecast_demand import forecast_hour
+
+    scenario = load_scenario(repo_root / "scenarios/demo.toml")
+    totals = {"2026-11-02T17:00:00Z": 9.0, "2026-11-02T18:00:00Z": 0.0, "2026-11-02T19:00:00Z": 4.0,
+              "2026-11-02T20:00:00Z": 4.0}
+    forecast = pd.DataFrame([{"region": "us-east", "model": "llama-3.1-8b", "traffic_class": "standard", "ts": ts,
+                              "q95": q} for ts, q in totals.items()])
+    assert forecast_hour(forecast, "q95", "trough", scenario) == "2026-11-02T19:00:00Z"
+    assert forecast_hour(forecast, "q95", "peak", scenario) == "2026-11-02T17:00:00Z"
+    with pytest.raises(InputError, match="no trough"):
+        forecast_hour(forecast.assign(q95=0.0), "q95", "trough", scenario)

@@ -92,7 +92,7 @@ def test_first_simulate_says_it_compiles_once_and_a_warm_one_says_nothing(repo_r
     cache = tmp_path / "numba"
     env = dict(os.environ, NUMBA_CACHE_DIR=str(cache))
     args = [sys.executable, "-m", "planner", "simulate", "--scenario", str(repo_root / "scenarios/demo.toml"),
-            "--plan", str(_plan(tmp_path)), "--duration", "5min", "--replications", "2", "--seed", "3",
+            "--plan", str(_plan(tmp_path)), "--sim-duration", "5min", "--replications", "2", "--seed", "3",
             "--engine", "processes", "--workers", "2"]
     runs = [subprocess.run([*args, "--out", str(tmp_path / f"sim{i}.csv")], env=env, capture_output=True,
                            text=True, timeout=600) for i in (1, 2)]

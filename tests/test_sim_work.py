@@ -101,7 +101,7 @@ def test_a_demand_of_a_billion_per_second_is_refused_with_the_estimate(demo):
     with pytest.raises(InputError) as caught:
         simulate_plan(demo, _plan(), demand, load_profiles(), load_catalog(), duration_s=600.0, replications=2,
                       seed=1)
-    assert caught.value.where == "--duration"
+    assert caught.value.where == "--sim-duration"
     assert "1,800,000,000,000 requests per replication" in caught.value.message
     assert "requests per second, not per hour" in caught.value.fix
 
@@ -119,7 +119,7 @@ def test_the_ceilings_each_hold_on_their_own():
     check_work(pools, duration_s=3600.0, replications=2)  # 40M in all: under the run's ceiling
     with pytest.raises(InputError, match="over every pool and replication") as caught:
         check_work(pools, duration_s=3600.0, replications=3)  # 60M
-    assert caught.value.where == "--duration/--replications"
+    assert caught.value.where == "--sim-duration/--replications"
     assert MAX_ARRIVALS_PER_RUN == 50_000_000
 
 
@@ -137,7 +137,7 @@ def test_a_window_shorter_than_a_minute_is_refused():
     assert check_duration(MIN_DURATION_S) == MIN_DURATION_S
     with pytest.raises(InputError, match="shorter than the minimum of 60 s") as caught:
         check_duration(0.001)
-    assert caught.value.where == "--duration"
+    assert caught.value.where == "--sim-duration"
     with pytest.raises(InputError, match="--sim-duration"):
         check_duration(1.0, "--sim-duration")
 
@@ -152,6 +152,6 @@ def test_a_class_with_demand_but_no_arrival_is_no_evidence_not_a_pass():
     ])
     with pytest.raises(InputError) as caught:
         check_evidence(rows, duration_s=60.0, warmup_s=6.0)
-    assert caught.value.where == "--duration" and "batch at r / m" in caught.value.message
-    assert "--duration 3334s" in caught.value.fix  # 3 expected arrivals in the measured 90 %
+    assert caught.value.where == "--sim-duration" and "batch at r / m" in caught.value.message
+    assert "--sim-duration 3334s" in caught.value.fix  # 3 expected arrivals in the measured 90 %
     check_evidence(rows.iloc[1:], duration_s=60.0, warmup_s=6.0)  # no traffic at all is not a problem

@@ -25,6 +25,7 @@ from planner.profiles.throughput import ceiling
 from planner.scenario import SKU_NAMES, Scenario, usable_profiles
 from planner.sim.policies import get_policy
 from planner.sim.replica.pool import ClassSpec, ReplicaSpec
+from planner.sim.work import SIM_DURATION_OPTION
 from planner.sim.workload import workloads_for
 
 MIX_TOLERANCE = 1e-6
@@ -129,8 +130,8 @@ def check_settings(*, duration_s: float, replications: int, seed: int, rel_tol: 
                    pool_replicas: int) -> None:
     """Every scalar setting, with where and how to fix it."""
     if not (isinstance(duration_s, (int, float)) and math.isfinite(duration_s) and duration_s > 0):
-        raise InputError(f"duration must be a positive number of seconds, got {duration_s!r}", where="--duration",
-                         fix="e.g. --duration 1h (3600 s)")
+        raise InputError(f"duration must be a positive number of seconds, got {duration_s!r}",
+                         where=SIM_DURATION_OPTION, fix=f"e.g. {SIM_DURATION_OPTION} 1h (3600 s)")
     if not isinstance(replications, int) or replications < 2:
         raise InputError(f"replications must be a whole number >= 2, got {replications!r}", where="--replications",
                          fix="use at least 2: the confidence interval needs a spread to estimate")

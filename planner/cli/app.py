@@ -39,21 +39,71 @@ from typing import Annotated, Any, TypeVar
 
 import click
 import typer
+from typer.core import TyperCommand, TyperGroup
 
 from planner import __version__
 from planner.console import print_error, print_table, stderr
 from planner.contracts import SIMULATED_WINDOW, DurationError, duration_seconds, parse_duration
 from planner.errors import ExitCode, InputError, PlannerError, Terminated
 from planner.runs import RunContext, RunHistory, input_hash, recording
+from planner.sim.work import SIM_DURATION_OPTION
 
-app = typer.Typer(
+Command = TypeVar("Command", bound=Callable[..., Any])
+
+
+def _flags_shown_as_flags(params: list[Any]) -> list[Any]:
+    """Bool flags without a value placeholder in help: typer prints ``<bool>`` beside ``--json``, as if it took one."""
+    for param in params:
+        if getattr(param, "is_flag", False) and param.metavar is None:
+            param.metavar = ""  # what the help shows in the type column; a flag takes no value to name
+    return params
+
+
+class PlannerCommand(TyperCommand):
+    """A planner command: its help shows bool options as the flags they are."""
+
+    def get_params(self, ctx: Any) -> list[Any]:
+        return _flags_shown_as_flags(super().get_params(ctx))
+
+
+class PlannerGroup(TyperGroup):
+    """A group of planner commands (``planner``, ``planner profiles``): flags shown as flags, as in its commands."""
+
+    def get_params(self, ctx: Any) -> list[Any]:
+        return _flags_shown_as_flags(super().get_params(ctx))
+
+
+class PlannerTyper(typer.Typer):
+    """A typer app whose commands are :class:`PlannerCommand` unless they ask for another class."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        kwargs.setdefault("cls", PlannerGroup)
+        kwargs.setdefault("context_settings", {"help_option_names": ["-h", "--help"]})
+        super().__init__(**kwargs)
+
+    def command(self, *args: Any, **kwargs: Any) -> Callable[[Command], Command]:
+        kwargs.setdefault("cls", PlannerCommand)
+        return super().command(*args, **kwargs)
+
+
+app = PlannerTyper(
     name="planner",
     help="Capacity planner for LLM inference fleets: forecast, place, simulate, report.",
-    context_settings={"help_option_names": ["-h", "--help"]},
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
+    epilog="Run `planner COMMAND -h` for a command's options and examples.",
 )
+
+
+def examples(*commands: str) -> str:
+    """The ``Examples:`` block that ends a command's help (its ``epilog``): one command per line, as typed.
+
+    A command may span lines (``\\`` at a line's end, continuation lines indented): help
+    keeps the lines as written, so each example can be pasted into a shell.
+    """
+    lines = [f"  {line}" for command in commands for line in command.strip("\n").splitlines()]
+    return "Examples:\n\n" + "\n".join(lines)
 
 
 @dataclass(frozen=True)
@@ -298,7 +348,27 @@ def announce_compile(seconds: float) -> None:
     stderr.print(f"compiling the simulator (one time, about {seconds:.0f} s)...", highlight=False)
 
 
-def parse_duration_s(text: str, option: str = "--duration") -> float:
+SIM_DURATION = SIM_DURATION_OPTION
+"""The one name of the simulated time per replication, on every command that simulates."""
+OldDurationOption = Annotated[
+    str | None, typer.Option("--duration", hidden=True, help=f"Old name of {SIM_DURATION} (deprecated).")
+]
+"""``--duration``, the name ``simulate`` and ``calibrate`` gave the simulated time before: scripts still use it."""
+
+
+def renamed_option(value: str | None, old_value: str | None, *, name: str, old_name: str, default: str) -> str:
+    """An option's value given under its name, or under its old name (with a warning on stderr), else ``default``."""
+    if old_value is None:
+        return default if value is None else value
+    if value is not None:
+        raise InputError(f"{old_name} is the old name of {name}: give one of them, not both", where=old_name,
+                         fix=f"drop {old_name} {old_value} and keep {name} {value}")
+    stderr.print(f"warning: {old_name} is deprecated, use {name} (the same setting, one name on every command)",
+                 highlight=False, markup=False, soft_wrap=True)
+    return old_value
+
+
+def parse_duration_s(text: str, option: str = SIM_DURATION) -> float:
     """'30min', '1h', '900s' -> seconds."""
     try:
         seconds = duration_seconds(parse_duration(text, SIMULATED_WINDOW))

@@ -10,7 +10,7 @@ from typing import Annotated, Any
 import typer
 from rich.markup import escape
 
-from planner.cli.app import JsonFlag, app, guarded, print_outputs
+from planner.cli.app import JsonFlag, PlannerTyper, app, examples, guarded, print_outputs
 from planner.cli.paths import check_paths
 from planner.console import print_table, stderr
 from planner.errors import InputError
@@ -18,7 +18,10 @@ from planner.runs import RunContext
 
 
 # --------------------------------------------------------------------------- validate
-@app.command()
+@app.command(epilog=examples(
+    "planner validate scenarios/demo.toml",
+    "planner validate scenarios/global.toml --json",
+))
 @guarded
 def validate(
     scenario: Annotated[Path, typer.Argument(help="Scenario TOML file.")],
@@ -48,7 +51,10 @@ def validate(
 
 
 # --------------------------------------------------------------------------- catalog
-@app.command()
+@app.command(epilog=examples(
+    "planner catalog --sku H100 --tier spot",
+    "planner catalog --region aws:us-east-1 --json",
+))
 @guarded
 def catalog(
     region: Annotated[str | None, typer.Option(help="Only this serving region key, e.g. aws:us-east-1.")] = None,
@@ -74,10 +80,15 @@ def catalog(
 
 
 # --------------------------------------------------------------------------- profiles
-profiles_app = typer.Typer(
+profiles_app = PlannerTyper(
     help="List model profiles (bare `planner profiles`), or fit one to your own measurements (`profiles fit`).",
     invoke_without_command=True,
     no_args_is_help=False,
+    epilog=examples(
+        "planner profiles --model llama-3.1-8b",
+        """planner profiles fit tests/data/vllm_bench --model llama-3.1-8b --sku H100 \\
+    --tp 1 --out my_h100.csv""",
+    ),
 )
 app.add_typer(profiles_app, name="profiles")
 
@@ -179,7 +190,12 @@ def _measured_estimate(row: Any, batch: int, context: int, prefill: int) -> tupl
         return None, f"the measured tables have no data for this step ({str(why).split(' at /')[0]})"
 
 
-@app.command("step-time")
+@app.command("step-time", epilog=examples(
+    """planner step-time --model llama-3.1-8b --sku H100 --tp 1 \\
+    --batch 64 --context 1024 --prefill 0""",
+    """planner step-time --model llama-3.1-70b --sku H200 --tp 4 \\
+    --batch 0 --context 0 --prefill 8192""",
+))
 @guarded
 def step_time(
     model: ModelOption,
@@ -244,7 +260,10 @@ def _step_rows(result: dict[str, Any]) -> list[dict[str, Any]]:
     return rows
 
 
-@profiles_app.command("fit")
+@profiles_app.command("fit", epilog=examples(
+    """planner profiles fit tests/data/vllm_bench --model llama-3.1-8b --sku H100 \\
+    --tp 1 --out my_h100.csv""",
+))
 @guarded
 def profiles_fit(
     measurements: Annotated[list[str], typer.Argument(help="Step logs (CSV) or vLLM benchmark results (JSON): "
@@ -342,7 +361,14 @@ def _parse_start(text: str | None) -> datetime | None:
     return moment.replace(tzinfo=UTC) if moment.tzinfo is None else moment.astimezone(UTC)
 
 
-@app.command()
+@app.command(epilog=examples(
+    """planner ingest data/samples/mooncake/conversation_trace_head200.jsonl \\
+    --format mooncake --start 2024-06-01T00:00:00Z --region ap-northeast \\
+    --model kimi --traffic-class interactive --freq 1min --out mooncake.csv""",
+    """planner ingest data/samples/azure_llm_2023/AzureLLMInferenceTrace_code.csv \\
+    --format azure --region us-west --model llama-3.1-8b \\
+    --traffic-class standard --out azure.parquet""",
+))
 @guarded
 def ingest(
     inputs: Annotated[list[str], typer.Argument(help="Request-log files or globs (CSV, Parquet, JSONL).")],

@@ -14,6 +14,7 @@ from planner.cli.app import (
     WorkersOption,
     app,
     check_engine_options,
+    examples,
     guarded,
 )
 from planner.cli.paths import check_paths
@@ -22,7 +23,11 @@ from planner.runs import RunContext
 
 
 # --------------------------------------------------------------------------- forecast
-@app.command()
+@app.command(epilog=examples(
+    "planner forecast data/history/demo_history.parquet --out out/forecast.parquet",
+    """planner forecast data/history/demo_history.parquet --horizon 36h --backtest \\
+    --plots out/forecast-plots --out out/forecast-36h.csv""",
+))
 @guarded
 def forecast(
     history: Annotated[Path, typer.Argument(help="Demand history from `planner ingest` (.csv or .parquet).")],

@@ -11,10 +11,12 @@ import typer
 
 from planner.cli import placement_options as limits
 from planner.cli.app import (
+    SIM_DURATION,
     DemandScaleOption,
     EngineOption,
     HistogramOption,
     JsonFlag,
+    OldDurationOption,
     SchedulerOption,
     SeedOption,
     SetOption,
@@ -22,9 +24,11 @@ from planner.cli.app import (
     announce_compile,
     app,
     check_engine_options,
+    examples,
     guarded,
     parse_duration_s,
     print_outputs,
+    renamed_option,
     what_if,
 )
 from planner.cli.paths import check_paths
@@ -36,7 +40,7 @@ from planner.runs import RunContext
 # Options of the whole loop, shared by `planner plan` and `planner report`.
 HistoryOption = Annotated[Path, typer.Option(help="Demand history from `planner ingest` (.csv or .parquet).")]
 MaxRoundsOption = Annotated[int, typer.Option(help="Rounds of place -> simulate -> correct before giving up.")]
-SimDurationOption = Annotated[str, typer.Option(help="Simulated time per window and replication.")]
+SimDurationOption = Annotated[str, typer.Option(SIM_DURATION, help="Simulated time per window and replication.")]
 SimReplicationsOption = Annotated[int, typer.Option(help="Simulation replications per window (>= 1).")]
 CacheDirOption = Annotated[Path | None, typer.Option(help="Calibration cache folder.")]
 SearchSettingsOption = Annotated[bool, typer.Option(
@@ -57,7 +61,12 @@ def narrated(first: str) -> Iterator[Callable[[str], None]]:
 
 
 # --------------------------------------------------------------------------- calibrate
-@app.command()
+@app.command(epilog=examples(
+    """planner calibrate --scenario scenarios/demo.toml --out out/capacity.csv \\
+    --models llama-3.1-8b --skus H100""",
+    """planner calibrate --scenario scenarios/demo.toml --out out/capacity.csv \\
+    --cache-dir out/demo/calibration""",
+))
 @guarded
 def calibrate(
     scenario: Annotated[Path, typer.Option(help="Scenario TOML file.")],
@@ -67,8 +76,10 @@ def calibrate(
     models: Annotated[str | None, typer.Option(help="Only these models, comma-separated.")] = None,
     skus: Annotated[str | None, typer.Option(help="Only these SKUs, comma-separated.")] = None,
     histogram: HistogramOption = None,
-    duration: Annotated[str, typer.Option(help="Least simulated time per replication and probed rate (longer "
-                                               "when the rarest class needs it for its requests).")] = "10min",
+    sim_duration: Annotated[str | None, typer.Option(
+        SIM_DURATION, help="Least simulated time per replication and probed rate (longer when the rarest class "
+                           "needs it for its requests; default: 10min).")] = None,
+    duration: OldDurationOption = None,
     replications: Annotated[int, typer.Option(help="Replications per probed rate (>= 2, for the interval).")] = 8,
     tolerance: Annotated[float, typer.Option(help="Relative width at which the bisection stops.")] = 0.02,
     pool_replicas: Annotated[int, typer.Option(help="Replicas in the simulated pool (>= 1).")] = 1,
@@ -89,11 +100,8 @@ def calibrate(
     as_json: JsonFlag = False,
     run: RunContext | None = None,
 ) -> None:
-    """Measure each (model, SKU, TP)'s capacity by simulation: the engine setting and the highest req/s per
-    replica meeting every p99 SLO.
-
-    Example: planner calibrate --scenario scenarios/demo.toml --out capacity.csv --models llama-3.1-8b --skus H100
-    """
+    """Measure each (model, SKU, TP)'s capacity by simulation: the engine setting and the highest req/s per replica
+    meeting every p99 SLO."""
     from planner.outputs import table_json_path
     from planner.storage import check_table_suffix
 
@@ -105,8 +113,9 @@ def calibrate(
 
     from planner.workflows.calibrate import CalibrateOptions, calibrate_files
 
+    simulated = renamed_option(sim_duration, duration, name=SIM_DURATION, old_name="--duration", default="10min")
     options = CalibrateOptions(policy=policy, models=_names(models), skus=_names(skus),
-                               duration_s=parse_duration_s(duration), replications=replications, rel_tol=tolerance,
+                               duration_s=parse_duration_s(simulated), replications=replications, rel_tol=tolerance,
                                pool_replicas=pool_replicas, seed=seed, use_cache=cache, cache_dir=cache_dir,
                                search_settings=search_settings, prune=prune, engine=engine, workers=workers,
                                scheduler=scheduler)
@@ -139,8 +148,7 @@ def loop_options(*, max_rounds: int, periods: str, solver: str, node_limit: int,
     check_engine_options(engine, scheduler, workers)
     return LoopOptions(max_rounds=max_rounds, periods=periods, solver=solver, node_limit=node_limit,
                        time_limit_s=time_limit, gap=gap, quantile=quantile,
-                       sim_duration_s=check_duration(parse_duration_s(sim_duration, "--sim-duration"),
-                                                     "--sim-duration"),
+                       sim_duration_s=check_duration(parse_duration_s(sim_duration)),
                        sim_replications=replications, seed=seed, engine=engine, workers=workers, scheduler=scheduler,
                        cache_dir=cache_dir, search_settings=search_settings)
 
@@ -164,7 +172,16 @@ def fail_if_not_converged(result: Any) -> None:
                          fix="raise --max-rounds, loosen the SLOs, allow more SKUs or regions, or change the policy")
 
 
-@app.command()
+@app.command(epilog=examples(
+    """planner plan --scenario scenarios/demo.toml \\
+    --history data/history/demo_history.parquet --out out/plan""",
+    """planner plan --scenario scenarios/demo.toml \\
+    --history data/history/demo_history.parquet --out out/plan-compared \\
+    --as-of 2026-10-15T00:00:00Z --compare-policies fcfs,drr-wspt""",
+    """planner plan --scenario scenarios/demo.toml \\
+    --history data/history/demo_history.parquet --out out/plan-what-if \\
+    --demand-scale 2 --set classes.interactive.ttft_p99_ms=500""",
+))
 @guarded
 def plan(
     scenario: Annotated[Path, typer.Option(help="Scenario TOML file.")],

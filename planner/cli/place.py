@@ -8,7 +8,7 @@ from typing import Annotated
 import typer
 
 from planner.cli import placement_options as limits
-from planner.cli.app import DemandScaleOption, JsonFlag, SetOption, app, guarded, print_outputs, what_if
+from planner.cli.app import DemandScaleOption, JsonFlag, SetOption, app, examples, guarded, print_outputs, what_if
 from planner.cli.paths import check_paths
 from planner.cli.placement_options import GapOption, NodeLimitOption, PeriodsOption, SolverOption, TimeLimitOption
 from planner.console import stderr
@@ -16,7 +16,13 @@ from planner.runs import RunContext
 
 
 # --------------------------------------------------------------------------- place
-@app.command()
+@app.command(epilog=examples(
+    """planner forecast data/history/demo_history.parquet --out out/forecast.parquet
+planner place --scenario scenarios/demo.toml --forecast out/forecast.parquet \\
+    --out out/plan.csv""",
+    """planner place --scenario scenarios/demo.toml --forecast out/forecast.parquet \\
+    --capacity out/capacity.csv --out out/plan-calibrated.csv""",
+))
 @guarded
 def place(
     scenario: Annotated[Path, typer.Option(help="Scenario TOML file.")],

@@ -21,6 +21,7 @@ from planner.cli.app import (
     WorkersOption,
     announce_compile,
     app,
+    examples,
     guarded,
     print_outputs,
     what_if,
@@ -46,7 +47,14 @@ from planner.runs import RunContext
 DEFAULT_POLICIES = "fcfs,cmu,wspt,drr-wspt"
 
 
-@app.command()
+@app.command(epilog=examples(
+    """planner report --month 2026-11 --scenario scenarios/demo.toml \\
+    --history data/history/demo_history.parquet \\
+    --cache-dir out/demo/calibration""",
+    """planner report --month 2026-10 --scenario scenarios/demo.toml \\
+    --history data/history/demo_history.parquet --compare-policies none \\
+    --reports out/reports""",
+))
 @guarded
 def report(
     month: Annotated[str, typer.Option(help="The month the report plans, YYYY-MM: every hour of it, UTC.")],
@@ -136,7 +144,10 @@ MAX_LISTED_RUNS = 1_000_000
 """``planner history --limit`` above this is refused: it is a typo, and the history's SQL takes 64-bit limits only."""
 
 
-@app.command()
+@app.command(epilog=examples(
+    "planner history --command report --limit 5",
+    "planner --history-file out/demo/history.duckdb history --json",
+))
 @guarded
 def history(
     limit: Annotated[int, typer.Option(min=1, help="How many runs, newest first.")] = 20,

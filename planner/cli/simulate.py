@@ -8,10 +8,12 @@ from typing import Annotated, Any
 import typer
 
 from planner.cli.app import (
+    SIM_DURATION,
     DemandScaleOption,
     EngineOption,
     HistogramOption,
     JsonFlag,
+    OldDurationOption,
     SchedulerOption,
     SeedOption,
     SetOption,
@@ -19,9 +21,11 @@ from planner.cli.app import (
     announce_compile,
     app,
     check_engine_options,
+    examples,
     guarded,
     parse_duration_s,
     print_outputs,
+    renamed_option,
     what_if,
 )
 from planner.cli.paths import check_paths
@@ -31,7 +35,12 @@ from planner.runs import RunContext
 
 
 # --------------------------------------------------------------------------- simulate
-@app.command()
+@app.command(epilog=examples(
+    """planner simulate --scenario scenarios/demo.toml --plan out/plan.csv \\
+    --out out/slo.csv""",
+    """planner simulate --scenario scenarios/demo.toml --plan out/plan.csv \\
+    --window trough --sim-duration 30min --out out/slo-trough.csv""",
+))
 @guarded
 def simulate(
     scenario: Annotated[Path, typer.Option(help="Scenario TOML file.")],
@@ -39,9 +48,12 @@ def simulate(
     out: Annotated[Path, typer.Option("--out", "-o", help="Per-class results to write (.csv or .parquet).")],
     policy: Annotated[str | None, typer.Option(help="Scheduling policy (default: the scenario's).")] = None,
     window: Annotated[
-        str, typer.Option(help="'peak' (the period with the most demand) or an ISO time inside a plan period.")
+        str, typer.Option(help="'peak' (the period with the most demand), 'trough' (the least demand above zero, "
+                               "as `planner plan` checks it) or an ISO time inside a plan period.")
     ] = "peak",
-    duration: Annotated[str, typer.Option(help="Simulated time per replication, e.g. 30min, 1h.")] = "1h",
+    sim_duration: Annotated[str | None, typer.Option(
+        SIM_DURATION, help="Simulated time per replication, e.g. 30min (default: 1h).")] = None,
+    duration: OldDurationOption = None,
     replications: Annotated[int, typer.Option(help="Independent replications for confidence intervals.")] = 3,
     seed: SeedOption = None,
     flows: Annotated[
@@ -85,12 +97,13 @@ def simulate(
     from planner.workflows.simulate import SimulateOptions
     from planner.workflows.simulate import simulate as simulate_workflow
 
-    options = SimulateOptions(policy=policy, window=window, duration_s=check_duration(parse_duration_s(duration)),
+    simulated = renamed_option(sim_duration, duration, name=SIM_DURATION, old_name="--duration", default="1h")
+    options = SimulateOptions(policy=policy, window=window, duration_s=check_duration(parse_duration_s(simulated)),
                               replications=check_replications(replications), seed=seed, engine=engine,
                               workers=workers, scheduler=scheduler)
 
     def progress(period: str) -> Any:
-        return progress_bar(f"Simulating period {period}: pools x {replications} replication(s) of {duration}",
+        return progress_bar(f"Simulating period {period}: pools x {replications} replication(s) of {simulated}",
                             console=stderr)
 
     done = simulate_workflow(scenario, plan, out, options, flows_file=flows_path, forecast_file=forecast,
@@ -119,7 +132,10 @@ def fail_if_missed(result: Any, period: str) -> None:
 
 
 # --------------------------------------------------------------------------- experiment
-@app.command()
+@app.command(epilog=examples(
+    "planner experiment e1 --out out/experiments --scale 0.1",
+    "planner experiment e4 --out out/experiments --seed 1",
+))
 @guarded
 def experiment(
     name: Annotated[str, typer.Argument(help="Reference experiment from theory.md: e1, e2, e3 or e4.")],

@@ -19,6 +19,7 @@ from planner.cli.app import (
     WorkersOption,
     announce_compile,
     app,
+    examples,
     guarded,
     print_outputs,
     what_if,
@@ -38,7 +39,14 @@ from planner.cli.placement_options import GapOption, NodeLimitOption, PeriodsOpt
 from planner.runs import RunContext
 
 
-@app.command()
+@app.command(epilog=examples(
+    """planner sweep --scenario scenarios/demo.toml \\
+    --history data/history/demo_history.parquet \\
+    --vary classes.interactive.ttft_p99_ms=300,500,800,1200 --out sweep-demo""",
+    """planner sweep --scenario scenarios/demo.toml \\
+    --history data/history/demo_history.parquet \\
+    --vary demand-scale=1,1.5,2 --out sweep-growth""",
+))
 @guarded
 def sweep(
     scenario: Annotated[Path, typer.Option(help="Scenario TOML file.")],
@@ -75,16 +83,7 @@ def sweep(
 ) -> None:
     """Run the whole plan loop once per value of one scenario field, on the same forecast, in parallel: the
     cost, GPUs, SLO status and binding constraint of each, and the cost curve. An infeasible value is a row
-    with its diagnosis.
-
-    Examples:
-
-      planner sweep --scenario scenarios/demo.toml --history data/history/demo_history.parquet
-      --vary classes.interactive.ttft_p99_ms=300,500,800,1200 --out sweep-demo
-
-      planner sweep --scenario scenarios/demo.toml --history data/history/demo_history.parquet
-      --vary demand-scale=1,1.5,2 --out sweep-growth
-    """
+    with its diagnosis."""
     from planner.loop.sweep import parse_vary
 
     parse_vary(vary)  # a malformed --vary is refused before anything else is looked at

@@ -29,6 +29,7 @@ from dataclasses import dataclass
 import pandas as pd
 
 from planner.sim.simulate import select_window
+from planner.sim.windows import trough_period
 
 FLEET_PEAK = "fleet peak"
 POOL_PEAK = "pool peak"
@@ -97,10 +98,10 @@ def pool_periods(plan: pd.DataFrame, flows: pd.DataFrame) -> dict[Pool, tuple[st
     """(peak period, trough period) of every pool with routed demand; ties go to the earlier period."""
     out: dict[Pool, tuple[str, str]] = {}
     for (region, model), row in pool_demand(plan, flows).iterrows():
-        busy = row[row > 0]
-        if busy.empty:
+        trough = trough_period(row)  # the one trough rule (planner.sim.windows): least demand above zero
+        if trough is None:
             continue
-        out[(str(region), str(model))] = (str(busy.idxmax()), str(busy.idxmin()))  # idx*: first of equal values
+        out[(str(region), str(model))] = (str(row.idxmax()), trough)  # idxmax: first of equal values
     return out
 
 

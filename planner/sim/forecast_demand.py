@@ -23,6 +23,7 @@ from planner.contracts import FORECAST_KEY as FORECAST_KEYS
 from planner.contracts import quantile_column
 from planner.errors import InputError
 from planner.scenario import Scenario
+from planner.sim.windows import PEAK, TROUGH, WINDOW_CHOICES, trough_period
 
 
 def provisioned_column(scenario: Scenario, forecast: pd.DataFrame) -> str:
@@ -35,7 +36,8 @@ def provisioned_column(scenario: Scenario, forecast: pd.DataFrame) -> str:
 
 
 def forecast_hour(forecast: pd.DataFrame, column: str, window: str, scenario: Scenario) -> str:
-    """The hour to simulate: the hour of largest total demand over the scenario's series, or ``window``."""
+    """The hour to simulate: the hour of largest (``peak``) or least non-zero (``trough``) total demand over the
+    scenario's series, or the hour ``window`` names."""
     missing = [c for c in FORECAST_KEYS if c not in forecast.columns]
     if missing:
         raise InputError(f"the forecast lacks column(s) {', '.join(missing)}", where="forecast",
@@ -44,13 +46,18 @@ def forecast_hour(forecast: pd.DataFrame, column: str, window: str, scenario: Sc
     if mine.empty:
         raise InputError("the forecast has no series for this scenario's origins and models", where="forecast",
                          fix=f"forecast origins {', '.join(scenario.origin_names)}")
-    if window == "peak":
+    if window in (PEAK, TROUGH):
         totals = mine.groupby("ts", sort=True)[column].sum()
-        return str(totals.idxmax())
+        if window == PEAK:
+            return str(totals.idxmax())
+        hour = trough_period(totals)
+        if hour is None:
+            raise InputError("the forecast has no demand in any hour, so there is no trough to simulate",
+                             where="forecast", fix="pass a forecast of this scenario's demand")
+        return hour
     stamp = pd.to_datetime(window, utc=True, errors="coerce")
     if pd.isna(stamp):
-        raise InputError(f"cannot read the window {window!r}", where="--window",
-                         fix="use 'peak' or an ISO-8601 hour such as 2026-11-02T18:00:00Z")
+        raise InputError(f"cannot read the window {window!r}", where="--window", fix=f"use {WINDOW_CHOICES}")
     label = f"{stamp.floor('h'):%Y-%m-%dT%H:%M:%SZ}"
     if label not in set(mine["ts"].astype(str)):
         raise InputError(f"the forecast has no hour {label}", where="--window",

@@ -61,7 +61,8 @@ from planner.sim.replica.run import (
     summarise_pool,
 )
 from planner.sim.result import SimulationResult
-from planner.sim.work import PoolWork, check_work
+from planner.sim.windows import PEAK, TROUGH, WINDOW_CHOICES, trough_period
+from planner.sim.work import SIM_DURATION_OPTION, PoolWork, check_work
 from planner.sim.workload import ClassWorkload, workloads_for
 from planner.slo import SLO_METRICS, met_column, p99_column, target_column, verdict_column
 from planner.sources import source_of
@@ -226,8 +227,8 @@ def simulate_plan(
     """
     check_engine(engine, scheduler, workers)
     if not duration_s > 0 or replications < 1:
-        raise InputError("duration must be > 0 and replications >= 1", where="--duration/--replications",
-                         fix="e.g. --duration 1h --replications 5")
+        raise InputError("duration must be > 0 and replications >= 1", where=f"{SIM_DURATION_OPTION}/--replications",
+                         fix=f"e.g. {SIM_DURATION_OPTION} 1h --replications 5")
     router_code(routing)
     spec = get_policy(policy if policy is not None else scenario.policy.name)
     warmup = WARMUP_FRACTION * duration_s if warmup_s is None else float(warmup_s)
@@ -341,7 +342,7 @@ def _period_for(window: str, labels: list[str]) -> str:
     stamp = pd.to_datetime(window, utc=True, errors="coerce")
     if pd.isna(stamp):
         raise InputError(f"cannot read the window {window!r}", where="--window",
-                         fix="use 'peak' or an ISO-8601 hour such as 2026-11-02T18:00:00Z")
+                         fix=f"use {WINDOW_CHOICES}")
     iso = f"{stamp.floor('h'):%Y-%m-%dT%H:%M:%SZ}"
     if iso in labels:
         return iso
@@ -353,7 +354,16 @@ def _period_for(window: str, labels: list[str]) -> str:
             if start <= how < start + int(match.group(3) or 1):
                 return label
     raise InputError(f"no plan period contains {iso}", where="--window",
-                     fix=f"use 'peak' or a time inside one of the periods: {', '.join(labels[:6])}")
+                     fix=f"use '{PEAK}', '{TROUGH}' or a time inside one of the periods: {', '.join(labels[:6])}")
+
+
+def _trough(labels: list[str], totals: pd.Series, where: str) -> str:
+    """The plan period with the least routed demand above zero."""
+    period = trough_period(pd.Series([float(totals.get(p, 0.0)) for p in labels], index=labels, dtype=float))
+    if period is None:
+        raise InputError("no plan period has any demand, so there is no trough to simulate", where=where,
+                         fix="pass the flows of this plan, or --window peak")
+    return period
 
 
 def select_window(plan: pd.DataFrame, flows_or_forecast: pd.DataFrame,
@@ -364,7 +374,8 @@ def select_window(plan: pd.DataFrame, flows_or_forecast: pd.DataFrame,
     ``flow_rps`` in req/s, or a forecast's ``mean`` in req/h) and ``period`` (or ``ts``,
     taken as the period label); any other column (e.g. origin) is summed over.
     ``window="peak"`` takes the plan period with the largest total rate (the first on a
-    tie); an ISO time takes the period labelled with that hour, or the hour-of-week block
+    tie); ``"trough"`` the one with the least rate above zero (:func:`~planner.sim.windows.trough_period`);
+    an ISO time takes the period labelled with that hour, or the hour-of-week block
     ("Mon08+4h") containing it. Returns demand with columns region, model, traffic_class, rps.
     """
     where = source_of(flows_or_forecast, "flows")
@@ -382,11 +393,14 @@ def select_window(plan: pd.DataFrame, flows_or_forecast: pd.DataFrame,
     frame["period"] = frame["period"].astype(str)
     labels = list(dict.fromkeys(plan["period"].astype(str))) if "period" in plan.columns else []
     labels = labels or list(dict.fromkeys(frame["period"]))
-    if window == "peak":
+    if window in (PEAK, TROUGH):
         totals = frame[frame["period"].isin(labels)].groupby("period", sort=False)["rps"].sum()
         if totals.empty:
             raise InputError("no flows in any plan period", where="flows", fix="pass the flows of this plan")
-        period = max(labels, key=lambda p: (totals.get(p, -1.0), -labels.index(p)))
+        if window == PEAK:
+            period = max(labels, key=lambda p: (totals.get(p, -1.0), -labels.index(p)))
+        else:
+            period = _trough(labels, totals, where)
     else:
         period = _period_for(window, labels)
     chosen = frame[frame["period"] == period]

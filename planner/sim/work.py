@@ -29,6 +29,9 @@ import pandas as pd
 
 from planner.errors import InputError
 
+SIM_DURATION_OPTION = "--sim-duration"
+"""The option that sets the simulated time per replication, named in the errors below (every command calls it
+``--sim-duration``)."""
 MIN_DURATION_S = 60.0
 """The shortest simulated window: a minute holds a few batches' worth of decode steps even at
 the demo's lowest class rates, and a 10 % warm-up of it still lets the queue fill."""
@@ -54,7 +57,7 @@ class PoolWork:
     rate_rps: float
 
 
-def check_duration(duration_s: float, option: str = "--duration") -> float:
+def check_duration(duration_s: float, option: str = SIM_DURATION_OPTION) -> float:
     """A simulated window of at least :data:`MIN_DURATION_S` seconds."""
     if not (math.isfinite(duration_s) and duration_s >= MIN_DURATION_S):
         raise InputError(f"a simulated window of {duration_s:g} s is shorter than the minimum of "
@@ -73,7 +76,7 @@ def check_replications(replications: int, option: str = "--replications", minimu
 
 
 def check_work(pools: Iterable[PoolWork], *, duration_s: float, replications: int,
-               duration_option: str = "--duration", replications_option: str = "--replications",
+               duration_option: str = SIM_DURATION_OPTION, replications_option: str = "--replications",
                size_where: str = "plan", size_fix: str = "give the pool fewer replicas in the plan",
                rate_where: str | None = None,
                rate_fix: str = "check the demand (requests per second, not per hour)") -> None:
@@ -110,7 +113,7 @@ def check_work(pools: Iterable[PoolWork], *, duration_s: float, replications: in
 
 
 def check_evidence(per_class: pd.DataFrame, *, duration_s: float, warmup_s: float,
-                   option: str = "--duration") -> None:
+                   option: str = SIM_DURATION_OPTION) -> None:
     """Every class with demand saw a request in the measured window, or an input error naming ``option``."""
     if per_class.empty or not {"offered_rps", "arrived", "replicas"} <= set(per_class.columns):
         return
