@@ -80,7 +80,7 @@ evidence. So (sustained) lets a pool's reserved replicas cover only its steady l
 its quietest period (in replicas at the utilisation cap) plus its floor F: the level the
 forecast sustains through the whole horizon, which is the best evidence of what persists.
 Peaks go to on-demand or spot. Reserved units with no on-demand offer are exempt: reserved
-is their only way to run. (``docs/decisions/0015-reserved-capacity-and-its-term.md``.)
+is their only way to run. (``docs/decisions/0018-reserved-capacity-and-its-term.md``.)
 
 Rows that cannot bind are left out: a quota row whose units cannot reach it even with
 every replica column at M_u. The variable and row blocks keep their index arrays, so a
