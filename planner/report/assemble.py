@@ -175,14 +175,21 @@ def plan_prices(plan: pd.DataFrame, catalog: Catalog) -> pd.DataFrame:
     return merged[columns]
 
 
+def _tightest_ttft_class(scenario: Scenario) -> str | None:
+    """The class with the tightest TTFT SLO (None when no class sets one)."""
+    timed = [c for c in scenario.classes if c.ttft_p99_ms is not None]
+    return min(timed, key=lambda c: (c.ttft_p99_ms, c.name)).name if timed else None
+
+
 def report_inputs(month: str, as_of: str, scenario: Scenario, result: PipelineResult, catalog: Catalog, *,
                   previous_plan: pd.DataFrame | None, previous_forecast: pd.DataFrame | None,
-                  what_if: list[str] | None = None) -> ReportInputs:
+                  what_if: list[str] | None = None, alternatives: pd.DataFrame | None = None) -> ReportInputs:
     """Everything the report shows for ``month``, from this run and last month's plan and forecast
     (None when the run history kept none); ``what_if``: the run's changes to its inputs, as given."""
     deployments, served, served_all = _economics(result)
     return ReportInputs(
         month=month, as_of=as_of, scenario_name=scenario.name, what_if=list(what_if or []),
+        alternatives=alternatives, tightest_class=_tightest_ttft_class(scenario),
         forecast=result.forecast.forecast, forecast_meta=result.forecast.metadata,
         history=result.history, plan=result.loop.placement.plan,
         plan_meta=plan_meta_for_report(result, scenario, catalog),

@@ -18,6 +18,7 @@ from typing import Any
 import pandas as pd
 
 from planner.errors import InputError
+from planner.report.changes import changes_section
 from planner.report.demand import accuracy_section, forecast_measure, forecast_section
 from planner.report.evidence import policy_section, slo_section
 from planner.report.explain import sku_peak_note
@@ -130,6 +131,7 @@ def build_report(inputs: ReportInputs) -> ReportModel:
         "cost": cost_section(inputs),
         "slo": slo_section(inputs),
         "policies": policy_section(inputs),
+        "changes": changes_section(inputs),
     }
     built["risks"] = risks_section(inputs, built["accuracy"])
     summary = summary_section(inputs, built)

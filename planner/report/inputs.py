@@ -48,7 +48,9 @@ class ReportInputs:
     million prompt and output tokens. ``plan_prices``: per (region, sku, tier) the plan spends on, its
     catalog price, the catalog's ``assumption`` note and the plan's ``usd`` there. ``idle_regions``: per
     serving region with no capacity in the plan, why (``reason``: price, quota or latency; ``detail``).
-    ``what_if``: the run's ``--set`` and ``--demand-scale`` changes, as given.
+    ``what_if``: the run's ``--set`` and ``--demand-scale`` changes, as given. ``alternatives``: the plan's
+    cost under each neighbouring tier choice (:mod:`planner.loop.alternatives`); ``tightest_class``: the class
+    with the tightest TTFT SLO, for the sweep command the report suggests.
     """
 
     month: str
@@ -72,6 +74,8 @@ class ReportInputs:
     plan_prices: pd.DataFrame | None = None
     idle_regions: pd.DataFrame | None = None
     what_if: list[str] = field(default_factory=list)
+    alternatives: pd.DataFrame | None = None
+    tightest_class: str | None = None
 
 
 def check_header(inputs: ReportInputs) -> pd.Timestamp:

@@ -159,6 +159,7 @@ def report(month: str, scenario_file: Path, history_file: Path, reports: Path, o
     ``history_db`` is the run history the previous month's plan and forecast are read from.
     """
     from planner.catalog import load_catalog
+    from planner.loop.alternatives import what_would_change
     from planner.loop.compare import parse_policies
     from planner.loop.pipeline import history_as_of, last_history_hour, parse_as_of, run_pipeline
     from planner.report import build_report
@@ -190,11 +191,14 @@ def report(month: str, scenario_file: Path, history_file: Path, reports: Path, o
         result = run_pipeline(scenario, known, catalog, profiles, loop, as_of=stamp, compare=policies,
                               histogram=read_optional(histogram_file), input_hashes=hashes, notify=say,
                               window=window, store=folder_store(settings.cache_dir), demand_scales=what_if.demand)
+        say("pricing the neighbouring tier choices")
+        alternatives = what_would_change(result.loop, scenario, result.forecast.forecast, catalog, profiles, loop,
+                                         window)
         say("writing the report")
         inputs = report_inputs(month, f"{stamp:%Y-%m-%dT%H:%M:%SZ}", scenario, result, catalog,
                                previous_plan=previous.plan if previous else None,
                                previous_forecast=previous.forecast if previous else None,
-                               what_if=what_if.describe())
+                               what_if=what_if.describe(), alternatives=alternatives)
         model = build_report(inputs)
         written = write_report(model, reports, generated_at=datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
                                lock=lock)

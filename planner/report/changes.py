@@ -1,0 +1,47 @@
+"""The report's "What would change the plan" section: the cost of each neighbouring tier choice, and the command
+that prices an SLO choice (:mod:`planner.loop.alternatives` computes the table)."""
+
+from __future__ import annotations
+
+import pandas as pd
+
+from planner.report.inputs import ReportInputs, money, rounded
+from planner.report.model import Section, Table
+
+SWEEP_HINT = ("An SLO choice changes what each replica can serve, so it needs calibration and the simulator again: "
+              "`planner sweep --scenario S --history H --vary classes.{cls}.ttft_p99_ms=V1,V2,...` runs the whole "
+              "loop once per value and draws the cost curve.")
+
+
+def changes_section(inputs: ReportInputs) -> Section:
+    section = Section("changes", "What would change the plan")
+    table = inputs.alternatives
+    if table is None or table.empty:
+        return section.no_data("the neighbouring tier choices were not priced for this run.")
+    feasible = table[table["feasible"].astype(bool)]
+    cheaper = feasible[pd.to_numeric(feasible["usd_vs_plan"], errors="coerce") < -0.005]
+    if not cheaper.empty:
+        best = cheaper.iloc[0]
+        section.paragraphs.append(
+            f"Cheaper: {best['choice']}, {money(float(best['usd']))} ({money(-float(best['usd_vs_plan']))} or "
+            f"{-float(best['usd_vs_plan_pct']):.1f} % less), priced by placement alone: check it with "
+            f"`planner plan --scenario S --history H {best['set']}` before buying, since the loop has not "
+            "simulated it.")
+    elif not feasible.empty:
+        nearest = feasible.iloc[0]
+        section.paragraphs.append(
+            f"No neighbouring tier choice is cheaper: the tiers in use are the cheapest mix. The nearest, "
+            f"{nearest['choice']}, costs {money(float(nearest['usd']))} "
+            f"({float(nearest['usd_vs_plan_pct']):+.1f} %).")
+    infeasible = table[~table["feasible"].astype(bool)]
+    if not infeasible.empty:
+        section.paragraphs.append("Not possible: " + "; ".join(
+            f"{row['choice']} ({row['note']})" for _, row in infeasible.iterrows()) + ".")
+    section.paragraphs.append(SWEEP_HINT.format(cls=inputs.tightest_class or "interactive"))
+    section.tables.append(Table(
+        "plan_alternatives", "Plan cost under each neighbouring tier choice", rounded(table, {"usd": 2,
+                                                                                           "usd_vs_plan": 2,
+                                                                                           "usd_vs_plan_pct": 1}),
+        "Each row places the same forecast with the loop's final capacity per replica and one tier dropped or "
+        "added (placement only, not re-simulated); `set` is the option that makes the choice."))
+    return section

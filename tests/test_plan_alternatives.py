@@ -1,0 +1,74 @@
+""""What would change the plan": the plan's cost under each neighbouring tier choice, and its report section."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+import pandas as pd
+import pytest
+from loop_fixtures import small_history, small_scenario
+
+from planner.catalog import load_catalog
+from planner.forecast import forecast_history
+from planner.loop.alternatives import ALTERNATIVE_COLUMNS, tier_choices, what_would_change
+from planner.loop.run import LoopSettings
+from planner.profiles import load_profiles
+from planner.report.changes import changes_section
+from planner.report.inputs import ReportInputs
+
+
+def test_each_allowed_tier_is_dropped_and_each_other_tier_added():
+    scenario = small_scenario()  # reserved and on_demand
+    assert tier_choices(scenario) == [("without reserved", ("on_demand",)), ("without on_demand", ("reserved",)),
+                                      ("with spot", ("reserved", "on_demand", "spot"))]
+    single = scenario.model_copy(update={"capacity": scenario.capacity.model_copy(update={"tiers": ("on_demand",)})})
+    assert [label for label, _ in tier_choices(single)] == ["with reserved", "with spot"]
+
+
+@pytest.mark.slow
+def test_every_choice_is_placed_with_the_final_capacity_and_priced_against_the_plan():
+    scenario = small_scenario("12h")
+    forecast = forecast_history(small_history(), horizon_hours=12, quantiles=[0.5, 0.9, 0.95, 0.99],
+                                backtest=False, engine="local").forecast
+    capacity = pd.DataFrame({"model": ["llama-3.1-8b"] * 3, "sku": ["H100"] * 3, "tp_degree": [1] * 3,
+                             "traffic_class": ["interactive", "standard", "batch"],
+                             "max_rps_per_replica": [4.0, 4.0, 4.0]})
+    settings = LoopSettings(periods="hourly", seed=scenario.seeds.base, engine="local")
+    loop = SimpleNamespace(capacity=capacity, cost_usd=1000.0)
+    table = what_would_change(loop, scenario, forecast, load_catalog(), load_profiles(), settings)
+    assert list(table.columns) == list(ALTERNATIVE_COLUMNS)
+    assert sorted(table["choice"]) == ["with spot", "without on_demand", "without reserved"]
+    priced = table[table["feasible"]]
+    assert len(priced) == 3 and (priced["usd"] > 0).all()
+    assert priced["usd"].is_monotonic_increasing
+    assert (priced["usd_vs_plan"] - (priced["usd"] - 1000.0)).abs().max() < 1e-9
+    assert table.loc[table["choice"] == "with spot", "set"].item() == \
+        """--set 'capacity.tiers=["reserved", "on_demand", "spot"]'"""
+
+
+def _inputs(rows: list[dict]) -> ReportInputs:
+    return ReportInputs(month="2026-11", as_of="2026-11-01T00:00:00Z", scenario_name="s",
+                        alternatives=pd.DataFrame(rows, columns=list(ALTERNATIVE_COLUMNS)), tightest_class="chat")
+
+
+def test_the_section_names_a_cheaper_choice_and_how_to_check_it():
+    section = changes_section(_inputs([
+        {"choice": "with spot", "set": "--set x", "feasible": True, "usd": 900.0, "usd_vs_plan": -100.0,
+         "usd_vs_plan_pct": -10.0, "note": ""},
+        {"choice": "without reserved", "set": "--set y", "feasible": False, "note": "placement is infeasible (quota)"},
+    ]))
+    text = " ".join(section.paragraphs)
+    assert "Cheaper: with spot, $900 ($100 or 10.0 % less)" in text
+    assert "`planner plan --scenario S --history H --set x`" in text
+    assert "Not possible: without reserved (placement is infeasible (quota))." in text
+    assert "--vary classes.chat.ttft_p99_ms=" in text
+    assert section.table("plan_alternatives").frame["choice"].tolist() == ["with spot", "without reserved"]
+
+
+def test_the_section_says_when_no_choice_is_cheaper_and_when_none_was_priced():
+    section = changes_section(_inputs([
+        {"choice": "without spot", "set": "--set x", "feasible": True, "usd": 1100.0, "usd_vs_plan": 100.0,
+         "usd_vs_plan_pct": 10.0, "note": ""}]))
+    assert "No neighbouring tier choice is cheaper" in section.paragraphs[0] and "+10.0 %" in section.paragraphs[0]
+    empty = changes_section(ReportInputs(month="2026-11", as_of="2026-11-01T00:00:00Z", scenario_name="s"))
+    assert empty.status == "no_data"
