@@ -148,10 +148,11 @@ def test_loop_converges_on_a_scenario_built_to_fail_the_first_round(small):
     assert first["gpus_peak"] < returned["gpus_peak"], "the correction must buy capacity"
     assert result.slo["slo_met"].all()
     assert set(result.slo["window"]) == {"fleet peak + pool peak", "pool trough"}  # one pool: its peak is the fleet's
-    # The final coefficients sit below the overstated ones and no lower than half of the calibrated ones.
+    # The final coefficients sit at or below the overstated ones (a class that never missed keeps its own), at
+    # least one was derated, and none is lower than half of the calibrated one.
     final = result.capacity.set_index(["model", "sku", "traffic_class"])["max_rps_per_replica"]
     start = table.set_index(["model", "sku", "traffic_class"])["max_rps_per_replica"]
-    assert (final < 4 * start).all() and (final >= 0.5 * start - 1e-9).all()
+    assert (final <= 4 * start).all() and (final < 4 * start).any() and (final >= 0.5 * start - 1e-9).all()
 
 
 def test_a_loop_without_rounds_is_refused_before_any_work(small):
