@@ -126,8 +126,24 @@ def small_inputs(seed: int = 7) -> ReportInputs:
     return ReportInputs(month="2026-11", as_of=AS_OF, scenario_name="demo", forecast=forecast,
                         forecast_meta=forecast_meta, history=history, plan=plan, plan_meta=plan_meta,
                         previous_plan=previous_plan, previous_forecast=previous, slo=slo, loop_rounds=loop_rounds,
-                        policy_comparison=policies,
+                        policy_comparison=policies, alternatives=_alternatives(total), tightest_class="interactive",
                         risks_extra=["catalog prices are the 2025 snapshot; check current on-demand prices"])
+
+
+def _alternatives(total: float) -> pd.DataFrame:
+    """The neighbouring tier choices of the small plan, as :func:`planner.loop.alternatives.what_would_change`
+    returns them: one cheaper, one dearer, one infeasible."""
+    return pd.DataFrame([
+        {"choice": "with spot", "set": """--set 'capacity.tiers=["reserved", "on_demand", "spot"]'""",
+         "feasible": True, "usd": round(total * 0.93, 2), "usd_vs_plan": round(total * -0.07, 2),
+         "usd_vs_plan_pct": -7.0, "note": "placement only: not re-simulated"},
+        {"choice": "without reserved", "set": """--set 'capacity.tiers=["on_demand"]'""", "feasible": True,
+         "usd": round(total * 1.4, 2), "usd_vs_plan": round(total * 0.4, 2), "usd_vs_plan_pct": 40.0,
+         "note": "placement only: not re-simulated"},
+        {"choice": "without on_demand", "set": """--set 'capacity.tiers=["reserved"]'""", "feasible": False,
+         "usd": None, "usd_vs_plan": None, "usd_vs_plan_pct": None,
+         "note": "placement is infeasible (quota)"},
+    ])
 
 
 def empty_inputs() -> ReportInputs:

@@ -176,7 +176,7 @@ def test_route_forecast_splits_by_gpus_and_respects_residency(repo_root):
 
 def test_window_trough_simulates_the_quietest_period_with_demand_as_the_plan_loop_does(repo_root, tmp_path):
     """`--window trough` picks the period the plan loop checks as its trough: least demand, but above zero."""
-    from planner.loop.windows import loop_windows
+    from planner.loop.windows import POOL_TROUGH, loop_windows
 
     one_period = write_plan_files(tmp_path)
     plan, flows = pd.read_csv(one_period), pd.read_csv(tmp_path / "plan.flows.csv")
@@ -194,7 +194,7 @@ def test_window_trough_simulates_the_quietest_period_with_demand_as_the_plan_loo
     assert result.exit_code == 0, result.output
     payload = json.loads(result.stdout)
     assert payload["period"] == "2026-11-03T03:00:00Z"  # not the empty 04:00, not the busier 05:00
-    assert [w.period for w in loop_windows(plan, flows) if w.name == "trough"] == [payload["period"]]
+    assert [w.period for w in loop_windows(plan, flows) if POOL_TROUGH in w.name] == [payload["period"]]
     offered = pd.read_csv(out).groupby("traffic_class")["offered_rps"].sum()
     assert offered["interactive"] == pytest.approx((1.0 + 0.5) * 0.5)  # both pools' interactive rate, halved
 

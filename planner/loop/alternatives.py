@@ -55,7 +55,7 @@ def what_would_change(loop: LoopResult, scenario: Scenario, forecast: pd.DataFra
                                 quantile=settings.quantile, periods=settings.periods, baselines=False,
                                 window=window)
         except InfeasibleError as exc:
-            rows.append({**row, "feasible": False, "note": exc.message.split("\n")[0]})
+            rows.append({**row, "feasible": False, "note": exc.message.split("\n")[0].rstrip(": ")})
             continue
         usd = float(placed.meta["cost_usd"]["total"])
         rows.append({**row, "feasible": True, "usd": usd, "usd_vs_plan": usd - loop.cost_usd,

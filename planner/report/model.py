@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-SECTION_KEYS = ("summary", "forecast", "accuracy", "plan", "cost", "slo", "policies", "risks")
+SECTION_KEYS = ("summary", "forecast", "accuracy", "plan", "cost", "slo", "policies", "changes", "risks")
 STATUS_OK, STATUS_NO_DATA, STATUS_PARTIAL = "ok", "no_data", "partial"
 
 
