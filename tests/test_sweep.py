@@ -106,3 +106,15 @@ def test_a_bad_value_exits_3_before_any_work(small_inputs, tmp_path):
     assert result.exit_code == ExitCode.INVALID_INPUT, result.output
     assert "--vary classes.interactive.ttft_p99_ms=-5" in result.output
     assert not out.exists()
+
+
+def test_a_folder_of_other_files_is_refused_before_any_work(small_inputs, tmp_path):
+    scenario, history, _ = small_inputs
+    out = tmp_path / "sweep"
+    out.mkdir()
+    (out / "notes.txt").write_text("keep me")
+    result = runner.invoke(cli.app, ["sweep", "--scenario", str(scenario), "--history", str(history),
+                                     "--vary", "demand-scale=1,2", "--out", str(out)])
+    assert result.exit_code == ExitCode.INVALID_INPUT, result.output
+    assert "not a sweep's (notes.txt)" in " ".join(result.output.split())
+    assert (out / "notes.txt").read_text() == "keep me"

@@ -8,7 +8,7 @@ byte-identical and no new file behind.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -143,15 +143,22 @@ def check_plan_folder(out_dir: str | Path, option: str = "--out") -> None:
     """Refuse an ``out_dir`` that holds anything but a plan run's files (it is replaced as a whole)."""
     from planner.loop.outputs import PLAN_FILE_NAMES
 
+    check_replaced_folder(out_dir, PLAN_FILE_NAMES, "a plan's", "a plan run", "`planner plan`", option)
+
+
+def check_replaced_folder(out_dir: str | Path, names: Collection[str], owned: str, run: str, command: str,
+                          option: str = "--out") -> None:
+    """Refuse an ``out_dir`` holding any file not in ``names``: a run replaces the folder as a whole, so a
+    folder of other files would be lost."""
     out_dir = Path(out_dir)
     if not out_dir.is_dir():
         return
-    foreign = sorted(entry.name for entry in out_dir.iterdir() if entry.name not in PLAN_FILE_NAMES)
+    foreign = sorted(entry.name for entry in out_dir.iterdir() if entry.name not in names)
     if foreign:
         shown = ", ".join(foreign[:3]) + (f" and {len(foreign) - 3} more" if len(foreign) > 3 else "")
-        raise InputError(f"the folder holds files that are not a plan's ({shown}); a plan run replaces the "
+        raise InputError(f"the folder holds files that are not {owned} ({shown}); {run} replaces the "
                          "folder as a whole", where=f"{option} {out_dir}",
-                         fix=f"pass a new or empty folder with {option}, or one an earlier `planner plan` wrote")
+                         fix=f"pass a new or empty folder with {option}, or one an earlier {command} wrote")
 
 
 def write_plan_run(result: PipelineResult, settings: LoopSettings, out_dir: str | Path) -> list[Path]:

@@ -19,6 +19,7 @@ from planner.workflows.common import (
     read_optional,
     record_settings,
 )
+from planner.workflows.files import check_replaced_folder
 from planner.workflows.plan import LoopOptions, Notify, resolve_loop
 
 if TYPE_CHECKING:
@@ -33,19 +34,6 @@ SWEEP_FILES = ("sweep.csv", "sweep.png", "sweep.json")
 class Swept:
     table: pd.DataFrame
     written: list[Path]
-
-
-def check_sweep_folder(out: Path) -> None:
-    """Refuse an ``out`` that holds anything but a sweep's files (it is replaced as a whole)."""
-    from planner.errors import InputError
-
-    if not out.is_dir():
-        return
-    foreign = sorted(entry.name for entry in out.iterdir() if entry.name not in SWEEP_FILES)
-    if foreign:
-        raise InputError(f"the folder holds files that are not a sweep's ({', '.join(foreign[:3])}); a sweep "
-                         "replaces the folder as a whole", where=f"--out {out}",
-                         fix="pass a new or empty folder with --out, or one an earlier `planner sweep` wrote")
 
 
 def sweep(scenario_file: Path, history_file: Path, out: Path, vary_text: str, options: LoopOptions, *,
@@ -66,7 +54,7 @@ def sweep(scenario_file: Path, history_file: Path, out: Path, vary_text: str, op
     from planner.scenario.overrides import apply_overrides
 
     say = notify or (lambda _text: None)
-    check_sweep_folder(out)
+    check_replaced_folder(out, SWEEP_FILES, "a sweep's", "a sweep", "`planner sweep`")
     vary = parse_vary(vary_text)
     data = apply_overrides(read_scenario_data(scenario_file), what_if.overrides)
     source = overridden_source(scenario_file, what_if.overrides)
