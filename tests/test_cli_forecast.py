@@ -62,3 +62,28 @@ def test_duplicate_timestamp_exits_3_naming_series_and_ts(small_history, tmp_pat
 def test_bad_horizon_or_quantiles_exit_3(small_history, tmp_path, flag, value):
     result = runner.invoke(cli.app, ["forecast", str(small_history), "--out", str(tmp_path / "f.csv"), flag, value])
     assert result.exit_code == ExitCode.INVALID_INPUT
+
+
+def test_min_history_decides_between_a_model_and_the_naive(small_history, tmp_path):
+    frame = pd.read_csv(small_history)
+    short = tmp_path / "short.csv"
+    frame.groupby("traffic_class").tail(24 * 9).to_csv(short, index=False)  # 9 days
+    out = tmp_path / "fc.csv"
+    args = ["forecast", str(short), "--horizon", "1d", "--out", str(out), "--engine", "local"]
+    strict = runner.invoke(cli.app, [*args, "--min-history", "10d"])
+    assert strict.exit_code == 0, strict.output
+    assert set(pd.read_csv(out)["model_used"]) == {"seasonal_naive(168)"}
+    assert "backtest skipped for 2 series" in strict.stderr and "history too short: 216 h" in strict.stderr
+    relaxed = runner.invoke(cli.app, [*args, "--min-history", "5d"])
+    assert relaxed.exit_code == 0, relaxed.output
+    meta = json.loads((tmp_path / "fc.meta.json").read_text())
+    assert all(not s["fallback"] and s["fit"]["selection"]["winner"] for s in meta["series"])
+    assert meta["parameters"]["model_spec"]["min_history_hours"] == 120
+
+
+@pytest.mark.parametrize("value", ["3x", "12h"])
+def test_bad_min_history_exits_3_naming_the_option(small_history, tmp_path, value):
+    result = runner.invoke(cli.app, ["forecast", str(small_history), "--out", str(tmp_path / "f.csv"),
+                                     "--min-history", value])
+    assert result.exit_code == ExitCode.INVALID_INPUT, result.output
+    assert "--min-history" in result.output

@@ -75,13 +75,38 @@ def test_every_measure_is_forecastable(history, measure):
 
 
 def test_short_series_falls_back_visibly(history):
-    short = history.groupby("traffic_class").tail(10 * 24)
+    short = history.groupby("traffic_class").tail(6 * 24)
     out = forecast_history(short, horizon_hours=24, quantiles=QUANTILES)
-    assert (out.forecast["model_used"] == "seasonal_naive(168)").all()
+    assert (out.forecast["model_used"] == "seasonal_naive(24)").all()
     series = out.metadata["series"][0]
-    assert series["fallback"] is True and "history too short" in series["fallback_reason"]
+    assert series["fallback"] is True and "history too short: 144 h" in series["fallback_reason"]
+    assert "--min-history" in series["fallback_reason"]
     assert out.metadata["n_fallbacks"] == 3
     assert out.summary_rows()[0]["fallback"].startswith("history too short")
+
+
+def test_ten_days_get_a_model_chosen_by_a_backtest_of_shorter_windows(history):
+    short = history.groupby("traffic_class").tail(10 * 24)
+    out = forecast_history(short, horizon_hours=48, quantiles=QUANTILES)
+    assert out.metadata["n_fallbacks"] == 0
+    for series in out.metadata["series"]:
+        selection = series["fit"]["selection"]
+        assert set(selection["candidates"]) == {"harmonic", "naive24", "naive168"}
+        assert selection["winner"] in selection["candidates"]
+        assert series["backtest"]["window_hours"] == 24 and len(series["backtest"]["windows"]) == 3
+    # with a minimum of 10 days the same history is too short for a model
+    spec = ModelSpec(min_history_hours=11 * 24)
+    longer = forecast_history(short, horizon_hours=48, quantiles=QUANTILES, spec=spec)
+    assert longer.metadata["n_fallbacks"] == 3
+
+
+def test_masked_outage_hours_count_towards_the_minimum_history(history):
+    one = history[history["traffic_class"] == history["traffic_class"].iloc[0]].tail(180).copy()
+    one.iloc[30:50, one.columns.get_loc("requests")] = 0.0  # a 20-hour outage, masked by the quality pass
+    out = forecast_history(one, horizon_hours=24, quantiles=QUANTILES, backtest=False)
+    series = out.metadata["series"][0]
+    assert series["history"]["observed_hours"] < 168 <= series["history"]["hours"]
+    assert not series["fallback"], series["fallback_reason"]
 
 
 def test_day_old_series_falls_back_to_daily_naive():
@@ -95,7 +120,8 @@ def test_day_old_series_falls_back_to_daily_naive():
 
 def test_non_converged_fit_falls_back_visibly(history):
     spec = ModelSpec(arma_orders=((2, 1),), maxiter=1)
-    out = forecast_history(history, horizon_hours=24, quantiles=QUANTILES, spec=spec, backtest=False)
+    out = forecast_history(history, horizon_hours=24, quantiles=QUANTILES, spec=spec, backtest=False,
+                           forecaster="harmonic")
     assert (out.forecast["model_used"] == "seasonal_naive(168)").all()
     reason = out.metadata["series"][0]["fallback_reason"]
     assert reason.startswith("fit failed") and "did not converge" in reason
@@ -104,7 +130,7 @@ def test_non_converged_fit_falls_back_visibly(history):
 def test_constant_series_falls_back_visibly():
     frame = pd.DataFrame({"ts": hourly_stamps(4 * 168), "region": "r", "model": "m", "traffic_class": "c",
                           "requests": 40.0})
-    out = forecast_history(frame, horizon_hours=24, quantiles=[0.5, 0.9], backtest=False)
+    out = forecast_history(frame, horizon_hours=24, quantiles=[0.5, 0.9], backtest=False, forecaster="harmonic")
     assert (out.forecast["model_used"] == "seasonal_naive(168)").all()
     assert "constant" in out.metadata["series"][0]["fallback_reason"]
     assert (out.forecast["mean"] == 40.0).all()
@@ -188,9 +214,23 @@ def test_numerical_error_in_the_fit_falls_back_visibly(history, monkeypatch):
         raise np.linalg.LinAlgError("SVD did not converge")
 
     monkeypatch.setattr(model, "fit", broken_fit)
-    out = forecast_history(history, horizon_hours=24, quantiles=[0.5], backtest=False)
+    out = forecast_history(history, horizon_hours=24, quantiles=[0.5], backtest=False, forecaster="harmonic")
     assert (out.forecast["model_used"] == "seasonal_naive(168)").all()
     assert out.metadata["series"][0]["fallback_reason"] == "fit failed: LinAlgError: SVD did not converge"
+
+
+def test_a_model_that_never_fits_is_out_of_the_selection_with_its_reason(history, monkeypatch):
+    import planner.forecast.model as model
+
+    def broken_fit(*args, **kwargs):
+        raise np.linalg.LinAlgError("SVD did not converge")
+
+    monkeypatch.setattr(model, "fit", broken_fit)
+    out = forecast_history(history, horizon_hours=24, quantiles=[0.5])
+    series = out.metadata["series"][0]
+    assert not series["fallback"] and series["model_used"].startswith("seasonal_naive")
+    harmonic = series["fit"]["selection"]["candidates"]["harmonic"]
+    assert "could not fit at any origin" in harmonic["error"] and "SVD did not converge" in harmonic["error"]
 
 
 def test_series_under_a_day_uses_the_last_value_naive():

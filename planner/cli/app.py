@@ -319,6 +319,9 @@ HistogramOption = Annotated[
     Path | None, typer.Option(help="Token-length histogram from `planner ingest` (default: per-class lognormals).")
 ]
 SeedOption = Annotated[int | None, typer.Option(help="Base seed (default: the scenario's).")]
+MinHistoryOption = Annotated[str, typer.Option(
+    help="History a series needs, from its first observed hour, before a model replaces the seasonal naive "
+         "(hours masked as outages count; at least 3/4 must be observed), e.g. 7d, 240h.")]
 SetOption = Annotated[list[str] | None, typer.Option(
     "--set", metavar="PATH=VALUE",
     help="Change one scenario field for this run, by its dotted path (list entries by name), e.g. "

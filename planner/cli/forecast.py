@@ -10,6 +10,7 @@ import typer
 from planner.cli.app import (
     EngineOption,
     JsonFlag,
+    MinHistoryOption,
     SchedulerOption,
     WorkersOption,
     app,
@@ -50,6 +51,7 @@ def forecast(
     workers: WorkersOption = None,
     scheduler: SchedulerOption = None,
     seed: Annotated[int, typer.Option(help="Seed recorded with the run.")] = 0,
+    min_history: MinHistoryOption = "7d",
     as_json: JsonFlag = False,
     run: RunContext | None = None,
 ) -> None:
@@ -63,13 +65,14 @@ def forecast(
                 folders={"--plots": plots})
     check_engine_options(engine, scheduler, workers)
 
-    from planner.forecast.run import parse_horizon, parse_quantiles
+    from planner.forecast.run import parse_horizon, parse_min_history, parse_quantiles
     from planner.workflows.forecast import ForecastOptions
     from planner.workflows.forecast import forecast as forecast_workflow
 
     horizon_hours = parse_horizon(horizon)
     options = ForecastOptions(horizon_hours=horizon_hours, quantiles=parse_quantiles(quantiles), measure=measure,
-                              seed=seed, engine=engine, workers=workers, scheduler=scheduler)
+                              seed=seed, engine=engine, workers=workers, scheduler=scheduler,
+                              min_history_hours=parse_min_history(min_history))
     with progress_bar("Fitting series", console=stderr) as advance:
         done = forecast_workflow(history, out, meta_path, options, plots_dir=plots, progress=advance,
                                  run=run)
@@ -84,8 +87,21 @@ def forecast(
     print_table(result.summary_rows(), title=f"Forecast: {len(result.summary_rows())} series, {horizon_hours} h ahead")
     if backtest:
         print_table(backtest_rows(overall), title="Backtest, all series (rolling origin)")
+    for reason, names in skipped_backtests(result.metadata).items():
+        stderr.print(f"[yellow]backtest skipped[/] for {len(names)} series ({', '.join(names[:3])}"
+                     f"{', ...' if len(names) > 3 else ''}): {reason}; their model was not chosen by backtest")
     for path in written:
         stderr.print(f"wrote {path}")
+
+
+def skipped_backtests(metadata: dict[str, Any]) -> dict[str, list[str]]:
+    """Series whose backtest could not run, by reason."""
+    out: dict[str, list[str]] = {}
+    for series in metadata.get("series", []):
+        block = series.get("backtest") or {}
+        if block.get("skipped"):
+            out.setdefault(str(block["skipped"]), []).append(series["series"])
+    return out
 
 
 def backtest_rows(overall: dict[str, Any]) -> list[dict[str, Any]]:

@@ -16,6 +16,7 @@ from planner.cli.app import (
     EngineOption,
     HistogramOption,
     JsonFlag,
+    MinHistoryOption,
     OldDurationOption,
     SchedulerOption,
     SeedOption,
@@ -137,8 +138,9 @@ def calibrate(
 def loop_options(*, max_rounds: int, periods: str, solver: str, node_limit: int, time_limit: float, gap: float,
                  quantile: float | None, sim_duration: str, replications: int, seed: int | None, engine: str,
                  workers: int | None, scheduler: str | None, cache_dir: Path | None,
-                 search_settings: bool = True) -> Any:
+                 search_settings: bool = True, min_history: str = "7d") -> Any:
     """The loop's options, checked (rounds, replications, durations) before any work."""
+    from planner.forecast.run import parse_min_history
     from planner.sim.work import check_duration, check_replications
     from planner.workflows.plan import LoopOptions
 
@@ -150,7 +152,8 @@ def loop_options(*, max_rounds: int, periods: str, solver: str, node_limit: int,
                        time_limit_s=time_limit, gap=gap, quantile=quantile,
                        sim_duration_s=check_duration(parse_duration_s(sim_duration)),
                        sim_replications=replications, seed=seed, engine=engine, workers=workers, scheduler=scheduler,
-                       cache_dir=cache_dir, search_settings=search_settings)
+                       cache_dir=cache_dir, search_settings=search_settings,
+                       min_history_hours=parse_min_history(min_history))
 
 
 def print_warnings(result: Any) -> None:
@@ -210,6 +213,7 @@ def plan(
     seed: SeedOption = None,
     cache_dir: CacheDirOption = None,
     search_settings: SearchSettingsOption = True,
+    min_history: MinHistoryOption = "7d",
     engine: EngineOption = "auto",
     workers: WorkersOption = None,
     scheduler: SchedulerOption = None,
@@ -225,7 +229,7 @@ def plan(
     options = loop_options(max_rounds=max_rounds, periods=periods, solver=solver, node_limit=node_limit,
                            time_limit=time_limit, gap=gap, quantile=quantile, sim_duration=sim_duration,
                            replications=replications, seed=seed, engine=engine, workers=workers, scheduler=scheduler,
-                           cache_dir=cache_dir, search_settings=search_settings)
+                           cache_dir=cache_dir, search_settings=search_settings, min_history=min_history)
 
     from planner.loop.compare import comparison_table
     from planner.workflows.plan import plan as plan_workflow

@@ -15,6 +15,7 @@ from planner.cli.app import (
     FrontDoor,
     HistogramOption,
     JsonFlag,
+    MinHistoryOption,
     SchedulerOption,
     SeedOption,
     SetOption,
@@ -86,6 +87,7 @@ def report(
     seed: SeedOption = None,
     cache_dir: CacheDirOption = None,
     search_settings: SearchSettingsOption = True,
+    min_history: MinHistoryOption = "7d",
     engine: EngineOption = "auto",
     workers: WorkersOption = None,
     scheduler: SchedulerOption = None,
@@ -109,7 +111,7 @@ def report(
     options = loop_options(max_rounds=max_rounds, periods=periods, solver=solver, node_limit=node_limit,
                            time_limit=time_limit, gap=gap, quantile=None, sim_duration=sim_duration,
                            replications=replications, seed=seed, engine=engine, workers=workers, scheduler=scheduler,
-                           cache_dir=cache_dir, search_settings=search_settings)
+                           cache_dir=cache_dir, search_settings=search_settings, min_history=min_history)
 
     from planner.workflows.plan import report as report_workflow
 

@@ -13,6 +13,7 @@ from planner.cli.app import (
     EngineOption,
     HistogramOption,
     JsonFlag,
+    MinHistoryOption,
     SchedulerOption,
     SeedOption,
     SetOption,
@@ -73,6 +74,7 @@ def sweep(
     seed: SeedOption = None,
     cache_dir: CacheDirOption = None,
     search_settings: SearchSettingsOption = True,
+    min_history: MinHistoryOption = "7d",
     engine: EngineOption = "auto",
     workers: WorkersOption = None,
     scheduler: SchedulerOption = None,
@@ -94,7 +96,7 @@ def sweep(
     options = loop_options(max_rounds=max_rounds, periods=periods, solver=solver, node_limit=node_limit,
                            time_limit=time_limit, gap=gap, quantile=quantile, sim_duration=sim_duration,
                            replications=replications, seed=seed, engine=engine, workers=workers, scheduler=scheduler,
-                           cache_dir=cache_dir, search_settings=search_settings)
+                           cache_dir=cache_dir, search_settings=search_settings, min_history=min_history)
 
     from planner.workflows.sweep import sweep as sweep_workflow
 

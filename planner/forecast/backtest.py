@@ -172,7 +172,9 @@ def overall(per_series: list[dict[str, Any]]) -> dict[str, Any]:
         return {"series_backtested": 0}
     out: dict[str, Any] = {"series_backtested": len(done)}
     for name in METHODS:
-        blocks = [b[name] for b in done]
+        blocks = [b[name] for b in done if name in b]  # a naive that could not run on a series is left out
+        if not blocks:
+            continue
         hours = np.array([blk["hours_scored"] for blk in blocks], dtype=float)
         out[name] = {
             "mase": float(np.mean([blk["mase"] for blk in blocks])),
@@ -182,6 +184,7 @@ def overall(per_series: list[dict[str, Any]]) -> dict[str, Any]:
             "coverage80": float(np.average([blk["coverage80"] for blk in blocks], weights=hours)),
             "coverage90": float(np.average([blk["coverage90"] for blk in blocks], weights=hours)),
         }
-    best_naive = min(out["naive24"]["mase"], out["naive168"]["mase"])
+    naives = [out[name]["mase"] for name in ("naive24", "naive168") if name in out]
+    best_naive = min(naives, default=0.0)
     out["mase_ratio_vs_best_naive"] = out["model"]["mase"] / best_naive if best_naive > 0 else None
     return out

@@ -72,7 +72,7 @@ class ModelSpec:
 
     window_hours: int = 24 * 168
     arma_window_hours: int = 8 * 168
-    min_history_hours: int = 2 * 168
+    min_history_hours: int = 168
     daily_grid: tuple[int, ...] = (3, 5, 8, 11)
     weekly_grid: tuple[int, ...] = (0, 3, 6, 10, 13, 20)
     trend_options: tuple[bool, ...] = (False, True)

@@ -15,14 +15,25 @@ from planner.errors import InputError
 from planner.forecast.baselines import SeasonalNaive
 from planner.forecast.forecaster import Forecaster
 from planner.forecast.model import HarmonicForecaster, ModelSpec
+from planner.forecast.selection import NAIVE_CANDIDATES, SelectingForecaster
 
 ForecasterFactory = Callable[[ModelSpec], Forecaster]
 
+
+def select_per_series(spec: ModelSpec) -> SelectingForecaster:
+    """Every model below (the harmonic first: it wins ties) and both seasonal naives, chosen by backtest."""
+    models = tuple((name, FORECASTERS[name](spec)) for name in SELECTION_CANDIDATES)
+    return SelectingForecaster(models + NAIVE_CANDIDATES, min_history_hours=spec.min_history_hours)
+
+
 FORECASTERS: dict[str, ForecasterFactory] = {
+    "auto": select_per_series,
     "harmonic": HarmonicForecaster,
     "seasonal_naive": lambda spec: SeasonalNaive(),
 }
-DEFAULT_FORECASTER = "harmonic"
+SELECTION_CANDIDATES = ("harmonic",)
+"""The models ``auto`` backtests on every series, besides the seasonal naives."""
+DEFAULT_FORECASTER = "auto"
 
 
 def make_forecaster(name: str, spec: ModelSpec) -> Forecaster:

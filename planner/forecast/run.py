@@ -35,11 +35,12 @@ from planner.engine import run_tasks
 from planner.errors import InputError
 from planner.forecast import backtest as bt
 from planner.forecast.fallback import forecast_series
-from planner.forecast.forecaster import Forecaster, SeriesHistory
+from planner.forecast.forecaster import Forecaster, SeriesForecast, SeriesHistory
 from planner.forecast.history_input import DEFAULT_SOURCE, KEY_COLUMNS, validated_history
 from planner.forecast.model import ModelSpec
 from planner.forecast.quality import HOUR_NS, CleanSeries, clean_series, format_ts
 from planner.forecast.registry import DEFAULT_FORECASTER, make_forecaster
+from planner.forecast.selection import SelectingForecaster
 from planner.sources import source_of
 
 MAX_HORIZON_HOURS = 92 * 24
@@ -56,6 +57,22 @@ def parse_horizon(text: str) -> int:
     if not 1 <= hours <= MAX_HORIZON_HOURS:
         raise InputError(f"horizon {hours} h is outside 1..{MAX_HORIZON_HOURS} h", where="--horizon",
                          fix="an hourly model is useful up to about 3 months ahead; use 1h..92d")
+    return hours
+
+
+MIN_HISTORY_FLOOR_HOURS = 24
+
+
+def parse_min_history(text: str) -> int:
+    """'7d' -> 168, '240h' -> 240: the history a series needs before a model replaces the seasonal naive."""
+    try:
+        hours = duration_hours(parse_duration(text, HORIZON_OPTION))
+    except DurationError:
+        raise InputError(f"cannot read minimum history '{text}'", where="--min-history",
+                         fix="write a whole number with a unit: 168h, 7d or 2w") from None
+    if hours < MIN_HISTORY_FLOOR_HOURS:
+        raise InputError(f"a minimum history of {hours} h is under one day", where="--min-history",
+                         fix="a model needs at least one day to see a daily cycle; use 1d or more (default 7d)")
     return hours
 
 
@@ -98,19 +115,34 @@ class SeriesTask:
 def run_series(task: SeriesTask) -> dict[str, Any]:
     """Fit, forecast and (optionally) backtest one series. Top-level so it pickles."""
     levels = sorted(set(task.levels) | set(bt.INTERVAL_LEVELS))
-    result = forecast_series(task.forecaster, task.history, task.horizon_total, levels, task.min_history_hours)
+    forecaster = task.forecaster
+    if isinstance(forecaster, SelectingForecaster):  # its backtest windows follow this run's horizon
+        forecaster = forecaster.for_horizon(task.horizon, task.min_history_hours)
+    result = forecast_series(forecaster, task.history, task.horizon_total, levels, task.min_history_hours)
+    details = dict(result.details)
+    selection_backtest = details.pop("backtest", None)
     cut = task.horizon_total - task.horizon
     out: dict[str, Any] = {
         "mean": result.mean[cut:],
         "quantiles": {lvl: result.quantiles[lvl][cut:] for lvl in task.levels},
         "model_used": result.model_used,
         "fallback_reason": result.fallback_reason,
-        "details": result.details,
+        "details": details,
     }
     if task.backtest:
-        out["backtest"] = bt.backtest_series(task.forecaster, task.history, task.horizon, levels,
-                                             task.min_history_hours)
+        out["backtest"] = _backtest(task, forecaster, result, selection_backtest, levels)
     return out
+
+
+def _backtest(task: SeriesTask, forecaster: Forecaster, result: SeriesForecast,
+              selection_backtest: dict[str, Any] | None, levels: list[float]) -> dict[str, Any]:
+    """The series' backtest block: the selection's own when it chose the model, else a run of its own."""
+    if not isinstance(forecaster, SelectingForecaster):
+        return bt.backtest_series(forecaster, task.history, task.horizon, levels, task.min_history_hours)
+    if selection_backtest is not None:
+        return selection_backtest
+    skipped = result.details.get("selection", {}).get("skipped")
+    return {"skipped": skipped or result.fallback_reason or "no model was selected"}
 
 
 @dataclass

@@ -20,6 +20,7 @@ import pandas as pd
 from planner.catalog import Catalog
 from planner.contracts import FORECAST_QUANTILES
 from planner.errors import InputError
+from planner.forecast.model import ModelSpec
 from planner.forecast.run import MAX_HORIZON_HOURS, ForecastResult, forecast_history
 from planner.forecast.scaling import DemandScale, scale_forecast
 from planner.loop.compare import PolicyOutcome, compare_policies
@@ -128,7 +129,8 @@ def forecast_for_plan(scenario: Scenario, known: pd.DataFrame, settings: LoopSet
     say(f"forecasting {horizon_hours} h ahead")
     return forecast_history(known, horizon_hours=horizon_hours, quantiles=list(FORECAST_QUANTILES),
                             backtest=True, seed=settings.seed, engine=settings.engine,
-                            workers=settings.workers, scheduler=settings.scheduler, progress=progress)
+                            workers=settings.workers, scheduler=settings.scheduler, progress=progress,
+                            spec=ModelSpec(min_history_hours=settings.min_history_hours))
 
 
 def plan_from_forecast(scenario: Scenario, known: pd.DataFrame, forecast: ForecastResult, catalog: Catalog,

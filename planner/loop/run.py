@@ -37,6 +37,7 @@ from typing import TYPE_CHECKING, Any
 import pandas as pd
 
 from planner.catalog import Catalog
+from planner.forecast.model import ModelSpec
 from planner.loop.derate import Miss, find_misses
 from planner.loop.headroom import Headroom
 from planner.loop.windows import Pool, loop_windows
@@ -75,6 +76,7 @@ class LoopSettings:
     workers: int | None = None
     scheduler: str | None = None
     search_settings: bool = True
+    min_history_hours: int = ModelSpec.min_history_hours
 
     def to_dict(self) -> dict[str, Any]:
         return dict(self.__dict__)

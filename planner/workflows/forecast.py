@@ -14,6 +14,7 @@ from planner.workflows.common import read_named, record_settings
 from planner.workflows.files import write_plots
 
 if TYPE_CHECKING:
+    from planner.forecast.model import ModelSpec
     from planner.forecast.run import ForecastResult
     from planner.runs import RunContext
 
@@ -29,6 +30,14 @@ class ForecastOptions:
     engine: str = "auto"
     workers: int | None = None
     scheduler: str | None = None
+    min_history_hours: int | None = None
+
+
+def model_spec(min_history_hours: int | None) -> ModelSpec:
+    """The forecast settings with the run's minimum history (the default when not given)."""
+    from planner.forecast.model import ModelSpec
+
+    return ModelSpec() if min_history_hours is None else ModelSpec(min_history_hours=min_history_hours)
 
 
 @dataclass(frozen=True)
@@ -48,7 +57,8 @@ def forecast(history_file: Path, out: Path, meta_path: Path, options: ForecastOp
     frame = read_named(history_file)
     result = forecast_history(frame, horizon_hours=options.horizon_hours, quantiles=options.quantiles,
                               measure=options.measure, backtest=True, seed=settings.seed, engine=settings.engine,
-                              workers=settings.workers, scheduler=settings.scheduler, progress=progress)
+                              workers=settings.workers, scheduler=settings.scheduler, progress=progress,
+                              spec=model_spec(options.min_history_hours))
     result.metadata["inputs"] = {"history": str(history_file), "history_sha256": file_sha256(history_file)}
     with staged_outputs() as outputs:  # the forecast, its metadata and the plots: all or none
         written = [outputs.write_table(out, result.forecast), outputs.write_json(meta_path, result.metadata)]

@@ -58,6 +58,7 @@ class LoopOptions:
     engine: str = "auto"
     workers: int | None = None
     scheduler: str | None = None
+    min_history_hours: int | None = None
 
 
 def resolve_loop(options: LoopOptions, scenario: Scenario) -> tuple[Settings, LoopSettings]:
@@ -73,7 +74,9 @@ def resolve_loop(options: LoopOptions, scenario: Scenario) -> tuple[Settings, Lo
                         quantile=settings.quantile, sim_duration_s=options.sim_duration_s,
                         sim_replications=options.sim_replications, seed=settings.seed, engine=settings.engine,
                         workers=settings.workers, scheduler=settings.scheduler,
-                        search_settings=options.search_settings)
+                        search_settings=options.search_settings,
+                        **({} if options.min_history_hours is None else
+                           {"min_history_hours": options.min_history_hours}))
     return settings, loop
 
 

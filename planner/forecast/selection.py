@@ -1,0 +1,206 @@
+"""Per-series model choice by rolling-origin backtest, with intervals calibrated on its errors.
+
+No one model wins on every series: the harmonic regression leads on long, regular
+histories, a decomposition or exponential smoothing can lead on two weeks of real traffic,
+and on a noisy series nothing beats the seasonal naive. So every series is backtested with
+every candidate and forecast with the one that erred least.
+
+Procedure for one series of ``n`` hours, forecast horizon ``H``:
+
+1. Windows: :func:`planner.forecast.backtest.window_plan` (3 windows tiling the last hours,
+   each ``H`` long, or shorter whole days when the history is short, with at least
+   ``min_history_hours`` of training before the first origin).
+2. At each origin every candidate is fitted to the hours before it and forecasts the
+   window. Where a candidate cannot fit (too little history before an early origin, no
+   convergence), the window is scored with the seasonal naive that would replace it in
+   production, and the reason is kept; a candidate that fits at no origin is out. The
+   seasonal naives (24 h and 168 h) are always candidates, so something always qualifies.
+3. Winner: the lowest MASE pooled over the windows' observed hours (ties go to the earlier
+   candidate in the list, the harmonic model first).
+4. Intervals: the winner's standardised errors over all windows calibrate its final band
+   (:mod:`planner.forecast.calibration`). The backtest's reported coverage of the
+   calibrated band is cross-fitted: window ``i`` is scored with the calibration from the
+   other windows, so the figure is not the calibration grading itself.
+5. The winner is refitted on the whole history for the forecast.
+
+When the history is too short for the windows, no choice is made: the first candidate
+that fits gives the forecast with its own band, and the reason is reported.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+import numpy as np
+
+from planner.forecast import backtest as bt
+from planner.forecast.baselines import SeasonalNaive
+from planner.forecast.calibration import SPREAD_LEVELS, Calibration, standardised_errors
+from planner.forecast.forecaster import FitFailure, Forecaster, SeriesForecast, SeriesHistory
+
+NAIVE_CANDIDATES: tuple[tuple[str, Forecaster], ...] = (("naive24", SeasonalNaive(24)),
+                                                        ("naive168", SeasonalNaive(168)))
+FIT_ERRORS = (FitFailure, ValueError, np.linalg.LinAlgError, FloatingPointError)
+MAX_WINDOWS = 6
+"""More windows than the backtest's 3 where the history has room: more errors to choose and calibrate on."""
+
+
+def selection_windows(n_hours: int, horizon: int, min_history_hours: int) -> tuple[int, list[int], str | None]:
+    """The backtest's window length, with as many windows (3 to ``MAX_WINDOWS``) as fit after the minimum."""
+    length, origins, skip = bt.window_plan(n_hours, horizon, min_history_hours)
+    if skip:
+        return length, origins, skip
+    count = int(np.clip((n_hours - min_history_hours) // length, bt.N_WINDOWS, MAX_WINDOWS))
+    return length, [n_hours - (count - i) * length for i in range(count)], None
+
+
+@dataclass
+class _WindowRun:
+    """One candidate's forecast of one backtest window, on the window's observed hours."""
+
+    origin: int
+    model_used: str
+    actual: np.ndarray
+    point: np.ndarray
+    quantiles: dict[float, np.ndarray]
+    scale: float
+
+
+@dataclass
+class _CandidateTrial:
+    name: str
+    forecaster: Forecaster
+    runs: list[_WindowRun] = field(default_factory=list)
+    failures: list[str] = field(default_factory=list)
+
+    @property
+    def error(self) -> str | None:
+        """Why the candidate is out: it fitted at no origin."""
+        if self.runs and len(self.failures) == len(self.runs):
+            return "could not fit at any origin: " + "; ".join(self.failures)
+        return None
+
+    def mase(self) -> float:
+        return float(np.mean(np.concatenate([np.abs(r.actual - r.point) / r.scale for r in self.runs])))
+
+
+@dataclass(frozen=True, eq=False)
+class SelectingForecaster:
+    """Backtests its candidates on each series and forecasts with the winner (module docstring).
+
+    ``horizon_hours`` sets the backtest windows' length (the forecast's own horizon);
+    ``min_history_hours`` the training every window must have.
+    """
+
+    candidates: tuple[tuple[str, Forecaster], ...]
+    horizon_hours: int = 336
+    min_history_hours: int = 168
+    winner: Forecaster | None = None
+    calibration: Calibration = field(default_factory=lambda: Calibration(np.empty(0)))
+    report: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def name(self) -> str:
+        return "auto"
+
+    def for_horizon(self, horizon_hours: int, min_history_hours: int) -> SelectingForecaster:
+        return replace(self, horizon_hours=horizon_hours, min_history_hours=min_history_hours)
+
+    def fit(self, history: SeriesHistory) -> SelectingForecaster:
+        length, origins, skip = selection_windows(history.n_hours, self.horizon_hours, self.min_history_hours)
+        trials = [] if skip else self._trials(history, length, origins)
+        qualified = [t for t in trials if t.runs and t.error is None]
+        if not qualified:
+            reason = skip or "no observed hours in any backtest window"
+            return replace(self, winner=self._first_that_fits(history),
+                           report={"selection": {"skipped": reason}})
+        best = min(qualified, key=lambda t: t.mase())  # min keeps the first of equals: list order breaks ties
+        errors = [standardised_errors(r.actual, r.quantiles) for r in best.runs]
+        report = {"selection": {"winner": best.name, "window_hours": length, "origins": origins,
+                                "candidates": {t.name: _score(t) for t in trials}},
+                  "backtest": _backtest_block(best, trials, errors, length, self.horizon_hours)}
+        return replace(self, winner=best.forecaster.fit(history), calibration=Calibration.from_errors(errors),
+                       report=report)
+
+    def predict(self, horizon: int, levels: Sequence[float]) -> SeriesForecast:
+        if self.winner is None:
+            raise RuntimeError("SelectingForecaster.predict called before fit")
+        wanted = sorted(set(levels) | set(SPREAD_LEVELS))
+        raw = self.winner.predict(horizon, wanted)
+        quantiles = self.calibration.apply(raw.quantiles, sorted(levels))
+        details = {**raw.details, **self.report, "calibration": self.calibration.describe()}
+        return replace(raw, quantiles=quantiles, details=details)
+
+    def _trials(self, history: SeriesHistory, length: int, origins: list[int]) -> list[_CandidateTrial]:
+        trials = [_CandidateTrial(name, forecaster) for name, forecaster in self.candidates]
+        levels = sorted(set(SPREAD_LEVELS) | set(bt.INTERVAL_LEVELS))  # SPREAD_LEVELS holds the median
+        for origin in origins:
+            scored = history.observed[origin:origin + length]
+            if not scored.any():
+                continue
+            past = history.head(origin)
+            actual = history.values[origin:origin + length][scored]
+            scale = bt.in_sample_scale(past.filled, past.observed)
+            for trial in trials:
+                try:
+                    run = trial.forecaster.fit(past).predict(length, levels)
+                except FIT_ERRORS as exc:
+                    trial.failures.append(f"origin {origin}: {str(exc)[:200] or type(exc).__name__}")
+                    run = SeasonalNaive().fit(past).predict(length, levels)
+                trial.runs.append(_WindowRun(origin, run.model_used, actual, run.quantiles[0.5][scored],
+                                             {lvl: run.quantiles[lvl][scored] for lvl in levels}, scale))
+        return trials
+
+    def _first_that_fits(self, history: SeriesHistory) -> Forecaster:
+        for _, forecaster in self.candidates:
+            try:
+                return forecaster.fit(history)
+            except FIT_ERRORS:
+                continue
+        return SeasonalNaive().fit(history)
+
+
+def _score(trial: _CandidateTrial) -> dict[str, Any]:
+    if trial.error is not None or not trial.runs:
+        return {"error": trial.error or "no scored hours"}
+    acc = _accumulate(trial.runs, [r.quantiles for r in trial.runs])
+    score = {key: acc[key] for key in ("mase", "smape", "coverage80", "coverage90", "hours_scored")}
+    if trial.failures:
+        score["fallback_windows"] = trial.failures
+    return score
+
+
+def _accumulate(runs: list[_WindowRun], quantiles: list[dict[float, np.ndarray]]) -> dict[str, Any]:
+    levels = sorted(quantiles[0])
+    acc = bt._Accumulator(levels)
+    for run, quants in zip(runs, quantiles, strict=True):
+        acc.add(run.actual, run.point, quants, run.scale)
+    return acc.result()
+
+
+def _cross_fitted(runs: list[_WindowRun], errors: list[np.ndarray]) -> list[dict[float, np.ndarray]]:
+    """Each window's band calibrated on the other windows' errors (on its own when it is the only one)."""
+    out = []
+    for i, run in enumerate(runs):
+        others = [e for j, e in enumerate(errors) if j != i] or errors
+        out.append(Calibration.from_errors(others).apply(run.quantiles, sorted(run.quantiles)))
+    return out
+
+
+def _backtest_block(best: _CandidateTrial, trials: list[_CandidateTrial], errors: list[np.ndarray], length: int,
+                    horizon: int) -> dict[str, Any]:
+    """The backtest metadata block: the winner (calibrated, cross-fitted) as ``model``, and both naives."""
+    by_name = {t.name: t for t in trials}
+    windows = [{"origin_index": r.origin, "hours_scored": int(r.actual.size), "model_used": r.model_used,
+                "mase_scale": r.scale} for r in best.runs]
+    block: dict[str, Any] = {"window_hours": length, "windows": windows,
+                             "window_fraction_of_horizon": round(length / horizon, 4),
+                             "model": _accumulate(best.runs, _cross_fitted(best.runs, errors)),
+                             "model_uncalibrated": _accumulate(best.runs, [r.quantiles for r in best.runs])}
+    for name, _ in NAIVE_CANDIDATES:
+        trial = by_name.get(name)
+        if trial is not None and trial.runs and trial.error is None:
+            block[name] = _accumulate(trial.runs, [r.quantiles for r in trial.runs])
+    return block
