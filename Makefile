@@ -6,7 +6,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: run test venv clean bench lock
+.PHONY: run test venv clean bench lock reference-venv bench-reference
 
 # constraints.txt pins every installed package to one exact version, so a fresh machine
 # installs what the tests and the committed reports were made with; a changed pin reinstalls.
@@ -64,8 +64,26 @@ test: $(STAMP)
 bench: $(STAMP)
 	for b in benchmarks/*.py; do $(BIN)/python $$b || exit 1; done
 
-# Everything `make run` and `make test` wrote: the venv, the demo's run history, calibration cache and
-# reports, and the simulator's compiled code (planner/sim/__pycache__/planner-sim-*).
+# The reference forecasters (statsforecast) that `benchmarks/forecast_accuracy.py --real` compares the
+# planner with live in a venv of their own: statsforecast requires pandas<3 and the product runs pandas 3
+# (docs/decisions/0023-statsforecast-stays-out-of-the-product.md). The benchmark runs them as a subprocess.
+REF_VENV  := .venv-reference
+REF_STAMP := $(REF_VENV)/.installed
+
+$(REF_STAMP): benchmarks/reference/requirements.txt
+	$(PYTHON) -m venv $(REF_VENV)
+	$(REF_VENV)/bin/pip install --quiet --upgrade pip
+	$(REF_VENV)/bin/pip install --quiet -r benchmarks/reference/requirements.txt
+	touch $(REF_STAMP)
+
+reference-venv: $(REF_STAMP)
+
+# The planner against statsforecast and both seasonal naives on ServeGen and the demo (several minutes).
+bench-reference: $(STAMP) $(REF_STAMP)
+	$(BIN)/python benchmarks/forecast_accuracy.py --real
+
+# Everything `make run`, `make test` and `make reference-venv` wrote: the venvs, the demo's run history,
+# calibration cache and reports, and the simulator's compiled code (planner/sim/__pycache__/planner-sim-*).
 clean:
-	rm -rf $(VENV) out reports .pytest_cache .hypothesis .mypy_cache *.egg-info
+	rm -rf $(VENV) $(REF_VENV) out reports .pytest_cache .hypothesis .mypy_cache *.egg-info
 	find planner tests benchmarks data -name __pycache__ -type d -prune -exec rm -rf {} +

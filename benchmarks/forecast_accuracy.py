@@ -27,8 +27,33 @@ What it does:
    Gaussian intervals back-transformed. It prints both methods' MASE, coverage and
    median seconds per fit.
 
-Usage: ``python benchmarks/forecast_accuracy.py [--workers 2] [--windows ...] [--compare-mstl ...] [--json OUT]``.
-It prints figures; it does not pass or fail.
+5. ``--real`` (instead of steps 1-4): the planner against statsforecast and both naives on
+   three data sets, each method forecasting from the same rolling origins:
+
+   - ServeGen m-large and m-mid (as in step 2): 4 origins at 00:00 of each of the last 4
+     days, 24 h ahead;
+   - the demo history: 6 of its series, the ones at positions 0, 5, 10, 16, 21 and 26
+     of the 32 in sorted (region, model, traffic_class) order (``i * 32 // 6``), and 3
+     origins 14 days apart that tile the last 42 days, 14 days ahead.
+
+   Rows: the planner (``forecast_history`` on the history cut at the origin, default
+   settings, whatever model and fallback it picks there; backtest off, one worker),
+   statsforecast ``MSTL(season_length=[24, 168], trend_forecaster=AutoARIMA())`` (``[24]``
+   under 14 days of history) and ``AutoETS(season_length=24)``, and the 24 h and 168 h
+   seasonal naives. The statsforecast models run in their own venv
+   (``benchmarks/reference/``, ``make reference-venv``; decision 0023), as a subprocess fed
+   the same cleaned, imputed history as the naives; without that venv their rows say how
+   to create it and the rest still runs. Every method sees only the hours before the origin,
+   after the data-quality pass. Only the horizon's really observed hours are scored
+   (outage-masked and missing hours are not). **MASE here is scaled by the in-sample 24 h
+   seasonal naive**: its mean absolute error over every observed pair of hours before the
+   origin (not the product's 168 h, 8-week scale). Columns: MASE, sMAPE, 80 % and 90 %
+   interval coverage (pooled over series and origins as in ``planner.forecast.backtest``)
+   and seconds per (series, origin) fit. Verdict lines follow each table, then the planner's
+   fit time on the whole 1-year demo (one worker) per series, and on one series alone.
+
+Usage: ``python benchmarks/forecast_accuracy.py [--workers 2] [--windows ...] [--compare-mstl ...] [--real]
+[--reference-python PY] [--json OUT]``. It prints figures; it does not pass or fail.
 """
 
 from __future__ import annotations
@@ -36,10 +61,13 @@ from __future__ import annotations
 import argparse
 import json
 import statistics
+import subprocess
 import sys
+import tempfile
 import time
 import warnings
-from dataclasses import replace
+from collections import Counter
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import numpy as np
@@ -49,8 +77,10 @@ from scipy.special import ndtri
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from planner.contracts import quantile_column  # noqa: E402
 from planner.engine import run_tasks  # noqa: E402
 from planner.forecast import backtest as bt  # noqa: E402
+from planner.forecast import baselines  # noqa: E402
 from planner.forecast.fallback import forecast_series  # noqa: E402
 from planner.forecast.forecaster import SeriesHistory  # noqa: E402
 from planner.forecast.model import HarmonicForecaster, ModelSpec  # noqa: E402
@@ -177,13 +207,327 @@ def mstl_comparison(window: int, workers: int | None) -> dict:
     return {"window_hours": window, **out}
 
 
+# ---- step 5: real data against statsforecast (--real) ----
+
+REAL_QUANTILES = [0.05, 0.10, 0.50, 0.90, 0.95]
+REFERENCE_PYTHON = ROOT / ".venv-reference" / "bin" / "python"
+REFERENCE_RUNNER = ROOT / "benchmarks" / "reference" / "statsforecast_models.py"
+REFERENCE_MODELS = {"mstl_autoarima": "statsforecast MSTL+AutoARIMA", "autoets": "statsforecast AutoETS(24)"}
+NAIVE_PERIODS = {"naive24": 24, "naive168": 168}
+ROW_LABELS = {"planner": "planner", **REFERENCE_MODELS, "naive24": "naive 24 h", "naive168": "naive 168 h"}
+DEMO_HISTORY = ROOT / "data" / "history" / "demo_history.parquet"
+DEMO_SERIES = 6
+HOUR = pd.Timedelta(hours=1)
+
+Key = tuple[str, str, str]
+Forecast = tuple[np.ndarray, dict[float, np.ndarray]]  # mean, quantiles at bt.INTERVAL_LEVELS
+
+
+@dataclass(frozen=True)
+class RealDataset:
+    """One data set of step 5: raw history rows, the horizon, and the origins to forecast from."""
+
+    name: str
+    history: pd.DataFrame
+    horizon: int
+    origins: tuple[pd.Timestamp, ...]
+
+
+@dataclass(frozen=True)
+class OriginCase:
+    """One (series, origin): what the methods may know, and what they are scored on."""
+
+    key: Key
+    origin: pd.Timestamp
+    past: SeriesHistory  # the cleaned history before the origin
+    lead: int  # hours from the series' last hour to the origin (0 unless the series ends early)
+    actual: np.ndarray  # the horizon's values, NaN where not observed
+    scored: np.ndarray  # the horizon's really observed hours
+    scale: float  # MASE scale: the in-sample 24 h naive's mean absolute error
+
+
+@dataclass
+class MethodRuns:
+    """One method's forecasts by case index, its seconds per (series, origin), fallbacks or failures to print,
+    and (for the planner) the ``model_used`` of every forecast."""
+
+    forecasts: dict[int, Forecast] = field(default_factory=dict)
+    seconds: list[float] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    models_used: list[str] = field(default_factory=list)
+
+
+def _hour(ts: pd.Timestamp) -> int:
+    return int(ts.value // HOUR_NS)
+
+
+def rolling_origins(history: pd.DataFrame, n_origins: int, step_hours: int) -> tuple[pd.Timestamp, ...]:
+    """``n_origins`` origins ``step_hours`` apart, the last one ``step_hours`` before the history's end."""
+    end = pd.to_datetime(history["ts"], utc=True).max() + HOUR
+    return tuple(end - pd.Timedelta(hours=(n_origins - i) * step_hours) for i in range(n_origins))
+
+
+def cut_at(history: pd.DataFrame, origin: pd.Timestamp) -> pd.DataFrame:
+    """The rows before ``origin``: what a forecast made at the origin may know."""
+    return history[pd.to_datetime(history["ts"], utc=True) < origin].reset_index(drop=True)
+
+
+def mase_scale(filled: np.ndarray, observed: np.ndarray) -> float:
+    """Mean absolute error of the 24 h seasonal naive over every observed pair before the origin (1 if 0)."""
+    err = baselines.naive_errors(filled, observed, 24, error_window_hours=filled.size)
+    scale = float(np.mean(np.abs(err))) if err.size else 0.0
+    return scale if scale > 0 else 1.0
+
+
+def _slice(values: np.ndarray, start: int, length: int, pad: object) -> np.ndarray:
+    part = values[max(start, 0):start + length]
+    return np.concatenate([part, np.full(length - part.size, pad, dtype=values.dtype)])
+
+
+def origin_cases(dataset: RealDataset) -> list[OriginCase]:
+    """Every (series, origin) of ``dataset``: the past is cleaned from the cut history, the actuals from the whole."""
+    whole = dict(clean_history(dataset.history))
+    cases = []
+    for origin in dataset.origins:
+        for key, clean in clean_history(cut_at(dataset.history, origin)):
+            start = _hour(clean.start)
+            at = _hour(origin) - _hour(whole[key].start)
+            cases.append(OriginCase(
+                key, origin, SeriesHistory(clean.values, clean.filled, clean.observed, start),
+                _hour(origin) - start - clean.n_hours, _slice(whole[key].values, at, dataset.horizon, np.nan),
+                _slice(whole[key].observed, at, dataset.horizon, False), mase_scale(clean.filled, clean.observed)))
+    return cases
+
+
+def naive_runs(cases: list[OriginCase], period: int, horizon: int) -> MethodRuns:
+    """The planner's seasonal naive of ``period`` for every case (its own empirical intervals)."""
+    runs = MethodRuns()
+    for i, case in enumerate(cases):
+        began = time.perf_counter()
+        out = baselines.SeasonalNaive(period).fit(case.past).predict(case.lead + horizon, list(bt.INTERVAL_LEVELS))
+        runs.seconds.append(time.perf_counter() - began)
+        runs.forecasts[i] = (out.mean[case.lead:], {lvl: q[case.lead:] for lvl, q in out.quantiles.items()})
+    return runs
+
+
+def planner_runs(dataset: RealDataset, cases: list[OriginCase]) -> MethodRuns:
+    """``forecast_history`` with default settings on the history cut at each origin (one worker, no backtest)."""
+    index = {(case.key, case.origin): i for i, case in enumerate(cases)}
+    runs = MethodRuns()
+    for origin in dataset.origins:
+        cut = cut_at(dataset.history, origin)
+        lead = _hour(origin) - _hour(pd.to_datetime(cut["ts"], utc=True).max()) - 1
+        began = time.perf_counter()
+        result = forecast_history(cut, horizon_hours=lead + dataset.horizon, quantiles=REAL_QUANTILES,
+                                  backtest=False, engine="local", workers=1, spec=ModelSpec())
+        runs.seconds.append((time.perf_counter() - began) / result.metadata["n_series"])
+        frame = result.forecast[pd.to_datetime(result.forecast["ts"], utc=True) >= origin]
+        for key, block in frame.groupby(["region", "model", "traffic_class"], sort=True):
+            quants = {lvl: block[quantile_column(lvl)].to_numpy(float) for lvl in bt.INTERVAL_LEVELS}
+            runs.forecasts[index[(key, origin)]] = (block["mean"].to_numpy(float), quants)
+        for entry in result.metadata["series"]:
+            runs.models_used.append(entry["model_used"])
+            if entry["fallback_reason"]:
+                runs.notes.append(f"origin {origin:%Y-%m-%d %H:%M} {entry['series']}: {entry['model_used']} "
+                                  f"(fallback: {entry['fallback_reason']})")
+    return runs
+
+
+def reference_request(cases: list[OriginCase], horizon: int) -> dict:
+    """The reference runner's input (``benchmarks/reference/statsforecast_models.py`` documents it)."""
+    tasks = [{"id": str(i), "y": case.past.filled.tolist(), "horizon": case.lead + horizon,
+              "season_lengths": [24, 168] if case.past.n_hours >= 2 * 168 else [24]}
+             for i, case in enumerate(cases)]
+    return {"levels": [80, 90], "tasks": tasks}
+
+
+def run_reference(request: dict, python: Path, runner: Path = REFERENCE_RUNNER) -> dict:
+    """Run the reference runner under ``python`` on ``request``; its parsed result. CalledProcessError on failure."""
+    with tempfile.TemporaryDirectory(prefix="forecast-reference-") as tmp:
+        request_path, result_path = Path(tmp) / "request.json", Path(tmp) / "result.json"
+        request_path.write_text(json.dumps(request))
+        subprocess.run([str(python), str(runner), str(request_path), str(result_path)], check=True,
+                       capture_output=True, text=True)
+        result: dict = json.loads(result_path.read_text())
+    return result
+
+
+def reference_runs(result: dict, cases: list[OriginCase]) -> dict[str, MethodRuns]:
+    """The runner's result as one ``MethodRuns`` per reference model (a failed fit becomes a note)."""
+    runs = {name: MethodRuns() for name in REFERENCE_MODELS}
+    for entry in result["results"]:
+        i = int(entry["id"])
+        lead = cases[i].lead
+        for name, block in entry["models"].items():
+            if "error" in block:
+                runs[name].notes.append(f"{cases[i].key} origin {cases[i].origin}: fit failed: {block['error']}")
+                continue
+            side = {0.05: "lo90", 0.10: "lo80", 0.90: "hi80", 0.95: "hi90"}
+            quants = {lvl: np.asarray(block[col], dtype=float)[lead:] for lvl, col in side.items()}
+            runs[name].forecasts[i] = (np.asarray(block["mean"], dtype=float)[lead:], quants)
+            runs[name].seconds.append(float(block["fit_seconds"]))
+    return runs
+
+
+def score(cases: list[OriginCase], runs: MethodRuns) -> dict | None:
+    """MASE and sMAPE (mean over series of each series' pooled hours) and coverage (pooled over all hours)."""
+    acc: dict[Key, bt._Accumulator] = {}
+    for i, case in enumerate(cases):
+        if i not in runs.forecasts or not case.scored.any():
+            continue
+        mean, quants = runs.forecasts[i]
+        ok = case.scored
+        acc.setdefault(case.key, bt._Accumulator(list(bt.INTERVAL_LEVELS))).add(
+            case.actual[ok], mean[ok], {lvl: q[ok] for lvl, q in quants.items()}, case.scale)
+    if not acc:
+        return None
+    blocks = [a.result() for a in acc.values()]
+    hours = [b["hours_scored"] for b in blocks]
+    return {"mase": float(np.mean([b["mase"] for b in blocks])), "smape": float(np.mean([b["smape"] for b in blocks])),
+            "coverage80": float(np.average([b["coverage80"] for b in blocks], weights=hours)),
+            "coverage90": float(np.average([b["coverage90"] for b in blocks], weights=hours)),
+            "hours_scored": int(sum(hours)),
+            "fit_seconds_per_series": float(np.mean(runs.seconds)) if runs.seconds else None}
+
+
+def demo_series(history: pd.DataFrame, n_series: int = DEMO_SERIES) -> pd.DataFrame:
+    """The series at positions ``i * n / n_series`` of the sorted series keys: spread over regions and models."""
+    names = history["region"] + "/" + history["model"] + "/" + history["traffic_class"]
+    keys = sorted(names.unique())
+    picked = [keys[i * len(keys) // n_series] for i in range(n_series)]
+    return history[names.isin(picked)].reset_index(drop=True)
+
+
+def real_datasets() -> list[RealDataset]:
+    """ServeGen m-large and m-mid (4 daily origins, 24 h ahead) and 6 demo series (3 origins, 14 days ahead)."""
+    servegen_rows = servegen_history()
+    sets = []
+    for name in ("m-large", "m-mid"):
+        rows = servegen_rows[servegen_rows["model"] == name].reset_index(drop=True)
+        sets.append(RealDataset(f"ServeGen {name}", rows, 24, rolling_origins(rows, 4, 24)))
+    demo_rows = demo_series(pd.read_parquet(DEMO_HISTORY))
+    sets.append(RealDataset(f"demo, {DEMO_SERIES} series", demo_rows, 336, rolling_origins(demo_rows, 3, 336)))
+    return sets
+
+
+def reference_or_note(cases: list[OriginCase], horizon: int, python: Path) -> tuple[dict[str, MethodRuns], str]:
+    """The statsforecast rows, or none with a note that says why and how to get them."""
+    if not python.exists():
+        return {}, (f"statsforecast rows not run: {python} is missing. Create that venv with "
+                    "`make reference-venv` (statsforecast runs in its own venv: docs/decisions/0023)")
+    try:
+        result = run_reference(reference_request(cases, horizon), python)
+    except subprocess.CalledProcessError as exc:
+        tail = " | ".join((exc.stderr or "").strip().splitlines()[-3:])
+        return {}, f"statsforecast rows not run: the reference runner exited with {exc.returncode}: {tail}"
+    versions = ", ".join(f"{pkg} {ver}" for pkg, ver in result["versions"].items())
+    return reference_runs(result, cases), f"reference models ran in {python.parents[1].name} ({versions})"
+
+
+def verdicts(scores: dict[str, dict | None]) -> list[str]:
+    """Planner against statsforecast's best and against the better naive, on MASE."""
+    planner = scores.get("planner")
+    if planner is None:
+        return ["planner: nothing scored"]
+    mase = planner["mase"]
+    lines = []
+    refs = {name: scores[name]["mase"] for name in REFERENCE_MODELS if scores.get(name)}
+    if refs:
+        best = min(refs, key=lambda name: refs[name])
+        gap = "no worse: met" if mase <= refs[best] else f"worse by {mase / refs[best] - 1:.1%}: MISSED"
+        lines.append(f"planner MASE {mase:.3f} vs statsforecast's best {refs[best]:.3f} ({ROW_LABELS[best]}): {gap}")
+    else:
+        lines.append("planner vs statsforecast: not measured (no statsforecast rows)")
+    naives = {name: scores[name]["mase"] for name in NAIVE_PERIODS if scores.get(name)}
+    better = min(naives, key=lambda name: naives[name])
+    ratio = mase / naives[better]
+    lines.append(f"planner MASE / better naive's ({ROW_LABELS[better]}, {naives[better]:.3f}) = {ratio:.3f} "
+                 f"(< 1.0 wanted: {'met' if ratio < 1.0 else 'MISSED'})")
+    return lines
+
+
+def print_real_table(dataset: RealDataset, scores: dict[str, dict | None], runs: dict[str, MethodRuns],
+                     note: str) -> None:
+    n_series = dataset.history.groupby(["region", "model", "traffic_class"]).ngroups
+    hours = (scores.get("naive24") or {}).get("hours_scored", 0)
+    print(f"\n== real data: {dataset.name}: {n_series} series x {len(dataset.origins)} origins "
+          f"({dataset.origins[0]:%Y-%m-%d %H:%M} .. {dataset.origins[-1]:%Y-%m-%d %H:%M} UTC), "
+          f"{dataset.horizon} h ahead ==")
+    print(f"  MASE scaled by the in-sample 24 h seasonal naive; {hours} observed hours scored")
+    print(f"  {'method':30s} {'MASE':>6s} {'sMAPE %':>8s} {'cov80':>6s} {'cov90':>6s} {'fit s/series':>13s}")
+    for name, label in ROW_LABELS.items():
+        s = scores.get(name)
+        if s is None:
+            print(f"  {label:30s} {'not run':>6s}")
+            continue
+        secs = s["fit_seconds_per_series"]
+        print(f"  {label:30s} {s['mase']:6.3f} {s['smape']:8.2f} {s['coverage80']:6.3f} {s['coverage90']:6.3f} "
+              f"{secs:13.3f}")
+    for line in verdicts(scores):
+        print(f"  {line}")
+    used = Counter(runs["planner"].models_used)
+    print(f"  planner model_used: {'; '.join(f'{name} x{count}' for name, count in sorted(used.items()))}")
+    for name, method in runs.items():
+        for line in method.notes:
+            print(f"  {ROW_LABELS[name]}: {line}")
+    print(f"  {note}")
+
+
+def evaluate_real(dataset: RealDataset, reference_python: Path) -> dict:
+    """Every method on every (series, origin) of ``dataset``; prints the table and returns the figures."""
+    cases = origin_cases(dataset)
+    runs = {"planner": planner_runs(dataset, cases)}
+    reference, note = reference_or_note(cases, dataset.horizon, reference_python)
+    runs.update(reference)
+    for name, period in NAIVE_PERIODS.items():
+        runs[name] = naive_runs(cases, period, dataset.horizon)
+    scores = {name: score(cases, runs[name]) if name in runs else None for name in ROW_LABELS}
+    print_real_table(dataset, scores, runs, note)
+    return {"scores": scores, "notes": {name: method.notes for name, method in runs.items()},
+            "planner_models_used": runs["planner"].models_used, "reference": note}
+
+
+def planner_fit_time() -> dict:
+    """Seconds per series of ``forecast_history`` on the whole demo (one worker, no backtest), and on one series."""
+    history = pd.read_parquet(DEMO_HISTORY)
+    timed = {}
+    names = history["region"] + "/" + history["model"] + "/" + history["traffic_class"]
+    first = sorted(names.unique())[0]
+    for label, rows in (("all", history), ("one", history[names == first])):
+        began = time.perf_counter()
+        result = forecast_history(rows, horizon_hours=336, quantiles=REAL_QUANTILES, backtest=False, engine="local",
+                                  workers=1, spec=ModelSpec())
+        timed[label] = (time.perf_counter() - began, result.metadata["n_series"])
+    per_series = timed["all"][0] / timed["all"][1]
+    print(f"\n== planner fit time per 1-year series: {per_series:.3f} s (all {timed['all'][1]} demo series, "
+          f"{timed['all'][0]:.1f} s, one worker, backtest off; target < 1 s: {'met' if per_series < 1 else 'MISSED'}); "
+          f"one series alone ({first}): {timed['one'][0]:.3f} s ==")
+    return {"seconds_per_series": per_series, "seconds_all": timed["all"][0], "n_series": timed["all"][1],
+            "seconds_one_series": timed["one"][0], "one_series": first}
+
+
+def real_section(reference_python: Path) -> dict:
+    figures = {dataset.name: evaluate_real(dataset, reference_python) for dataset in real_datasets()}
+    figures["planner_fit_time"] = planner_fit_time()
+    return figures
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--workers", type=int, default=None)
     parser.add_argument("--windows", default="", help="extra regression windows (hours) to compare, e.g. 1344,9504")
     parser.add_argument("--compare-mstl", default="", help="MSTL+ARIMA windows (hours) to compare, e.g. 1344,4032")
+    parser.add_argument("--real", action="store_true",
+                        help="only the real-data comparison with statsforecast (step 5 of the docstring)")
+    parser.add_argument("--reference-python", type=Path, default=REFERENCE_PYTHON,
+                        help="the Python of the venv with statsforecast (default: .venv-reference)")
     parser.add_argument("--json", type=Path, default=None, help="also write the figures to this JSON file")
     args = parser.parse_args()
+    if args.real:
+        figures = {"real": real_section(args.reference_python)}
+        if args.json:
+            args.json.write_text(json.dumps(figures, indent=2, sort_keys=True, default=str) + "\n")
+        return
     spec = ModelSpec()
     figures = {"demo": demo(spec, args.workers), "servegen": servegen(spec)}
     extra = [int(w) for w in args.windows.split(",") if w.strip()]
