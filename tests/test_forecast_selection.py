@@ -51,7 +51,7 @@ def test_calibrated_band_covers_as_often_as_the_errors_say():
     rng = np.random.default_rng(3)
     centre = np.full(4000, 500.0)
     band = model_band(centre, sd=0.05)  # the model claims a narrow band ...
-    actual = np.expm1(np.log1p(centre) + rng.standard_t(4, centre.size) * 0.2 + 0.1)  # ... errs wide, heavy, biased
+    actual = np.expm1(np.log1p(centre) + rng.standard_t(4, centre.size) * 0.2)  # ... errs wide and heavy-tailed
     calibration = Calibration.from_errors([standardised_errors(actual[:2000], {k: v[:2000] for k, v in band.items()})])
     fresh = {k: v[2000:] for k, v in band.items()}
     calibrated = calibration.apply(fresh, LEVELS)
@@ -61,14 +61,15 @@ def test_calibrated_band_covers_as_often_as_the_errors_say():
     cov90 = np.mean((calibrated[0.05] <= x) & (x <= calibrated[0.95]))
     assert raw80 < 0.4
     assert abs(cov80 - 0.8) < 0.03 and abs(cov90 - 0.9) < 0.03
-    assert abs(np.mean(x <= calibrated[0.5]) - 0.5) < 0.03  # the bias is taken out of the median
+    assert np.array_equal(calibrated[0.5], fresh[0.5])  # the median stays the model's
 
 
-def test_extreme_levels_are_extrapolated_beyond_a_small_sample():
-    errors = np.linspace(-2, 2, 72)
+def test_band_half_widths_are_split_conformal_and_extrapolated_beyond_the_sample():
+    errors = np.arange(-50.0, 51.0)  # deviations from the median 0: 0, 1, 1, 2, 2, ..., 50, 50
     calibration = Calibration.from_errors([errors])
-    q99, q95, q01 = calibration.error_quantile(0.99), calibration.error_quantile(0.95), calibration.error_quantile(0.01)
-    assert q99 >= errors.max() > q95 and q01 <= errors.min()
+    assert calibration.n == 101
+    assert calibration.half_width(0.8) == 41.0  # the ceil(102 * 0.8) = 82nd smallest deviation
+    assert calibration.half_width(0.995) >= 50.0  # beyond the sample: never inside its largest deviation
     band = calibration.apply(model_band(np.full(5, 100.0), 0.1), LEVELS)
     stacked = np.vstack([band[lvl] for lvl in LEVELS])
     assert np.all(np.diff(stacked, axis=0) >= 0) and np.all(stacked >= 0)
@@ -92,6 +93,17 @@ def test_the_candidate_that_erred_least_wins_and_every_score_is_kept():
     forecast = fitted.predict(24, LEVELS)
     assert forecast.model_used == "seasonal_naive(24)"
     assert forecast.details["calibration"]["errors"] == fitted.report["backtest"]["model"]["hours_scored"]
+
+
+def test_a_challenger_better_only_by_noise_does_not_replace_the_default():
+    history = daily_series(21, noise=0.2)
+    selector = SelectingForecaster((("naive168", SeasonalNaive(168)), ("naive24", SeasonalNaive(24))),
+                                   horizon_hours=24)
+    selection = selector.fit(history).report["selection"]
+    scores = selection["candidates"]
+    # on a stable daily pattern the two naives err alike: whichever is a little lower, the default stays
+    assert abs(scores["naive24"]["mase"] - scores["naive168"]["mase"]) < 0.2
+    assert selection["winner"] == "naive168"
 
 
 def test_ties_go_to_the_earlier_candidate():
