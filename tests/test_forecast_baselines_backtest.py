@@ -7,7 +7,7 @@ import pytest
 
 from planner.contracts import quantile_column
 from planner.forecast import backtest as bt
-from planner.forecast.baselines import naive_point, seasonal_naive
+from planner.forecast.baselines import SeasonalNaive, naive_point, seasonal_naive
 from planner.forecast.forecaster import SeriesHistory
 from planner.forecast.model import HarmonicForecaster, ModelSpec
 from planner.forecast.synthetic import START, synthetic_series
@@ -101,3 +101,24 @@ def test_backtest_skips_masked_hours():
     out = bt.backtest_series(HarmonicForecaster(), SeriesHistory(vals, values, obs, T0_ABS), 24, [0.5],
                              ModelSpec().min_history_hours)
     assert out["model"]["hours_scored"] == 72 - 10
+
+
+def test_naive_q50_is_the_point_forecast_even_when_the_errors_are_one_sided():
+    """A series growing every day: every seasonal difference is positive. Uncentred error
+    quantiles would put the q50 a whole day's growth above the point forecast."""
+    x = 1000 + 10.0 * np.arange(24 * 10) + 100 * np.tile(np.sin(np.arange(24) / 24 * 2 * np.pi), 10)
+    x += np.random.default_rng(1).normal(0, 5, x.size)
+    mean, q = seasonal_naive(x, np.ones(x.size, bool), 24, 48, [0.1, 0.5, 0.9])
+    np.testing.assert_allclose(q[0.5], mean)
+    assert (q[0.1] < mean).all() and (q[0.9] > mean).all()
+
+
+def test_naive_on_a_two_hour_history_is_centred_and_never_all_zero():
+    """Two hours (3,760 after 7,520): one error pair, no distribution to read; the spread is
+    relative to the history's own variability, and the q50 stays the point forecast."""
+    x = np.array([7520.0, 3760.0])
+    forecast = SeasonalNaive().fit(SeriesHistory(x, x, np.ones(2, bool), T0_ABS)).predict(3, [0.1, 0.5, 0.9])
+    np.testing.assert_allclose(forecast.mean, 3760.0)
+    np.testing.assert_allclose(forecast.quantiles[0.5], 3760.0)
+    assert (forecast.quantiles[0.1] > 0).all() and (forecast.quantiles[0.9] > forecast.mean).all()
+    assert (np.diff(forecast.quantiles[0.9]) > 0).all()  # wider further ahead

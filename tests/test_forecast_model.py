@@ -11,6 +11,7 @@ from planner.forecast.model import (
     FitFailure,
     ModelSpec,
     _column_index,
+    damped_weeks,
     design,
     fit,
     forecast,
@@ -178,3 +179,43 @@ def test_time_budget_truncation_is_recorded():
     fitted = fit(values, T0_ABS, ModelSpec(time_budget_s=0.0, n_exact=3))
     assert fitted.search_truncated is True
     assert len(fitted.candidates) == 1
+
+
+def test_seven_days_fit_with_daily_terms_only_and_fewer_observed_hours_refuse():
+    values, _ = synthetic_series(168, np.random.default_rng(12))
+    fitted = fit(values, T0_ABS)  # the model's own floor: 168 observed hours, whatever the spec's minimum
+    assert fitted.weekly == 0 and fitted.daily > 0
+    holed = values.copy()
+    holed[50] = np.nan
+    with pytest.raises(FitFailure, match="167 observed hours"):
+        fit(holed, T0_ABS)
+
+
+def test_weekly_terms_appear_from_fourteen_days():
+    values, _ = synthetic_series(14 * 24, np.random.default_rng(13), Truth(weekend_drop=0.6))
+    assert fit(values[:13 * 24], T0_ABS).weekly == 0
+    assert fit(values, T0_ABS).weekly > 0
+
+
+def test_trend_of_a_short_window_is_damped_and_a_long_window_keeps_it_linear():
+    """Two weeks growing 10 % a week: the damped trend adds at most phi/(1-phi) = 1/3 week of
+    growth however far ahead, where the linear one would add another 20 % over two weeks."""
+    steep = Truth(growth_per_year=1.1 ** 52 - 1, sigma_u=0.03, phi=0.3)
+    values, _ = synthetic_series(2 * 168, np.random.default_rng(14), steep)
+    fitted = fit(values, T0_ABS)
+    assert fitted.trend and fitted.trend_damping < 1.0 and "damped_trend" in fitted.model_used
+    m, _ = log_forecast(fitted, 336)
+    slope = fitted.beta[1]  # log growth per week
+    assert slope > 0.05
+    growth = float(np.mean(m[-168:]) - np.mean(m[:168]))
+    assert growth < 0.5 * slope  # linear: one week between the two means adds the whole slope
+    long_values, _ = synthetic_series(10 * 168, np.random.default_rng(15), steep)
+    long_fit = fit(long_values, T0_ABS)
+    assert long_fit.trend and long_fit.trend_damping == 1.0 and "+trend+" in long_fit.model_used
+
+
+def test_damped_weeks_grow_like_the_horizon_at_first_and_stay_bounded():
+    hours = np.array([0.0, 1.0, 168.0, 10 * 168.0])
+    np.testing.assert_allclose(damped_weeks(hours, 1.0), hours / 168)
+    damped = damped_weeks(hours, 0.25)
+    assert damped[0] == 0 and damped[2] == pytest.approx(0.25) and damped[3] < 1 / 3

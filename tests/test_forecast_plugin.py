@@ -113,4 +113,4 @@ def test_the_seasonal_naive_is_a_registered_forecaster(history, harmonic_unused)
 def test_an_unknown_forecaster_is_an_input_error_naming_the_known_ones(history):
     with pytest.raises(InputError) as err:
         forecast_history(history, horizon_hours=HORIZON, quantiles=[0.5], forecaster="prophet")
-    assert "prophet" in err.value.message and "harmonic, seasonal_naive" in err.value.fix
+    assert "prophet" in err.value.message and "ets, harmonic, mstl, seasonal_naive" in err.value.fix

@@ -8,13 +8,21 @@ Point forecast, for a period ``m`` and a series ``x_1..x_T``::
 
 Quantiles come from the in-sample seasonal-naive errors ``e_t = x_t - x_{t-m}``
 over the trailing ``error_window_hours`` (pairs where both hours were observed,
-not imputed). A forecast k periods ahead is a k-step seasonal random walk, whose
+not imputed), centred on their median so that the q50 is the point forecast (a
+trending or recovering window otherwise shifts the whole band away from the point
+forecast). A forecast k periods ahead is a k-step seasonal random walk, whose
 error variance grows linearly in k, so::
 
-    Qhat(tau)_{T+h} = max(0, xhat_{T+h} + sqrt(k) * Q_e(tau))
+    Qhat(tau)_{T+h} = max(0, xhat_{T+h} + sqrt(k) * (Q_e(tau) - median(e)))
 
-with ``Q_e`` the empirical error quantile. The quantiles are then made monotone
-in ``tau`` (a running maximum), so q50 <= q90 <= q95 <= q99 always holds.
+with ``Q_e`` the empirical error quantile. With fewer than ``MIN_ERROR_PAIRS``
+error pairs (a history barely one period long) there is no error distribution to
+read, so the spread is relative to the history's own variability: the offsets are
+``z_tau * c * xhat`` with ``c`` the coefficient of variation (standard deviation
+over mean) of the observed hours, at least ``MIN_RELATIVE_SPREAD``. Either way the
+q50 equals the point forecast, so the quantiles are never all zero when the point
+forecast is positive. The quantiles are then made monotone in ``tau`` (a running
+maximum), so q50 <= q90 <= q95 <= q99 always holds.
 """
 
 from __future__ import annotations
@@ -23,10 +31,13 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
 import numpy as np
+from scipy.special import ndtri
 
 from planner.forecast.forecaster import SeriesForecast, SeriesHistory
 
 DEFAULT_ERROR_WINDOW_HOURS = 8 * 168
+MIN_ERROR_PAIRS = 2
+MIN_RELATIVE_SPREAD = 0.1
 
 
 def naive_point(filled: np.ndarray, period: int, horizon: int) -> tuple[np.ndarray, np.ndarray]:
@@ -57,18 +68,27 @@ def seasonal_naive(filled: np.ndarray, observed: np.ndarray, period: int, horizo
     point, k = naive_point(filled, period, horizon)
     errors = naive_errors(filled, observed, period, error_window_hours)
     levels = sorted(levels)
-    if errors.size == 0:
-        offsets = np.zeros(len(levels))
-    else:
-        offsets = np.quantile(errors, levels, method="linear")
     scale = np.sqrt(k.astype(float))
+    if errors.size >= MIN_ERROR_PAIRS:
+        centred = np.quantile(errors, levels, method="linear") - np.median(errors)
+        offsets = [scale * off for off in centred]
+    else:
+        spread = relative_spread(filled[observed]) * point
+        offsets = [scale * float(ndtri(lvl)) * spread for lvl in levels]
     quants: dict[float, np.ndarray] = {}
     running = np.zeros(horizon)
     for i, (lvl, off) in enumerate(zip(levels, offsets, strict=True)):
-        q = np.maximum(point + scale * off, 0.0)
+        q = np.maximum(point + off, 0.0)
         running = q if i == 0 else np.maximum(running, q)
         quants[lvl] = running.copy()
     return np.maximum(point, 0.0), quants
+
+
+def relative_spread(values: np.ndarray) -> float:
+    """The coefficient of variation of ``values``, at least ``MIN_RELATIVE_SPREAD``."""
+    mean = float(np.mean(values)) if values.size else 0.0
+    cv = float(np.std(values)) / mean if values.size > 1 and mean > 0 else 0.0
+    return max(cv, MIN_RELATIVE_SPREAD)
 
 
 def model_used_name(period: int) -> str:

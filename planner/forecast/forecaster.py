@@ -6,8 +6,10 @@ was, so one unfitted forecaster can be handed to every series (and pickled to wo
 A model that cannot give a usable forecast raises :class:`FitFailure` with the reason; the
 caller then falls back visibly (:mod:`planner.forecast.fallback`).
 
-Implementations: the harmonic model (:class:`planner.forecast.model.HarmonicForecaster`)
-and the seasonal naive (:class:`planner.forecast.baselines.SeasonalNaive`); the registry
+Implementations: the harmonic model (:class:`planner.forecast.model.HarmonicForecaster`),
+MSTL plus ARIMA (:class:`planner.forecast.mstl.MstlForecaster`), damped-trend ETS
+(:class:`planner.forecast.ets.EtsForecaster`) and the seasonal naive
+(:class:`planner.forecast.baselines.SeasonalNaive`); the registry
 (:mod:`planner.forecast.registry`) names them.
 """
 

@@ -20,6 +20,16 @@ harmonics next to 7k let the daily shape differ between weekdays and weekends.
 Why this model, its windows, and the alternatives measured against it (MSTL + ARIMA,
 SARIMA, the additive form): ``docs/decisions/0004-forecast-harmonic-regression-with-arma-errors.md``.
 
+Short histories. The model fits from ``MIN_OBSERVED_HOURS`` (7 days) observed hours,
+whatever ``ModelSpec.min_history_hours`` says (that minimum is the selection layer's:
+which series get the model at all). Under two weeks of window only daily harmonics are
+candidates; weekly ones from two weekly cycles on. On a window under
+``SHORT_WINDOW_WEEKS`` (8 weeks) the fitted trend is damped ahead of the window end: its
+contribution at ``h`` weeks is ``b1 phi (1 - phi^h) / (1 - phi)`` with ``phi =
+TREND_DAMPING_PER_WEEK``, so two weeks of growth add at most a third of a week's more
+(measured on 7- and 14-day cuts of the demo and on ServeGen,
+``docs/decisions/0022-forecast-candidate-models.md``); a longer window keeps it linear.
+
 Order selection (all by an information criterion, deterministic):
 1. Harmonics K, J and the trend switch by AIC of the OLS fit with an AR(1)
    correction for the residual autocorrelation (plain OLS AIC overfits harmonics
@@ -60,6 +70,11 @@ from statsmodels.tsa.statespace.sarimax import SARIMAX
 from threadpoolctl import threadpool_limits
 
 from planner.forecast.forecaster import FitFailure, SeriesForecast, SeriesHistory
+
+MIN_OBSERVED_HOURS = 168
+WEEKLY_FROM_HOURS = 2 * 168
+SHORT_WINDOW_WEEKS = 8.0
+TREND_DAMPING_PER_WEEK = 0.25
 
 
 @dataclass(frozen=True)
@@ -117,6 +132,7 @@ class FittedModel:
     sigma2: float
     n_obs: int
     history_max: float
+    trend_damping: float = 1.0
     candidates: list[dict[str, Any]] = field(default_factory=list)
     regression_candidates: int = 0
     search_truncated: bool = False
@@ -124,7 +140,9 @@ class FittedModel:
     @property
     def model_used(self) -> str:
         p, q = self.order
-        trend = "+trend" if self.trend else ""
+        trend = ""
+        if self.trend:
+            trend = "+trend" if self.trend_damping == 1.0 else f"+damped_trend(phi={self.trend_damping:g}/week)"
         return f"fourier(d={self.daily},w={self.weekly}){trend}+arima({p},0,{q}) log1p"
 
     def describe(self) -> dict[str, Any]:
@@ -132,6 +150,7 @@ class FittedModel:
             "daily_harmonics": self.daily,
             "weekly_harmonics": self.weekly,
             "trend": self.trend,
+            **({"trend_damping_per_week": self.trend_damping} if self.trend and self.trend_damping != 1.0 else {}),
             "arima_order": [self.order[0], 0, self.order[1]],
             "transform": "log1p",
             "aic": round(float(self.aic), 4),
@@ -190,7 +209,7 @@ def _select_regression(y: np.ndarray, obs: np.ndarray, t_abs: np.ndarray, t_end:
     """
     pairs = obs[1:] & obs[:-1]
     # Weekly harmonics need two full weekly cycles to be told apart from level changes.
-    weekly_grid = spec.weekly_grid if y.size >= 2 * 168 else (0,)
+    weekly_grid = spec.weekly_grid if y.size >= WEEKLY_FROM_HOURS else (0,)
     max_daily, max_weekly, max_trend = max(spec.daily_grid), max(weekly_grid), any(spec.trend_options)
     X_full = design(t_abs, t_end, max_daily, max_weekly, max_trend)
     Xo = X_full[obs]
@@ -276,8 +295,8 @@ def _fit(values: np.ndarray, t_start_abs: int, spec: ModelSpec) -> FittedModel:
         t_start_abs += values.size - spec.window_hours
         values = values[-spec.window_hours:]
     obs = ~np.isnan(values)
-    if obs.sum() < min(spec.min_history_hours, 2 * 168) or obs.sum() < 3 * 24:
-        raise FitFailure(f"only {int(obs.sum())} observed hours in the fit window")
+    if obs.sum() < MIN_OBSERVED_HOURS:
+        raise FitFailure(f"only {int(obs.sum())} observed hours in the fit window, need {MIN_OBSERVED_HOURS}")
     first = int(np.argmax(obs))
     values, obs, t_start_abs = values[first:], obs[first:], t_start_abs + first
     n = values.size
@@ -339,15 +358,39 @@ def _fit(values: np.ndarray, t_start_abs: int, spec: ModelSpec) -> FittedModel:
         t_end_abs=t_end, daily=daily, weekly=weekly, trend=trend, order=order, beta=beta,
         xtx_inv=xtx_inv, s2_long_run=_long_run_variance(ar, ma, sigma2, var_u, int(obs.sum())),
         arma=res, aic=aic, sigma2=sigma2, n_obs=int(obs.sum()), history_max=float(np.nanmax(values)),
-        candidates=candidates, regression_candidates=len(reg_tried), search_truncated=truncated,
+        trend_damping=trend_damping(n), candidates=candidates, regression_candidates=len(reg_tried),
+        search_truncated=truncated,
     )
     return fitted
 
 
+def trend_damping(window_hours: int) -> float:
+    """Weekly damping of the trend's extrapolation: 1 (linear) for a window of at least
+    ``SHORT_WINDOW_WEEKS`` weeks, ``TREND_DAMPING_PER_WEEK`` for a shorter one."""
+    return 1.0 if window_hours >= SHORT_WINDOW_WEEKS * 168 else TREND_DAMPING_PER_WEEK
+
+
+def damped_weeks(hours: np.ndarray, phi: float) -> np.ndarray:
+    """The trend regressor ``tau`` ahead of the window end: ``h`` weeks when ``phi`` is 1, else
+    ``phi (1 - phi^h) / (1 - phi)``, the damped trend's contribution at horizon ``h`` weeks
+    (it grows like ``h`` at first and never beyond ``phi / (1 - phi)`` weeks of growth)."""
+    weeks = hours / 168.0
+    if phi >= 1.0:
+        return weeks
+    out: np.ndarray = phi * (1.0 - phi ** weeks) / (1.0 - phi)
+    return out
+
+
 def log_forecast(fitted: FittedModel, horizon: int) -> tuple[np.ndarray, np.ndarray]:
-    """Mean and variance of ``log(1 + x)`` for hours 1..horizon after the window end."""
+    """Mean and variance of ``log(1 + x)`` for hours 1..horizon after the window end.
+
+    On a short window the trend column is damped ahead of the window end
+    (:func:`trend_damping`): two or three weeks of growth say little about the next weeks.
+    """
     t_f = fitted.t_end_abs + np.arange(1, horizon + 1, dtype=np.int64)
     X_f = design(t_f, fitted.t_end_abs, fitted.daily, fitted.weekly, fitted.trend)
+    if fitted.trend and fitted.trend_damping < 1.0:
+        X_f[:, 1] = damped_weeks(np.arange(1, horizon + 1, dtype=float), fitted.trend_damping)
     arma_fc = fitted.arma.get_forecast(horizon)
     m = X_f @ fitted.beta + np.asarray(arma_fc.predicted_mean)
     v_param = np.einsum("ij,jk,ik->i", X_f, fitted.xtx_inv, X_f) * fitted.s2_long_run

@@ -13,8 +13,10 @@ from collections.abc import Callable
 
 from planner.errors import InputError
 from planner.forecast.baselines import SeasonalNaive
+from planner.forecast.ets import EtsForecaster
 from planner.forecast.forecaster import Forecaster
 from planner.forecast.model import HarmonicForecaster, ModelSpec
+from planner.forecast.mstl import MstlForecaster
 from planner.forecast.selection import NAIVE_CANDIDATES, SelectingForecaster
 
 ForecasterFactory = Callable[[ModelSpec], Forecaster]
@@ -30,6 +32,8 @@ FORECASTERS: dict[str, ForecasterFactory] = {
     "auto": select_per_series,
     "harmonic": HarmonicForecaster,
     "seasonal_naive": lambda spec: SeasonalNaive(),
+    "mstl": lambda spec: MstlForecaster(),
+    "ets": lambda spec: EtsForecaster(),
 }
 SELECTION_CANDIDATES = ("harmonic",)
 """The models ``auto`` backtests on every series, besides the seasonal naives."""
