@@ -12,7 +12,8 @@ origin (the same code path as the final forecast, fallbacks included).
 
 Scoring uses only hours that were really observed (missing or outage-masked hours
 are not demand and are not scored). For a window with actuals ``x``, point
-forecast ``f`` and quantile forecasts ``Q(tau)``:
+forecast ``f`` (the median forecast ``Q(0.5)``: absolute errors are smallest at the median,
+and a log-scale model's mean sits above it) and quantile forecasts ``Q(tau)``:
 
 - MASE = mean|x - f| / s, with ``s`` the in-sample mean absolute error of the
   **weekly (168 h)** seasonal naive over the trailing 8 weeks before the origin
@@ -50,6 +51,9 @@ N_WINDOWS = 3
 SCALE_PERIOD = 168
 SCALE_WINDOW_HOURS = 8 * 168
 INTERVAL_LEVELS = (0.05, 0.10, 0.90, 0.95)
+POINT_LEVEL = 0.5
+"""MASE and sMAPE score the median: the point forecast that minimises absolute error (a log-scale model's
+mean sits above it)."""
 METHODS = ("model", "naive24", "naive168")
 BASELINES: dict[str, Forecaster] = {"naive24": baselines.SeasonalNaive(24), "naive168": baselines.SeasonalNaive(168)}
 
@@ -134,7 +138,7 @@ def backtest_series(forecaster: Forecaster, history: SeriesHistory, horizon: int
     every window has enough training history for the forecaster itself. Returns the
     per-series metadata block.
     """
-    all_levels = sorted(set(levels) | set(INTERVAL_LEVELS))
+    all_levels = sorted(set(levels) | set(INTERVAL_LEVELS) | {POINT_LEVEL})
     length, origins, skip = window_plan(history.n_hours, horizon, min_history_hours, n_windows)
     if skip:
         return {"skipped": skip}
@@ -153,7 +157,8 @@ def backtest_series(forecaster: Forecaster, history: SeriesHistory, horizon: int
         for name, baseline in BASELINES.items():
             runs[name] = baseline.fit(past).predict(length, all_levels)
         for name, run in runs.items():
-            acc[name].add(x, run.mean[scored], {lvl: run.quantiles[lvl][scored] for lvl in all_levels}, scale)
+            quantiles = {lvl: run.quantiles[lvl][scored] for lvl in all_levels}
+            acc[name].add(x, quantiles[POINT_LEVEL], quantiles, scale)
         windows.append({"origin_index": origin, "hours_scored": int(scored.sum()),
                         "model_used": model.model_used, "mase_scale": scale})
     if not any(w["hours_scored"] for w in windows):

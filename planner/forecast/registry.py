@@ -35,7 +35,7 @@ FORECASTERS: dict[str, ForecasterFactory] = {
     "mstl": lambda spec: MstlForecaster(),
     "ets": lambda spec: EtsForecaster(),
 }
-SELECTION_CANDIDATES = ("harmonic",)
+SELECTION_CANDIDATES = ("harmonic", "mstl", "ets")
 """The models ``auto`` backtests on every series, besides the seasonal naives."""
 DEFAULT_FORECASTER = "auto"
 

@@ -57,7 +57,7 @@ FIT_ERRORS = (FitFailure, ValueError, np.linalg.LinAlgError, FloatingPointError)
 MAX_WINDOWS = 6
 MIN_SCORED_HOURS = 144
 """Short windows (a 24 h horizon) come six at a time, so that the choice and the calibration see six days."""
-ALPHA = 0.10
+ALPHA = 0.05
 
 
 @dataclass
@@ -180,7 +180,7 @@ class SelectingForecaster:
                 except FIT_ERRORS as exc:
                     trial.failures.append(f"origin {origin}: {str(exc)[:200] or type(exc).__name__}")
                     run, fallback = SeasonalNaive().fit(past).predict(length, levels), True
-                trial.runs.append(_WindowRun(origin, run.model_used, actual, run.quantiles[0.5][scored],
+                trial.runs.append(_WindowRun(origin, run.model_used, actual, run.quantiles[bt.POINT_LEVEL][scored],
                                              {lvl: run.quantiles[lvl][scored] for lvl in levels}, scale, fallback))
         return trials
 
