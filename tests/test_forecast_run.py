@@ -94,6 +94,7 @@ def test_ten_days_get_a_model_chosen_by_a_backtest_of_shorter_windows(history):
         assert set(selection["candidates"]) == {"harmonic", "mstl", "ets", "naive24", "naive168"}
         assert selection["winner"] in selection["candidates"]
         assert series["backtest"]["window_hours"] == 24 and len(series["backtest"]["windows"]) == 3
+        assert {"q50", "q99"} <= set(series["backtest"]["model"]["pinball"])  # the levels asked for are scored
     # with a minimum of 10 days the same history is too short for a model
     spec = ModelSpec(min_history_hours=11 * 24)
     longer = forecast_history(short, horizon_hours=48, quantiles=QUANTILES, spec=spec)

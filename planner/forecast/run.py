@@ -117,7 +117,7 @@ def run_series(task: SeriesTask) -> dict[str, Any]:
     levels = sorted(set(task.levels) | set(bt.INTERVAL_LEVELS))
     forecaster = task.forecaster
     if isinstance(forecaster, SelectingForecaster):  # its backtest windows follow this run's horizon
-        forecaster = forecaster.for_horizon(task.horizon, task.min_history_hours)
+        forecaster = forecaster.for_horizon(task.horizon, task.min_history_hours, levels)
     result = forecast_series(forecaster, task.history, task.horizon_total, levels, task.min_history_hours)
     details = dict(result.details)
     selection_backtest = details.pop("backtest", None)

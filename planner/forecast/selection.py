@@ -127,6 +127,7 @@ class SelectingForecaster:
     candidates: tuple[tuple[str, Forecaster], ...]
     horizon_hours: int = 336
     min_history_hours: int = 168
+    levels: tuple[float, ...] = ()
     winner: Forecaster | None = None
     calibration: Calibration = field(default_factory=lambda: Calibration(np.empty(0)))
     report: dict[str, Any] = field(default_factory=dict)
@@ -135,8 +136,11 @@ class SelectingForecaster:
     def name(self) -> str:
         return "auto"
 
-    def for_horizon(self, horizon_hours: int, min_history_hours: int) -> SelectingForecaster:
-        return replace(self, horizon_hours=horizon_hours, min_history_hours=min_history_hours)
+    def for_horizon(self, horizon_hours: int, min_history_hours: int,
+                    levels: Sequence[float] = ()) -> SelectingForecaster:
+        """This run's horizon and minimum history, and the quantile levels its backtest should score."""
+        return replace(self, horizon_hours=horizon_hours, min_history_hours=min_history_hours,
+                       levels=tuple(sorted(levels)))
 
     def fit(self, history: SeriesHistory) -> SelectingForecaster:
         length, origins, skip = selection_windows(history.n_hours, self.horizon_hours, self.min_history_hours)
@@ -166,7 +170,7 @@ class SelectingForecaster:
 
     def _trials(self, history: SeriesHistory, length: int, origins: list[int]) -> list[_CandidateTrial]:
         trials = [_CandidateTrial(name, forecaster) for name, forecaster in self.candidates]
-        levels = sorted(set(SPREAD_LEVELS) | set(bt.INTERVAL_LEVELS))  # SPREAD_LEVELS holds the median
+        levels = sorted(set(SPREAD_LEVELS) | set(bt.INTERVAL_LEVELS) | set(self.levels))  # the median included
         for origin in origins:
             scored = history.observed[origin:origin + length]
             if not scored.any():
