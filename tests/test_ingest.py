@@ -8,6 +8,7 @@ import json
 import math
 from collections import Counter, defaultdict
 from datetime import UTC, datetime, timedelta, timezone
+from fractions import Fraction
 from pathlib import Path
 
 import duckdb
@@ -719,6 +720,10 @@ def test_one_pass_quantiles_equal_numpy_order_statistics_on_a_random_sample(tmp_
             lo, hi = values[math.floor(h)], values[math.ceil(h)]
             assert lo <= row[f"{measure}_p99"] <= hi
             assert math.isclose(row[f"{measure}_p99"], np.percentile(values, 99), rel_tol=1e-13), (region, hour)
+            # to the bit: lo (1 - d) + hi d with one rounding of the sum (a fused multiply-add), as quantile_cont does
+            d = h - math.floor(h)
+            fused = float(Fraction(float(lo)) * Fraction(1 - d) + Fraction(float(hi) * d))
+            assert row[f"{measure}_p99"] == fused, (region, hour, measure)
 
 
 def test_text_the_fast_timestamp_path_takes_reads_the_same_as_timestamptz() -> None:
@@ -744,3 +749,30 @@ def test_text_the_fast_timestamp_path_takes_reads_the_same_as_timestamptz() -> N
     ).fetchone()
     assert taken > 1_000  # the fast path is taken often enough for the check to mean something
     assert not differ, differ[:10]
+
+
+class _OutOfMemoryOnce(_SqlLog):
+    """Refuses the first one-part scan as DuckDB does when the quantile states outgrow the memory limit."""
+
+    def execute(self, sql: str, *args):
+        if "TEMP TABLE groups" in sql and "hash(bucket_us)" not in sql:
+            self._log.append("refused")
+            raise duckdb.OutOfMemoryException("Out of Memory Error: could not allocate block")
+        return super().execute(sql, *args)
+
+
+def test_a_log_too_large_for_memory_is_scanned_in_parts_with_the_same_result(tmp_path: Path, monkeypatch) -> None:
+    import planner.ingest.pipeline as pipeline
+
+    log, _ = _hourly_sample(tmp_path, seed=4, n=5_000)
+    kwargs = {"mapping": parse_mapping(GENERIC + ",region=region"), "labels": {"model": "m", "traffic_class": "c"}}
+    whole = ingest_logs([str(log)], "generic", **kwargs)
+    statements: list[str] = []
+    connect = pipeline.connect
+    monkeypatch.setattr(pipeline, "connect", lambda workdir: _OutOfMemoryOnce(connect(workdir), statements))
+    parted = ingest_logs([str(log)], "generic", **kwargs)
+    assert statements.count("refused") == 1
+    assert sum("hash(bucket_us) % 2" in sql for sql in statements) == 2
+    pd.testing.assert_frame_equal(parted.demand, whole.demand)
+    pd.testing.assert_frame_equal(parted.histogram, whole.histogram)
+    assert parted.rows_read == whole.rows_read == 5_000

@@ -49,6 +49,7 @@ FREQ_UNITS_S = {"min": 60, "h": 3_600, "d": 86_400}
 FREQ_EXAMPLES = ("1min", "5min", "10min", "15min", "30min", "1h", "2h", "6h", "12h", "1d")
 
 DEMAND_COLUMNS = HISTORY_COLUMNS
+MAX_PARTS = 64  # a 50M-row log fits in one part under the 1.5 GB limit, so 64 parts cover about 3 billion rows
 
 
 def parse_freq(freq: str) -> int:
@@ -73,8 +74,13 @@ def binned_sql(clean: str, bucket_seconds: int) -> str:
     return f"SELECT *, ts_us - ts_us % {width_us} AS bucket_us FROM ({clean})"
 
 
-def scan(con: duckdb.DuckDBPyConnection, binned: str) -> None:
-    """The one scan: TEMP TABLE ``groups``, one row per (bucket, series) with counts, sums, quantiles and bins."""
+def scan(con: duckdb.DuckDBPyConnection, binned: str, parts: int = 1) -> None:
+    """The one scan: TEMP TABLE ``groups``, one row per (bucket, series) with counts, sums, quantiles and bins.
+
+    With ``parts > 1`` the logs are read ``parts`` times, each read aggregating the
+    buckets whose hash falls in one part: a bucket's group is whole in one part, so the
+    table is the same, and only a ``parts``-th of the quantile states is held at once.
+    """
     key = ", ".join(KEY)
     aggregates = [
         "count(*) AS n",
@@ -83,8 +89,31 @@ def scan(con: duckdb.DuckDBPyConnection, binned: str) -> None:
         *(quantiles_sql(m) for m in MEASURES),
         *(bin_counts_sql(m) for m in MEASURES),
     ]
-    con.execute(f"CREATE OR REPLACE TEMP TABLE groups AS SELECT {key}, {', '.join(aggregates)} FROM ({binned}) "
-                f"GROUP BY {key}")
+    select = f"SELECT {key}, {', '.join(aggregates)} FROM ({binned})"
+    if parts == 1:
+        con.execute(f"CREATE OR REPLACE TEMP TABLE groups AS {select} GROUP BY {key}")
+        return
+    for part in range(parts):
+        where = f"WHERE hash(bucket_us) % {parts} = {part} GROUP BY {key}"
+        con.execute(f"CREATE OR REPLACE TEMP TABLE groups AS {select} {where}" if part == 0
+                    else f"INSERT INTO groups {select} {where}")
+
+
+def scan_in_memory(con: duckdb.DuckDBPyConnection, binned: str) -> None:
+    """:func:`scan`, in as many parts as the memory limit needs: 1, then 2, 4, ... up to ``MAX_PARTS``.
+
+    Exact quantiles hold every token count of a group until the scan ends; a log too
+    large for the connection's memory limit is read again in parts rather than refused.
+    """
+    parts = 1
+    while True:
+        try:
+            scan(con, binned, parts)
+            return
+        except duckdb.OutOfMemoryException:
+            if parts >= MAX_PARTS:
+                raise
+            parts *= 2
 
 
 def bad_rows(con: duckdb.DuckDBPyConnection) -> tuple[int, int]:

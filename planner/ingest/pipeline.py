@@ -21,7 +21,7 @@ from typing import Any
 
 import pandas as pd
 
-from planner.ingest.aggregate import bad_rows, binned_sql, demand_frame, histogram_frame, parse_freq, scan
+from planner.ingest.aggregate import bad_rows, binned_sql, demand_frame, histogram_frame, parse_freq, scan_in_memory
 from planner.ingest.formats import LABELS, resolve_spec
 from planner.ingest.reader import clean_sql, connect, expand_paths, files_by_kind
 from planner.ingest.validate import check_files, check_scan_counts, scan_checked
@@ -88,7 +88,7 @@ def ingest_logs(
         try:
             check_files(con, spec, kinds)
             binned = binned_sql(clean_sql(con, spec, kinds, scan=True), bucket_seconds)
-            scan_checked(con, spec, kinds, lambda: scan(con, binned))
+            scan_checked(con, spec, kinds, lambda: scan_in_memory(con, binned))
             rows_read = check_scan_counts(con, spec, kinds, *bad_rows(con))
             demand = demand_frame(con)
             histogram = histogram_frame(con)
