@@ -4,15 +4,16 @@ The quantile is ``quantile_cont`` (numpy's default "linear" method, Hyndman-Fan
 type 7). For the ``n`` values of one bucket and series sorted ascending,
 ``x_(0) <= ... <= x_(n-1)``, and ``h = (n - 1) q``,
 
-    Q(q) = x_(floor h) + (h - floor h) (x_(ceil h) - x_(floor h)).
+    Q(q) = x_(floor h) (1 - d) + x_(ceil h) d,  d = h - floor h,
 
-It is DuckDB's own exact ``quantile_cont``, one state per measure holding every value
-of its group and giving both quantiles (:func:`quantiles_sql`), computed in the same
-GROUP BY as the counts and sums: one pass over the logs, nothing estimated. DuckDB
-2.0 keeps these states within the connection's memory limit (measured: 0.2 GiB peak
-resident set for 50M rows, hourly buckets, 36 series), so no binned second pass is
-needed. ``approx_quantile`` (a t-digest) and ``reservoir_quantile`` (a sample) would
-not be exact and are not used.
+rounded once (DuckDB's arithmetic; numpy's can differ in the last bit). It is
+DuckDB's own exact ``quantile_cont``, one state per measure holding every value of
+its group and giving both quantiles (:func:`quantiles_sql`), computed in the same
+GROUP BY as the counts and sums: one pass over the logs, nothing estimated. The
+states stay in memory until the scan ends (4 bytes a value); a log too large for the
+memory limit is scanned in parts (:func:`planner.ingest.aggregate.scan_in_memory`).
+``approx_quantile`` (a t-digest) and ``reservoir_quantile`` (a sample) would not be
+exact and are not used.
 
 The histogram's bins are the power-of-two ranges [0, 1), [1, 2), [2, 4), ...: bin
 ``k`` holds the lengths ``v`` with ``floor(log2 v) = k`` (``k = -1`` for 0). They are
