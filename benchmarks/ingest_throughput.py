@@ -10,7 +10,9 @@ What it does:
    and the child's peak resident set (``ru_maxrss``). Goal: under 2 GiB at 50M rows.
 3. On a smaller log that pandas can hold (``--compare-rows``, default 5M), runs both
    ``ingest_logs`` and a plain pandas ``read_csv`` + ``groupby`` doing the same
-   aggregation, each in its own child process, and prints the ratio.
+   aggregation, each in its own child process, one after the other, and prints the
+   ratio. Each child saves its table after its clock stops; the two tables must agree
+   (counts and sums equal, quantiles to 1e-12 relative), or the run stops.
 
 Usage: ``python benchmarks/ingest_throughput.py [--rows 50000000] [--compare-rows 5000000]``.
 It prints figures; it does not pass or fail.
@@ -73,16 +75,18 @@ def write_log(path: Path, rows: int, seed: int, chunk: int = 1_000_000) -> float
     return time.perf_counter() - began
 
 
-def child_duckdb(path: str, freq: str) -> dict:
+def child_duckdb(path: str, freq: str, table: str = "") -> dict:
     from planner.ingest import ingest_logs, parse_mapping
 
     began = time.perf_counter()
     result = ingest_logs([path], "generic", mapping=parse_mapping(MAPPING), freq=freq)
     seconds = time.perf_counter() - began
+    if table:
+        result.demand.to_parquet(table)
     return {"rows": result.rows_read, "seconds": seconds, "demand_rows": len(result.demand)}
 
 
-def child_pandas(path: str, freq: str) -> dict:
+def child_pandas(path: str, freq: str, table: str = "") -> dict:
     """The same aggregation as ingest_logs, the way one would write it in pandas."""
     import pandas as pd
 
@@ -99,21 +103,40 @@ def child_pandas(path: str, freq: str) -> dict:
         for name, q in (("p50", 0.5), ("p99", 0.99)):
             demand[f"{measure}_{name}"] = grouped[measure].quantile(q)
     seconds = time.perf_counter() - began
+    if table:
+        demand = demand.reset_index()
+        demand.insert(0, "ts", demand.pop("bucket").dt.strftime("%Y-%m-%dT%H:%M:%SZ"))
+        demand.to_parquet(table)
     return {"rows": int(len(frame)), "seconds": seconds, "demand_rows": int(len(demand))}
 
 
-def run_child(kind: str, path: Path, freq: str) -> dict:
+def check_same_figures(duckdb_table: Path, pandas_table: Path) -> str:
+    """Stop unless both paths computed the same demand table; say how close the quantiles were."""
+    import pandas as pd
+
+    ours, theirs = pd.read_parquet(duckdb_table), pd.read_parquet(pandas_table)
+    theirs = theirs.loc[:, list(ours.columns)]
+    if len(ours) != len(theirs) or not ours.iloc[:, :7].astype(str).equals(theirs.iloc[:, :7].astype(str)):
+        raise SystemExit("duckdb and pandas disagree on buckets, series, counts or sums")
+    quantiles = ours.columns[7:]
+    gap = float(((ours[quantiles] - theirs[quantiles]).abs() / theirs[quantiles].abs().clip(lower=1)).max().max())
+    if gap > 1e-12:
+        raise SystemExit(f"duckdb and pandas quantiles differ by up to {gap:.2e} (relative)")
+    return f"same table from both ({len(ours):,} rows; quantiles agree to {gap:.1e} relative)"
+
+
+def run_child(kind: str, path: Path, freq: str, table: Path | None = None) -> dict:
     """Run one measurement in a fresh interpreter; its own peak RSS is read with getrusage."""
     code = (
         "import json, resource, sys; sys.path.insert(0, sys.argv[1]);"
         "import ingest_throughput as b;"
-        f"r = b.child_{kind}(sys.argv[2], sys.argv[3]);"
+        f"r = b.child_{kind}(sys.argv[2], sys.argv[3], sys.argv[4]);"
         "r['maxrss_bytes'] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024;"
         "print(json.dumps(r))"
     )
     began = time.perf_counter()
     done = subprocess.run(
-        [sys.executable, "-c", code, str(Path(__file__).parent), str(path), freq],
+        [sys.executable, "-c", code, str(Path(__file__).parent), str(path), freq, str(table or "")],
         capture_output=True,
         text=True,
         check=False,
@@ -151,8 +174,9 @@ def main(argv: list[str] | None = None) -> int:
     try:
         small = scratch / "requests_small.csv"
         write_log(small, args.compare_rows, args.seed)
-        duck_small = run_child("duckdb", small, args.freq)
-        pandas_small = run_child("pandas", small, args.freq)
+        duck_small = run_child("duckdb", small, args.freq, scratch / "duckdb.parquet")
+        pandas_small = run_child("pandas", small, args.freq, scratch / "pandas.parquet")
+        agreement = check_same_figures(scratch / "duckdb.parquet", scratch / "pandas.parquet")
         size_small = small.stat().st_size
         small.unlink()
         lines.append(_row("duckdb ingest_logs (small)", args.compare_rows, size_small, duck_small))
@@ -171,6 +195,7 @@ def main(argv: list[str] | None = None) -> int:
     print("\n".join(lines))
     print()
     print(f"large log written in {gen_seconds:.1f} s ({size_large / 1e9:.2f} GB), then deleted")
+    print(agreement)
     print(
         f"duckdb vs pandas on {args.compare_rows:,} rows: {ratio:.2f}x the rows/s, "
         f"{pandas_small['maxrss_bytes'] / duck_small['maxrss_bytes']:.1f}x less peak memory"

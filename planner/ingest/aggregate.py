@@ -9,11 +9,12 @@ request are emitted; empty buckets between a series' first and last are NOT fill
 in here. The forecaster fills them with zero requests and reports how many it filled,
 so a gap stays visible instead of being invented at ingest.
 
-The first scan (:func:`coarse_scan`) computes, in one pass over the logs and with
-GROUPING SETS, three things into the TEMP TABLE ``coarse``: rows and bad rows per
-file (for validation), and per (bucket, series) request counts and token sums by
-log-linear bin of the prompt and of the output length (for totals, quantiles and the
-histogram). The exact quantiles need a second scan: see :mod:`planner.ingest.quantiles`.
+One scan (:func:`scan`) reads the logs once and groups them by bucket and series into
+the TEMP TABLE ``groups``: request count, rows with a bad token count, token sums,
+the exact quantiles (:mod:`planner.ingest.quantiles`) and the histogram's bin counts.
+Rows with a bad timestamp fall in the NULL bucket and rows with an empty or blank
+label in a group of that label, so :func:`bad_rows` finds every bad row from the
+groups alone, without checking labels row by row.
 
 Histogram. Per (model, traffic class) and measure, requests are counted in
 log-spaced integer bins with power-of-two edges: [0, 1), [1, 2), [2, 4), [4, 8), ...,
@@ -34,22 +35,21 @@ from planner.contracts import HISTOGRAM_COLUMNS, HISTORY_COLUMNS
 from planner.errors import InputError
 from planner.ingest.formats import LABELS
 from planner.ingest.quantiles import (
-    GROUPING_OF,
+    BINS,
     KEY,
     MEASURES,
     PREFIX,
-    bin_lo_sql,
-    create_fine,
-    create_targets,
-    floor_log2_sql,
-    quantile_table,
+    bin_counts_sql,
+    bin_upper,
+    quantile_columns_sql,
+    quantiles_sql,
 )
 
 FREQ_UNITS_S = {"min": 60, "h": 3_600, "d": 86_400}
 FREQ_EXAMPLES = ("1min", "5min", "10min", "15min", "30min", "1h", "2h", "6h", "12h", "1d")
 
 DEMAND_COLUMNS = HISTORY_COLUMNS
-FILE_GROUPING = 0b011  # GROUPING(file, p_lo, o_lo) of the per-file set
+MAX_PARTS = 64  # a 50M-row log fits in one part under the 1.5 GB limit, so 64 parts cover about 3 billion rows
 
 
 def parse_freq(freq: str) -> int:
@@ -69,57 +69,75 @@ def parse_freq(freq: str) -> int:
 
 
 def binned_sql(clean: str, bucket_seconds: int) -> str:
-    """The clean relation plus bucket start, a bad-row flag, and each token count's exponent and bin."""
+    """The clean relation plus the start of each request's bucket."""
     width_us = bucket_seconds * 1_000_000
-    bad = " OR ".join(f"{c} IS NULL" for c in ("ts_us", *MEASURES, *LABELS))
-    exponents = ", ".join(f"{floor_log2_sql(m)} AS {PREFIX[m]}_e" for m in MEASURES)
-    lows = ", ".join(f"{bin_lo_sql(m, PREFIX[m] + '_e')} AS {PREFIX[m]}_lo" for m in MEASURES)
-    return (
-        f"SELECT *, {lows} FROM (SELECT *, ts_us - ts_us % {width_us} AS bucket_us, ({bad}) AS bad, "
-        f"{exponents} FROM ({clean}))"
-    )
+    return f"SELECT *, ts_us - ts_us % {width_us} AS bucket_us FROM ({clean})"
 
 
-def coarse_scan(con: duckdb.DuckDBPyConnection, binned: str) -> None:
-    """First scan: TEMP TABLE ``coarse`` with per-file counts and per-(bucket, series, bin) counts and sums.
+def scan(con: duckdb.DuckDBPyConnection, binned: str, parts: int = 1) -> None:
+    """The one scan: TEMP TABLE ``groups``, one row per (bucket, series) with counts, sums, quantiles and bins.
 
-    ``g`` is GROUPING(file, p_lo, o_lo): 0b011 for the per-file rows, 0b101 for
-    prompt-length bins, 0b110 for output-length bins.
+    With ``parts > 1`` the logs are read ``parts`` times, each read aggregating the
+    buckets whose hash falls in one part: a bucket's group is whole in one part, so the
+    table is the same, and only a ``parts``-th of the quantile states is held at once.
     """
     key = ", ".join(KEY)
-    con.execute(
-        f"CREATE OR REPLACE TEMP TABLE coarse AS SELECT GROUPING(file, p_lo, o_lo) AS g, file, {key}, "
-        "p_e, p_lo, o_e, o_lo, count(*) AS n, count(*) FILTER (WHERE bad) AS n_bad, "
-        "sum(prompt_tokens) AS p_sum, sum(output_tokens) AS o_sum "
-        f"FROM ({binned}) GROUP BY GROUPING SETS ((file), ({key}, p_e, p_lo), ({key}, o_e, o_lo))"
-    )
+    aggregates = [
+        "count(*) AS n",
+        f"count(*) FILTER (WHERE {' OR '.join(f'{m} IS NULL' for m in MEASURES)}) AS n_bad",
+        *(f"sum({m}) AS {PREFIX[m]}_sum" for m in MEASURES),
+        *(quantiles_sql(m) for m in MEASURES),
+        *(bin_counts_sql(m) for m in MEASURES),
+    ]
+    select = f"SELECT {key}, {', '.join(aggregates)} FROM ({binned})"
+    if parts == 1:
+        con.execute(f"CREATE OR REPLACE TEMP TABLE groups AS {select} GROUP BY {key}")
+        return
+    for part in range(parts):
+        where = f"WHERE hash(bucket_us) % {parts} = {part} GROUP BY {key}"
+        con.execute(f"CREATE OR REPLACE TEMP TABLE groups AS {select} {where}" if part == 0
+                    else f"INSERT INTO groups {select} {where}")
 
 
-def file_counts(con: duckdb.DuckDBPyConnection) -> dict[str, tuple[int, int]]:
-    """File -> (rows, rows with a bad value), from the first scan."""
-    rows = con.execute(f"SELECT file, n, n_bad FROM coarse WHERE g = {FILE_GROUPING}").fetchall()
-    return {str(file): (int(n), int(n_bad)) for file, n, n_bad in rows}
+def scan_in_memory(con: duckdb.DuckDBPyConnection, binned: str) -> None:
+    """:func:`scan`, in as many parts as the memory limit needs: 1, then 2, 4, ... up to ``MAX_PARTS``.
 
-
-def demand_frame(con: duckdb.DuckDBPyConnection, binned: str) -> pd.DataFrame:
-    """One row per non-empty (bucket, region, model, traffic_class), sorted by series then time.
-
-    Runs the second scan (exact quantiles), then joins the totals from the first.
+    Exact quantiles hold every token count of a group until the scan ends; a log too
+    large for the connection's memory limit is read again in parts rather than refused.
     """
-    create_targets(con)
-    create_fine(con, binned)
-    quantile_table(con)
-    key = ", ".join(KEY)
+    parts = 1
+    while True:
+        try:
+            scan(con, binned, parts)
+            return
+        except duckdb.OutOfMemoryException:
+            if parts >= MAX_PARTS:
+                raise
+            parts *= 2
+
+
+def bad_rows(con: duckdb.DuckDBPyConnection) -> tuple[int, int]:
+    """(rows, rows with a bad value) over every file, from the scan's groups.
+
+    A whole group is bad when its bucket is NULL (a bad timestamp) or a label is
+    empty or blank; otherwise its rows with a NULL token count are.
+    """
+    blank = " OR ".join(f"{label} IS NULL OR trim({label}) = ''" for label in LABELS)
+    row = con.execute(
+        "SELECT CAST(coalesce(sum(n), 0) AS BIGINT), "
+        f"CAST(coalesce(sum(CASE WHEN bucket_us IS NULL OR {blank} THEN n ELSE n_bad END), 0) AS BIGINT) FROM groups"
+    ).fetchone()
+    return (int(row[0]), int(row[1])) if row else (0, 0)
+
+
+def demand_frame(con: duckdb.DuckDBPyConnection) -> pd.DataFrame:
+    """One row per non-empty (bucket, region, model, traffic_class), sorted by series then time."""
     labels = ", ".join(LABELS)
-    stats = ", ".join(f"q.{m}_{name}" for m in MEASURES for name in ("p50", "p99"))
     frame = con.execute(
-        f"WITH totals AS (SELECT {key}, CAST(sum(n) AS BIGINT) AS requests, "
-        "CAST(sum(p_sum) AS BIGINT) AS prompt_tokens_sum, CAST(sum(o_sum) AS BIGINT) AS output_tokens_sum "
-        f"FROM coarse WHERE g = {GROUPING_OF['prompt_tokens']} GROUP BY {key}) "
-        "SELECT strftime(make_timestamp(t.bucket_us), '%Y-%m-%dT%H:%M:%SZ') AS ts, "
-        f"{', '.join('t.' + c for c in LABELS)}, "
-        f"t.requests, t.prompt_tokens_sum, t.output_tokens_sum, {stats} "
-        f"FROM totals t JOIN quantiles q USING ({key}) ORDER BY {labels}, t.bucket_us"
+        "SELECT strftime(make_timestamp(bucket_us), '%Y-%m-%dT%H:%M:%SZ') AS ts, "
+        f"{labels}, CAST(n AS BIGINT) AS requests, CAST(p_sum AS BIGINT) AS prompt_tokens_sum, "
+        f"CAST(o_sum AS BIGINT) AS output_tokens_sum, {', '.join(quantile_columns_sql(m) for m in MEASURES)} "
+        f"FROM groups ORDER BY {labels}, bucket_us"
     ).fetchdf()
     frame = frame.astype(
         {
@@ -133,24 +151,22 @@ def demand_frame(con: duckdb.DuckDBPyConnection, binned: str) -> pd.DataFrame:
 
 
 def histogram_frame(con: duckdb.DuckDBPyConnection) -> pd.DataFrame:
-    """Contiguous power-of-two bins from [0, 1) to the largest value's bin, per (model, class, measure).
-
-    A log-linear bin of the first scan lies inside one power-of-two bin (its exponent
-    ``e``), so the histogram is a sum over the first scan's bins.
-    """
-    parts = " UNION ALL ".join(
-        f"SELECT model, traffic_class, '{m}' AS measure, {PREFIX[m]}_e AS k, n FROM coarse WHERE g = {GROUPING_OF[m]}"
+    """Contiguous power-of-two bins from [0, 1) to the largest value's bin, per (model, class, measure)."""
+    entries = " UNION ALL ".join(
+        f"SELECT model, traffic_class, '{m}' AS measure, unnest(map_keys({PREFIX[m]}_bins)) AS upper, "
+        f"unnest(map_values({PREFIX[m]}_bins)) AS n FROM groups"
         for m in MEASURES
     )
     counts = con.execute(
-        f"SELECT model, traffic_class, measure, k, CAST(sum(n) AS BIGINT) FROM ({parts}) GROUP BY ALL"
+        f"SELECT model, traffic_class, measure, upper, CAST(sum(n) AS BIGINT) FROM ({entries}) GROUP BY ALL"
     ).fetchall()
+    bin_of = {bin_upper(k): k for k in BINS}
     by_group: dict[tuple[str, str, str], dict[int, int]] = {}
-    for model, traffic_class, measure, k, count in counts:
-        by_group.setdefault((str(model), str(traffic_class), str(measure)), {})[int(k)] = int(count)
+    for model, traffic_class, measure, upper, count in counts:
+        by_group.setdefault((str(model), str(traffic_class), str(measure)), {})[bin_of[int(upper)]] = int(count)
     rows = []
     for (model, traffic_class, measure), bins in sorted(by_group.items()):
-        for k in range(-1, max(bins) + 1):
+        for k in range(BINS[0], max(k for k, count in bins.items() if count) + 1):
             lo, hi = (0, 1) if k < 0 else (2**k, 2 ** (k + 1))
             rows.append((model, traffic_class, measure, lo, hi, bins.get(k, 0)))
     frame = pd.DataFrame(rows, columns=list(HISTOGRAM_COLUMNS))

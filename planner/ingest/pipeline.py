@@ -2,10 +2,10 @@
 
 The steps, each in DuckDB: expand the paths and check every file's columns; build
 the clean relation over all files (:mod:`planner.ingest.reader`); scan it once to
-count rows and bad values per file, and requests and tokens per bucket, series and
-token-length bin (:mod:`planner.ingest.aggregate`); stop at the first bad row
-(:mod:`planner.ingest.validate`); scan again for the exact quantiles
-(:mod:`planner.ingest.quantiles`). DuckDB's spill folder lives in a temporary folder
+count rows, bad values, requests, tokens, exact quantiles and token-length bins per
+bucket and series (:mod:`planner.ingest.aggregate`, :mod:`planner.ingest.quantiles`);
+stop, naming every bad row's file, row and column, if any value was bad
+(:mod:`planner.ingest.validate`). DuckDB's spill folder lives in a temporary folder
 that is removed afterwards; nothing else is written: :mod:`planner.ingest.writer`
 writes the results.
 """
@@ -21,10 +21,10 @@ from typing import Any
 
 import pandas as pd
 
-from planner.ingest.aggregate import binned_sql, coarse_scan, demand_frame, file_counts, histogram_frame, parse_freq
+from planner.ingest.aggregate import bad_rows, binned_sql, demand_frame, histogram_frame, parse_freq, scan_in_memory
 from planner.ingest.formats import LABELS, resolve_spec
 from planner.ingest.reader import clean_sql, connect, expand_paths, files_by_kind
-from planner.ingest.validate import check_file_counts, check_files, scan_checked
+from planner.ingest.validate import check_files, check_scan_counts, scan_checked
 
 
 @dataclass(frozen=True)
@@ -87,10 +87,10 @@ def ingest_logs(
         con = connect(Path(scratch))
         try:
             check_files(con, spec, kinds)
-            binned = binned_sql(clean_sql(con, spec, kinds), bucket_seconds)
-            scan_checked(con, spec, kinds, lambda: coarse_scan(con, binned))
-            rows_read = check_file_counts(con, spec, kinds, file_counts(con))
-            demand = demand_frame(con, binned)
+            binned = binned_sql(clean_sql(con, spec, kinds, scan=True), bucket_seconds)
+            scan_checked(con, spec, kinds, lambda: scan_in_memory(con, binned))
+            rows_read = check_scan_counts(con, spec, kinds, *bad_rows(con))
+            demand = demand_frame(con)
             histogram = histogram_frame(con)
         finally:
             con.close()

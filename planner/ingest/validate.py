@@ -4,10 +4,11 @@ The checks run in DuckDB so a 50M-row log is never materialised in Python:
 
 1. before the scan, per file: not empty, readable by its reader, and carrying every
    mapped column (the error lists the columns it does have);
-2. the profile scan (:func:`scan_checked`): a malformed file (ragged CSV row,
+2. the one scan (:func:`scan_checked`): a malformed file (ragged CSV row,
    broken JSON) that DuckDB refuses is traced back to its file;
-3. the same scan counts rows and bad values per file (:func:`check_file_counts`).
-   Only when a file has a bad value is it read again, with
+3. the same scan counts rows and bad values over all files (:func:`check_scan_counts`).
+   Only when it finds a bad value are the files counted one by one, and each file
+   with a bad value is read again, with
    ``row_number() OVER ()`` (a streaming window that numbers rows in file order),
    to count the bad rows of each column and describe the first of each; one error
    lists every file's problems at once.
@@ -35,6 +36,7 @@ from planner.ingest.reader import (
     TS_MAX_US,
     TS_MIN_US,
     clean_select_sql,
+    clean_sql,
     describe_columns,
     duckdb_reason,
     parsed_sql,
@@ -219,12 +221,49 @@ def _types(con: duckdb.DuckDBPyConnection, kind: str, path: str, spec: LogSpec) 
     return describe_columns(con, source_sql(kind, [path], spec)) if kind == "parquet" else {}
 
 
+def check_scan_counts(
+    con: duckdb.DuckDBPyConnection, spec: LogSpec, kinds: dict[str, list[str]], rows: int, bad: int
+) -> int:
+    """Fail when a file has no data rows or a row has a bad value; return ``rows``.
+
+    ``rows`` and ``bad`` are the scan's totals over every file. A clean scan of one file
+    needs nothing more; of several, each file is probed for a first row. Only when the
+    scan found a bad value are the files counted one by one, so the error names each.
+    """
+    files = sorted(path for group in kinds.values() for path in group)
+    if bad:
+        per_file = file_counts(con, spec, kinds)
+    elif len(files) == 1:
+        per_file = {files[0]: (rows, 0)}
+    else:
+        per_file = {path: (_first_rows(con, kind, path, spec), 0) for kind, group in kinds.items() for path in group}
+    check_file_counts(con, spec, kinds, per_file)
+    return rows
+
+
+def file_counts(
+    con: duckdb.DuckDBPyConnection, spec: LogSpec, kinds: dict[str, list[str]]
+) -> dict[str, tuple[int, int]]:
+    """File -> (rows, rows with a bad value): a scan by file, run only once a bad value is known to exist."""
+    bad = " OR ".join(f"{column} IS NULL" for column in ("ts_us", PROMPT, OUTPUT, *LABELS))
+    counts = con.execute(
+        f"SELECT file, count(*), count(*) FILTER (WHERE {bad}) FROM ({clean_sql(con, spec, kinds)}) GROUP BY file"
+    ).fetchall()
+    return {str(file): (int(n), int(n_bad)) for file, n, n_bad in counts}
+
+
+def _first_rows(con: duckdb.DuckDBPyConnection, kind: str, path: str, spec: LogSpec) -> int:
+    """1 if the file has a data row, else 0 (reads only as far as the first row)."""
+    row = con.execute(f"SELECT count(*) FROM (SELECT 1 FROM {source_sql(kind, [path], spec)} LIMIT 1)").fetchone()
+    return int(row[0]) if row else 0
+
+
 def check_file_counts(
     con: duckdb.DuckDBPyConnection, spec: LogSpec, kinds: dict[str, list[str]], per_file: dict[str, tuple[int, int]]
 ) -> int:
     """Fail, naming every problem at once, when a file has no rows or a bad value; return the total row count.
 
-    ``per_file`` maps file -> (rows, rows with a bad value), as counted by the profile scan. Each
+    ``per_file`` maps file -> (rows, rows with a bad value), as counted by :func:`file_counts`. Each
     file with bad values is read again to find, for every column that has one, its first bad row
     and how many rows share it; one error then lists them all, file by file in path order.
     """
