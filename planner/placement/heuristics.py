@@ -41,6 +41,7 @@ import numpy as np
 
 from planner.placement import highs_backend
 from planner.placement.backends import run_backend
+from planner.placement.by_period import PeriodSplit
 from planner.placement.limits import SafetyNet
 from planner.placement.milp import Milp
 from planner.placement.status import SolveOutcome
@@ -58,6 +59,9 @@ TRIALS = 3
 """Fixed-core MILPs solved, best cut-LP value first over every serving set. Each costs a
 root solve, the dearest step of the warm start; the best plan came from the first few
 (figures: decision 0005)."""
+TRIALS_BY_PERIOD = 1
+"""Fixed-core plans completed period by period (``by_period.py``): each is optimal for its core,
+and the core with the best cut-LP value gave the best plan on every block measured (decision 0020)."""
 
 
 def _with_y(milp: Milp, y_values: np.ndarray) -> Milp:
@@ -226,16 +230,23 @@ def warm_start(milp: Milp, lp: SolveOutcome, backend: str, gap: float, trial_nod
             lo[r.start:r.stop] = hi[r.start:r.stop] = values
             trials.append((value, len(trials), replace(fixed, col_lo=lo, col_hi=hi, _names={})))
 
+    by_period = PeriodSplit.of(group_cuts(milp))
+
     def solve(trial: Milp, what: str) -> SolveOutcome | None:
-        outcome = net.watch(run_backend(backend, group_cuts(trial), time_limit_s=net.left(), gap=gap / 2,
-                                        node_limit=trial_nodes), what)
+        core = by_period.core if by_period is not None else None
+        if core is not None and np.array_equal(trial.col_lo[core], trial.col_hi[core]):
+            outcome = by_period.complete(trial.col_lo[core], net)  # type: ignore[union-attr]
+        else:
+            outcome = net.watch(run_backend(backend, group_cuts(trial), time_limit_s=net.left(), gap=gap / 2,
+                                            node_limit=trial_nodes), what)
         return outcome if outcome.status.has_solution else None
 
     best: SolveOutcome | None = None
-    if fallback is not None and milp.instance.n_periods > LONG_HORIZON_PERIODS:
+    if fallback is not None and by_period is None and milp.instance.n_periods > LONG_HORIZON_PERIODS:
         # a long horizon makes every MILP slow: the easiest one first, so a plan is at hand
         best, fallback = solve(fallback, "the warm start's rounded plan"), None
-    for value, _, trial in sorted(trials, key=lambda item: item[:2])[:TRIALS]:
+    count = TRIALS if by_period is None else TRIALS_BY_PERIOD
+    for value, _, trial in sorted(trials, key=lambda item: item[:2])[:count]:
         if best is not None and value >= best.objective:
             break  # the trial's LP value bounds its MILP: no better plan left among the rest
         if net.skip("a warm-start MILP"):
