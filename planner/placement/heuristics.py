@@ -15,20 +15,24 @@ and flows only: it solves in seconds where the whole block takes minutes.
   y, R fixed. That LP stays loaded and re-solves from the previous basis, which makes
   each vector cheap to price; with the cuts it charges a too-small R the on-demand replicas the peaks need
   and their switching, so it ranks vectors much like the MILP does.
-* The ``RESERVED_CANDIDATES`` best vectors of each serving set are solved as MILPs (with
-  the cut rows, which shortens them), best cut-LP value first; that value
-  bounds the MILP from below, so a candidate whose value is above the best plan found ends
-  the search. If none of them is solved in time, the generous rounding ``⌈R − 0.05⌉`` of
-  the best serving set (little on-demand left: the easiest MILP) is solved in the
-  ``FALLBACK_RESERVE`` share of the time kept for it; with more than
-  ``LONG_HORIZON_PERIODS`` periods it is solved first, since the LPs then take most of
-  the time (``docs/decisions/0005-placement-blocks-cuts-and-warm-starts.md``).
+* The ``RESERVED_CANDIDATES`` best vectors of each serving set are the candidates, best
+  cut-LP value first; that value bounds the candidate's plan from below, so a candidate
+  whose value is above the best plan found ends the search. With y and R fixed, every row
+  left is per period, so a candidate is completed period by period (``by_period.py``:
+  each period's small MILP on its own, the fixed core's optimum), the first
+  ``TRIALS_BY_PERIOD`` of them. Where rows link the periods (a switching cost, a budget),
+  the first ``TRIALS`` are solved as MILPs with the cut rows instead. If none gives a
+  plan, the generous rounding ``⌈R − 0.05⌉`` of the best serving set (little on-demand
+  left: the easiest MILP) is solved; solved as a MILP with more than
+  ``LONG_HORIZON_PERIODS`` periods it goes first, since the LPs then take most of the
+  time (``docs/decisions/0005-placement-blocks-cuts-and-warm-starts.md``,
+  ``0020-placement-completes-fixed-cores-period-by-period.md``).
 
 Every step is bounded by a count, never by the clock (``limits.py``), so the warm start
 is the same on any machine: at most ``2 + |y|`` serving-set LPs, ``DESCENT_EVALUATIONS``
 reserved-vector LPs per serving set, and ``TRIALS`` MILPs of at most ``trial_nodes`` nodes
-each. The wall-clock safety net only skips what is left
-once it has expired, and that is recorded.
+each (or ``TRIALS_BY_PERIOD`` completions, each period's MILP node-limited). The
+wall-clock safety net only skips what is left once it has expired, and that is recorded.
 """
 
 from __future__ import annotations

@@ -7,12 +7,16 @@
   add up to a valid bound. The blocks are dealt to worker processes, heaviest first to
   the least loaded worker; each block's search is bounded by counts alone
   (``limits.py``), so which worker solves it, and in which order, changes nothing.
-* **Per block**: LP relaxation; warm start (``heuristics.py``: serving sets by LP value,
-  reserved vectors by steepest descent on a cut LP, the best few solved as MILPs); then
-  the backend on the block *with* the rounded capacity cuts (``strengthen.py``), from the
-  warm start, until the gap target or the node limit. Whole-model blocks (``direct``)
-  are searched without the cuts, which can stall the root cut loop on large blocks; the
-  cut LP is then solved at the end and kept as a bound when it beats the backend's.
+* **Per block**: LP relaxation; the LP with the rounded capacity cuts (``strengthen.py``),
+  the block's first proven bound; warm start (``heuristics.py``: serving sets by LP value,
+  reserved vectors by steepest descent on a cut LP, the best completed period by period,
+  ``by_period.py``).
+* **Branching only when the plan needs it.** The gap target is the whole plan's: when the
+  blocks' warm starts against their cut-LP bounds are within it, no block is searched
+  further. Otherwise the blocks above the target go to the backend (with the cut rows,
+  except whole-model ``direct`` blocks, where they can stall the root cut loop), from
+  their warm starts, until the gap target or the node limit. Both steps are decided on
+  counts and values, never the clock, so the plan is the same on any machine.
 * **Joining.** The plans are joined under the shared quota rows. A block whose plan
   over-subscribes a (region, SKU) that earlier blocks use is repaired against the quota
   they leave in every period: first locally (only the replicas of the regions touching
