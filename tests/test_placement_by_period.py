@@ -114,6 +114,7 @@ def _no_branching(monkeypatch) -> None:
     monkeypatch.setattr(solve, "available_cores", lambda: 1)
 
 
+@pytest.mark.slow
 def test_a_long_horizon_reaches_its_gap_on_one_node_and_repeats():
     inst = week_instance()
     first = solve.solve_instance(inst, backend="highs", node_limit=1, time_limit_s=600, gap=0.01)
