@@ -1,7 +1,11 @@
-"""Placement speed: time and gap on ``scenarios/global.toml`` with hourly periods.
+"""Placement speed: time and gap on ``scenarios/global.toml`` and the demo with hourly periods.
 
 Sections (``--sections``, default all):
 
+* ``curve``: gap against time on both instances (the demo, ``scenarios/demo.toml`` on 336
+  hourly periods, and global on 168), with HiGHS, CBC and OR-Tools side by side, each at
+  node limits 1, 100 and the default: the deterministic settings, so the gaps are the same
+  on any machine; wall and CPU seconds (this process and its workers) are this run's;
 * ``target``: the default backend on 168 hourly periods with gap targets 1 % and 0.5 %
   under the node limit: the time each search takes, and the gap it ends at;
 * ``backends``: HiGHS, CBC (PuLP) and OR-Tools (SCIP) side by side on the same instance,
@@ -37,6 +41,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import resource
 import time
 from pathlib import Path
 from typing import Any
@@ -54,11 +59,13 @@ from planner.placement.periods import demand_from_forecast, parse_periods
 from planner.placement.problem import formulate
 from planner.placement.solve import solve_instance
 from planner.profiles import load_profiles
-from planner.scenario import load_scenario
+from planner.scenario import load_scenario, usable_profiles
 
 QUANTILE_FACTORS = {"q50": 1.0, "q90": 1.15, "q95": 1.25, "q99": 1.45}
 MIXTRAL_SHARE = 0.5
-SECTIONS = ("target", "backends", "periods", "regions", "direct")
+SECTIONS = ("curve", "target", "backends", "periods", "regions", "direct")
+CURVE_NODE_LIMITS = (1, 100, DEFAULT_NODE_LIMIT)
+CURVE_BACKENDS = ("highs", "cbc", "ortools")
 
 
 def stand_in_forecast(hours: int, scale: float = 1.0) -> pd.DataFrame:
@@ -82,15 +89,21 @@ def stand_in_forecast(hours: int, scale: float = 1.0) -> pd.DataFrame:
     return frame
 
 
-def build(hours: int, scale: float, n_regions: int | None = None):
-    scenario = load_scenario(PROJECT_ROOT / "scenarios" / "global.toml")
+def build(hours: int, scale: float, n_regions: int | None = None, name: str = "global"):
+    scenario = load_scenario(PROJECT_ROOT / "scenarios" / f"{name}.toml")
     scenario = scenario.model_copy(update={"horizon": f"{hours}h"})  # the stand-in covers exactly these hours
     forecast = stand_in_forecast(hours, scale)
-    forecast = forecast[forecast["traffic_class"].isin(scenario.class_names)]  # the demo has classes global lacks
+    forecast = forecast[forecast["traffic_class"].isin(scenario.class_names)  # the demo has classes global lacks
+                        & forecast["model"].isin([m.name for m in scenario.models])]
     if n_regions is not None:
         scenario, forecast = _fewer_regions(scenario, forecast, n_regions)
     profiles = load_profiles()
-    table, _ = analytic_capacity(profiles, scenario.class_names, kv_fraction=scenario.policy.admission.kv_fraction)
+    if name == "demo":  # as `planner place` builds it: the usable profiles, the scenario's policy
+        profiles = usable_profiles(scenario, profiles)
+        table, _ = analytic_capacity(profiles, scenario.class_names,
+                                     kv_fraction=scenario.policy.admission.kv_fraction, policy=scenario.policy.name)
+    else:
+        table, _ = analytic_capacity(profiles, scenario.class_names, kv_fraction=scenario.policy.admission.kv_fraction)
     demand = demand_from_forecast(forecast, scenario, scenario.capacity.forecast_quantile, parse_periods("hourly"))
     return build_instance(scenario, demand, load_catalog(), profiles, table)
 
@@ -116,8 +129,15 @@ def _fewer_regions(scenario, forecast: pd.DataFrame, n_regions: int):
     return reduced, forecast[forecast["region"].isin(reduced.origin_names)]
 
 
+def _cpu_seconds() -> float:
+    """CPU seconds of this process and of its finished worker processes."""
+    return sum(getattr(resource.getrusage(who), field) for who in (resource.RUSAGE_SELF, resource.RUSAGE_CHILDREN)
+               for field in ("ru_utime", "ru_stime"))
+
+
 def run(inst, backend: str, limits: tuple[int, float], gap: float, strategy: str = "auto") -> dict[str, Any]:
     load_before = os.getloadavg()[0]
+    cpu_before = _cpu_seconds()
     began = time.perf_counter()
     node_limit, time_limit = limits
     summary = solve_instance(inst, backend=backend, node_limit=node_limit, time_limit_s=time_limit, gap=gap,
@@ -130,6 +150,7 @@ def run(inst, backend: str, limits: tuple[int, float], gap: float, strategy: str
             "objective_usd": round(summary.objective, 2) if summary.status.has_solution else None,
             "bound_usd": round(summary.bound, 2), "gap_pct": round(100 * summary.gap, 3)
             if summary.status.has_solution else None, "wall_s": round(wall, 1),
+            "cpu_s": round(_cpu_seconds() - cpu_before, 1),
             "reached_target": summary.status.value in ("optimal", "feasible_within_gap"),
             "time_limit_hits": len(summary.time_limit_hits),
             "load_avg_1min": f"{load_before:.1f}->{os.getloadavg()[0]:.1f}", "blocks": blocks}
@@ -148,6 +169,7 @@ def main() -> None:
     parser.add_argument("--scale", type=float, default=1.0)
     parser.add_argument("--sections", default=",".join(SECTIONS))
     parser.add_argument("--json", type=Path, default=None)
+    parser.add_argument("--curve-instances", default="demo,global", help="instances of the curve section")
     args = parser.parse_args()
     sections = [s.strip() for s in args.sections.split(",") if s.strip()]
     highs_backend.new_highs()  # mute HiGHS's banner before any solve
@@ -161,6 +183,15 @@ def main() -> None:
     base = build(168, args.scale)
     results["size_168h"] = _size(base)
     print(f"global, 168 hourly periods: {results['size_168h']}")
+    if "curve" in sections:
+        demo = build(336, args.scale, name="demo")
+        print(f"demo, 336 hourly periods: {_size(demo)}")
+        rows = [{"instance": label, "node_limit": nodes, **run(inst, backend, (nodes, args.time_limit), 0.01)}
+                for label, inst in (("demo 336 h", demo), ("global 168 h", base))
+                if label.split()[0] in args.curve_instances.split(",")
+                for backend in CURVE_BACKENDS for nodes in CURVE_NODE_LIMITS]
+        results["curve"] = rows
+        _table("gap against time, gap target 1 %: each row stops on its gap or node limit", rows)
     if "target" in sections:
         rows = [{"target_gap_pct": 100 * g, **run(base, "highs", limits, g)} for g in (0.01, 0.005)]
         results["target"] = rows

@@ -15,20 +15,24 @@ and flows only: it solves in seconds where the whole block takes minutes.
   y, R fixed. That LP stays loaded and re-solves from the previous basis, which makes
   each vector cheap to price; with the cuts it charges a too-small R the on-demand replicas the peaks need
   and their switching, so it ranks vectors much like the MILP does.
-* The ``RESERVED_CANDIDATES`` best vectors of each serving set are solved as MILPs (with
-  the cut rows, which shortens them), best cut-LP value first; that value
-  bounds the MILP from below, so a candidate whose value is above the best plan found ends
-  the search. If none of them is solved in time, the generous rounding ``⌈R − 0.05⌉`` of
-  the best serving set (little on-demand left: the easiest MILP) is solved in the
-  ``FALLBACK_RESERVE`` share of the time kept for it; with more than
-  ``LONG_HORIZON_PERIODS`` periods it is solved first, since the LPs then take most of
-  the time (``docs/decisions/0005-placement-blocks-cuts-and-warm-starts.md``).
+* The ``RESERVED_CANDIDATES`` best vectors of each serving set are the candidates, best
+  cut-LP value first; that value bounds the candidate's plan from below, so a candidate
+  whose value is above the best plan found ends the search. With y and R fixed, every row
+  left is per period, so a candidate is completed period by period (``by_period.py``:
+  each period's small MILP on its own, the fixed core's optimum), the first
+  ``TRIALS_BY_PERIOD`` of them. Where rows link the periods (a switching cost, a budget),
+  the first ``TRIALS`` are solved as MILPs with the cut rows instead. If none gives a
+  plan, the generous rounding ``⌈R − 0.05⌉`` of the best serving set (little on-demand
+  left: the easiest MILP) is solved; solved as a MILP with more than
+  ``LONG_HORIZON_PERIODS`` periods it goes first, since the LPs then take most of the
+  time (``docs/decisions/0005-placement-blocks-cuts-and-warm-starts.md``,
+  ``0020-placement-completes-fixed-cores-period-by-period.md``).
 
 Every step is bounded by a count, never by the clock (``limits.py``), so the warm start
 is the same on any machine: at most ``2 + |y|`` serving-set LPs, ``DESCENT_EVALUATIONS``
 reserved-vector LPs per serving set, and ``TRIALS`` MILPs of at most ``trial_nodes`` nodes
-each. The wall-clock safety net only skips what is left
-once it has expired, and that is recorded.
+each (or ``TRIALS_BY_PERIOD`` completions, each period's MILP node-limited). The
+wall-clock safety net only skips what is left once it has expired, and that is recorded.
 """
 
 from __future__ import annotations
@@ -41,6 +45,7 @@ import numpy as np
 
 from planner.placement import highs_backend
 from planner.placement.backends import run_backend
+from planner.placement.by_period import PeriodSplit
 from planner.placement.limits import SafetyNet
 from planner.placement.milp import Milp
 from planner.placement.status import SolveOutcome
@@ -58,6 +63,9 @@ TRIALS = 3
 """Fixed-core MILPs solved, best cut-LP value first over every serving set. Each costs a
 root solve, the dearest step of the warm start; the best plan came from the first few
 (figures: decision 0005)."""
+TRIALS_BY_PERIOD = 1
+"""Fixed-core plans completed period by period (``by_period.py``): each is optimal for its core,
+and the core with the best cut-LP value gave the best plan on every block measured (decision 0020)."""
 
 
 def _with_y(milp: Milp, y_values: np.ndarray) -> Milp:
@@ -226,16 +234,23 @@ def warm_start(milp: Milp, lp: SolveOutcome, backend: str, gap: float, trial_nod
             lo[r.start:r.stop] = hi[r.start:r.stop] = values
             trials.append((value, len(trials), replace(fixed, col_lo=lo, col_hi=hi, _names={})))
 
+    by_period = PeriodSplit.of(group_cuts(milp))
+
     def solve(trial: Milp, what: str) -> SolveOutcome | None:
-        outcome = net.watch(run_backend(backend, group_cuts(trial), time_limit_s=net.left(), gap=gap / 2,
-                                        node_limit=trial_nodes), what)
+        core = by_period.core if by_period is not None else None
+        if core is not None and np.array_equal(trial.col_lo[core], trial.col_hi[core]):
+            outcome = by_period.complete(trial.col_lo[core], net)  # type: ignore[union-attr]
+        else:
+            outcome = net.watch(run_backend(backend, group_cuts(trial), time_limit_s=net.left(), gap=gap / 2,
+                                            node_limit=trial_nodes), what)
         return outcome if outcome.status.has_solution else None
 
     best: SolveOutcome | None = None
-    if fallback is not None and milp.instance.n_periods > LONG_HORIZON_PERIODS:
+    if fallback is not None and by_period is None and milp.instance.n_periods > LONG_HORIZON_PERIODS:
         # a long horizon makes every MILP slow: the easiest one first, so a plan is at hand
         best, fallback = solve(fallback, "the warm start's rounded plan"), None
-    for value, _, trial in sorted(trials, key=lambda item: item[:2])[:TRIALS]:
+    count = TRIALS if by_period is None else TRIALS_BY_PERIOD
+    for value, _, trial in sorted(trials, key=lambda item: item[:2])[:count]:
         if best is not None and value >= best.objective:
             break  # the trial's LP value bounds its MILP: no better plan left among the rest
         if net.skip("a warm-start MILP"):

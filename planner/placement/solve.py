@@ -7,12 +7,16 @@
   add up to a valid bound. The blocks are dealt to worker processes, heaviest first to
   the least loaded worker; each block's search is bounded by counts alone
   (``limits.py``), so which worker solves it, and in which order, changes nothing.
-* **Per block**: LP relaxation; warm start (``heuristics.py``: serving sets by LP value,
-  reserved vectors by steepest descent on a cut LP, the best few solved as MILPs); then
-  the backend on the block *with* the rounded capacity cuts (``strengthen.py``), from the
-  warm start, until the gap target or the node limit. Whole-model blocks (``direct``)
-  are searched without the cuts, which can stall the root cut loop on large blocks; the
-  cut LP is then solved at the end and kept as a bound when it beats the backend's.
+* **Per block**: LP relaxation; the LP with the rounded capacity cuts (``strengthen.py``),
+  the block's first proven bound; warm start (``heuristics.py``: serving sets by LP value,
+  reserved vectors by steepest descent on a cut LP, the best completed period by period,
+  ``by_period.py``).
+* **Branching only when the plan needs it.** The gap target is the whole plan's: when the
+  blocks' warm starts against their cut-LP bounds are within it, no block is searched
+  further. Otherwise the blocks above the target go to the backend (with the cut rows,
+  except whole-model ``direct`` blocks, where they can stall the root cut loop), from
+  their warm starts, until the gap target or the node limit. Both steps are decided on
+  counts and values, never the clock, so the plan is the same on any machine.
 * **Joining.** The plans are joined under the shared quota rows. A block whose plan
   over-subscribes a (region, SKU) that earlier blocks use is repaired against the quota
   they leave in every period: first locally (only the replicas of the regions touching
@@ -130,12 +134,14 @@ def _num(value: float) -> float | None:
 
 
 def solve_block(milp: Milp, models: tuple[str, ...], *, backend: str, gap: float, node_limit: int,
-                net: SafetyNet, cuts: bool = False) -> BlockOutcome:
-    """LP relaxation, LP-guided warm start, then the backend on the whole block.
+                net: SafetyNet, cuts: bool = False, branch: bool = True) -> BlockOutcome:
+    """LP relaxation, the cut LP's bound, LP-guided warm start, then (with ``branch``) the backend.
 
-    With ``cuts`` the backend works on the block with the rounded capacity cuts of
-    ``strengthen.py`` added (valid inequalities: same plans, same columns, a tighter LP);
-    without, the cut LP is solved at the end and kept as a bound when it beats the backend's.
+    The rounded capacity cuts of ``strengthen.py`` are valid inequalities (same plans, a
+    tighter LP): their LP is solved before the warm start and is the block's first proven
+    bound. With ``branch`` the backend then searches the block (with the cut rows when
+    ``cuts``) from the warm start, unless the warm start is within ``gap`` already;
+    without, the outcome is the warm start, and :func:`branch_block` may search later.
     The search is bounded by ``node_limit`` (and the warm start's counts); ``net`` is the
     wall-clock safety net, whose hits the outcome lists.
     """
@@ -159,34 +165,53 @@ def solve_block(milp: Milp, models: tuple[str, ...], *, backend: str, gap: float
         x = lp.x.copy()
         x[milp.integer] = np.rint(x[milp.integer])
         return done(SolveStatus.OPTIMAL, x, lp_bound, lp_bound, lp_bound, lp_bound, "LP relaxation is integral")
+    cut_lp = net.watch(highs_backend.solve(group_cuts(milp).relaxed(), time_limit_s=net.left(), gap=gap),
+                       "the cut LP bound")
+    bound = max(lp_bound, cut_lp.objective) if cut_lp.status == SolveStatus.OPTIMAL else lp_bound
     start = warm_start(milp, lp, backend, gap, trial_nodes(node_limit), net)
-    heuristic = start.objective if start is not None else math.nan
-    best_x, best_obj, best_bound = (start.x, start.objective, lp_bound) if start else (None, math.inf, lp_bound)
-    message = ""
-    stopped_on_time = False
-    if start is None or relative_gap(best_obj, best_bound) > gap:
-        full = net.watch(run_backend(backend, group_cuts(milp) if cuts else milp, time_limit_s=net.left(), gap=gap,
-                                     node_limit=node_limit, start=start.x if start is not None else None),
-                         "the block's branch and bound")
-        stopped_on_time = full.hit_time_limit
-        if full.status == SolveStatus.INFEASIBLE and start is None:
-            return done(SolveStatus.INFEASIBLE, None, math.nan, math.inf, lp_bound, heuristic, full.message)
-        if full.status.has_solution and full.objective < best_obj:
-            best_x, best_obj = full.x, full.objective
-        if math.isfinite(full.bound):
-            best_bound = max(best_bound, full.bound)
-        message = full.message
-    if not cuts and best_x is not None and relative_gap(best_obj, best_bound) > gap:
-        cut_lp = net.watch(highs_backend.solve(group_cuts(milp).relaxed(), time_limit_s=net.left(), gap=gap),
-                           "the cut LP bound")
-        if cut_lp.status == SolveStatus.OPTIMAL:
-            best_bound = max(best_bound, cut_lp.objective)
-    if best_x is None:
-        return done(SolveStatus.ERROR, None, math.nan, best_bound, lp_bound, heuristic,
-                    message or "no feasible plan found within the node limit")
-    best_bound = min(best_bound, best_obj)
-    return done(classify(best_obj, best_bound, gap, stopped_on_time), best_x, best_obj, best_bound, lp_bound,
-                heuristic, message)
+    if start is None or start.x is None:
+        if not branch:
+            return done(SolveStatus.ERROR, None, math.nan, bound, lp_bound, math.nan,
+                        "no warm start: the block needs its branch and bound")
+        outcome = done(SolveStatus.ERROR, None, math.nan, bound, lp_bound, math.nan)
+    else:
+        best_bound = min(bound, start.objective)
+        outcome = done(classify(start.objective, best_bound, gap, bool(net.hits[hits_before:])), start.x,
+                       start.objective, best_bound, lp_bound, start.objective)
+    if branch:
+        outcome = branch_block(outcome, backend=backend, gap=gap, node_limit=node_limit, net=net, cuts=cuts)
+    return outcome
+
+
+def branch_block(outcome: BlockOutcome, *, backend: str, gap: float, node_limit: int, net: SafetyNet,
+                 cuts: bool = False) -> BlockOutcome:
+    """The backend's branch and bound on the block from its warm start, unless that is within ``gap``.
+
+    With ``cuts`` the backend works on the block with the rounded capacity cuts added.
+    """
+    if outcome.x is not None and relative_gap(outcome.objective, outcome.bound) <= gap:
+        return outcome
+    began = time.perf_counter()
+    hits_before = len(net.hits)
+    milp = outcome.milp
+    full = net.watch(run_backend(backend, group_cuts(milp) if cuts else milp, time_limit_s=net.left(), gap=gap,
+                                 node_limit=node_limit, start=outcome.x), "the block's branch and bound")
+    seconds = outcome.seconds + time.perf_counter() - began
+    hits = (*outcome.time_limit_hits, *net.hits[hits_before:])
+    if full.status == SolveStatus.INFEASIBLE and outcome.x is None:
+        return replace(outcome, status=SolveStatus.INFEASIBLE, bound=math.inf, seconds=seconds,
+                       message=full.message, time_limit_hits=hits)
+    x, objective, bound = outcome.x, outcome.objective if outcome.x is not None else math.inf, outcome.bound
+    if full.status.has_solution and full.objective < objective:
+        x, objective = full.x, full.objective
+    if math.isfinite(full.bound):
+        bound = max(bound, full.bound)
+    if x is None:
+        return replace(outcome, status=SolveStatus.ERROR, bound=bound, seconds=seconds,
+                       message=full.message or "no feasible plan found within the node limit", time_limit_hits=hits)
+    bound = min(bound, objective)
+    return replace(outcome, status=classify(objective, bound, gap, full.hit_time_limit), x=x, objective=objective,
+                   bound=bound, seconds=seconds, message=full.message, time_limit_hits=hits)
 
 
 def _parts(inst: PlacementInstance, strategy: str) -> list[Part]:
@@ -234,7 +259,7 @@ def solve_instance(inst: PlacementInstance, *, backend: str = "highs", node_limi
 
 @dataclass(frozen=True)
 class _BinTask:
-    """Blocks one worker solves in turn."""
+    """Blocks one worker solves in turn: their warm starts, or (``found`` given) their branch and bound."""
 
     parts: tuple[Part, ...]
     backend: str
@@ -242,6 +267,11 @@ class _BinTask:
     net: SafetyNet
     gap: float
     direct: bool
+    found: tuple[dict[str, Any], ...] | None = None
+
+
+_OUTCOME_FIELDS = ("status", "x", "objective", "bound", "lp_bound", "heuristic_objective", "seconds", "message",
+                   "time_limit_hits")
 
 
 def _run_bin(task: _BinTask) -> list[dict[str, Any]]:
@@ -251,16 +281,61 @@ def _run_bin(task: _BinTask) -> list[dict[str, Any]]:
     blocks solved before it, on this worker or any other.
     """
     out = []
-    for part in task.parts:
+    for i, part in enumerate(task.parts):
         milp = formulate(part.inst, part.models, budget=task.direct, cuts=False)
         names = tuple(part.inst.models[m] for m in part.models)
         net = replace(task.net, hits=[])
-        outcome = solve_block(milp, names, backend=task.backend, gap=task.gap, node_limit=task.node_limit, net=net,
-                              cuts=not task.direct)
-        fields = ("status", "x", "objective", "bound", "lp_bound", "heuristic_objective", "seconds", "message",
-                  "time_limit_hits")
-        out.append({name: getattr(outcome, name) for name in fields})
+        if task.found is None:
+            outcome = solve_block(milp, names, backend=task.backend, gap=task.gap, node_limit=task.node_limit,
+                                  net=net, cuts=not task.direct, branch=False)
+        else:
+            outcome = branch_block(BlockOutcome(models=names, milp=milp, **task.found[i]), backend=task.backend,
+                                   gap=task.gap, node_limit=task.node_limit, net=net, cuts=not task.direct)
+        out.append({name: getattr(outcome, name) for name in _OUTCOME_FIELDS})
     return out
+
+
+def _needs_branch(result: dict[str, Any], gap: float) -> bool:
+    """A warm-started block above its gap target, or one with a bound but no warm start."""
+    if result["x"] is None:
+        return result["status"] == SolveStatus.ERROR and math.isfinite(result["bound"])
+    return relative_gap(result["objective"], result["bound"]) > gap
+
+
+def _run_phase(tasks: list[_BinTask], bins: list[list[int]]) -> dict[int, dict[str, Any]]:
+    """Run the bins' tasks side by side (worker processes when there are two or more); results by block."""
+    if len(tasks) > 1:
+        done = run_tasks(_run_bin, tasks, engine="processes", workers=len(tasks))
+    else:
+        done = [_run_bin(task) for task in tasks]
+    results: dict[int, dict[str, Any]] = {}
+    for members, outcomes_of_bin in zip(bins, done, strict=True):
+        results.update(zip(members, outcomes_of_bin, strict=True))
+    return results
+
+
+def _solve_parts(parts: list[Part], weights: list[float], backend: str, node_limit: int, gap: float, direct: bool,
+                 net: SafetyNet) -> dict[int, dict[str, Any]]:
+    """Every block's warm start; then, only if the whole plan is above ``gap``, branch and bound on the
+    blocks above it. The gap target is the plan's: a block a little above it may be offset by
+    the others, and its search would cost far more than theirs."""
+    workers = max(min(available_cores(), len(parts)), 1)
+    bins = _bins(weights, workers)
+    results = _run_phase([_BinTask(tuple(parts[i] for i in b), backend, node_limit, net, gap, direct)
+                          for b in bins], bins)
+    objective = sum(r["objective"] for r in results.values() if r["x"] is not None)
+    bound = sum(r["bound"] for r in results.values())
+    solved = all(r["x"] is not None for r in results.values())
+    if solved and relative_gap(objective, bound) <= gap:
+        return results
+    todo = [i for i in sorted(results) if _needs_branch(results[i], gap)]
+    if todo:
+        again = _bins([weights[i] for i in todo], workers)
+        bins = [[todo[j] for j in b] for b in again]
+        tasks = [_BinTask(tuple(parts[i] for i in b), backend, node_limit, net, gap, direct,
+                          tuple(results[i] for i in b)) for b in bins]
+        results.update(_run_phase(tasks, bins))
+    return results
 
 
 def _bins(weights: list[float], count: int) -> list[list[int]]:
@@ -295,16 +370,7 @@ def _solve_blocks(inst: PlacementInstance, backend: str, node_limit: int, gap: f
     parts = _parts(inst, strategy)
     milps = [formulate(part.inst, part.models, budget=direct, cuts=False) for part in parts]
     weights = [float(milp.n_integer + 1) for milp in milps]
-    workers = max(min(available_cores(), len(parts)), 1)
-    bins = _bins(weights, workers)
-    tasks = [_BinTask(tuple(parts[i] for i in b), backend, node_limit, net, gap, direct) for b in bins]
-    if len(tasks) > 1:
-        done = run_tasks(_run_bin, tasks, engine="processes", workers=len(tasks))
-    else:
-        done = [_run_bin(task) for task in tasks]
-    results: dict[int, dict[str, Any]] = {}
-    for members, outcomes_of_bin in zip(bins, done, strict=True):
-        results.update(zip(members, outcomes_of_bin, strict=True))
+    results = _solve_parts(parts, weights, backend, node_limit, gap, direct, net)
     for result in results.values():
         net.hits.extend(result["time_limit_hits"])
     order = sorted(range(len(parts)), key=lambda i: (weights[i], i))
