@@ -47,13 +47,18 @@ MAX_HORIZON_HOURS = 92 * 24
 VALUE_DECIMALS = 3
 
 
+def hours_of(text: str, option: str, what: str, examples: str) -> int:
+    """Whole hours of a duration option ('14d' -> 336, '36h' -> 36, '2w' -> 336); InputError naming ``option``."""
+    try:
+        return duration_hours(parse_duration(text, HORIZON_OPTION))
+    except DurationError:
+        raise InputError(f"cannot read {what} '{text}'", where=option,
+                         fix=f"write a whole number with a unit: {examples}") from None
+
+
 def parse_horizon(text: str) -> int:
     """'14d' -> 336, '36h' -> 36, '2w' -> 336. Raises InputError on anything else."""
-    try:
-        hours = duration_hours(parse_duration(text, HORIZON_OPTION))
-    except DurationError:
-        raise InputError(f"cannot read horizon '{text}'", where="--horizon",
-                         fix="write a whole number with a unit: 36h, 14d or 2w") from None
+    hours = hours_of(text, "--horizon", "horizon", "36h, 14d or 2w")
     if not 1 <= hours <= MAX_HORIZON_HOURS:
         raise InputError(f"horizon {hours} h is outside 1..{MAX_HORIZON_HOURS} h", where="--horizon",
                          fix="an hourly model is useful up to about 3 months ahead; use 1h..92d")
@@ -65,11 +70,7 @@ MIN_HISTORY_FLOOR_HOURS = 24
 
 def parse_min_history(text: str) -> int:
     """'7d' -> 168, '240h' -> 240: the history a series needs before a model replaces the seasonal naive."""
-    try:
-        hours = duration_hours(parse_duration(text, HORIZON_OPTION))
-    except DurationError:
-        raise InputError(f"cannot read minimum history '{text}'", where="--min-history",
-                         fix="write a whole number with a unit: 168h, 7d or 2w") from None
+    hours = hours_of(text, "--min-history", "minimum history", "168h, 7d or 2w")
     if hours < MIN_HISTORY_FLOOR_HOURS:
         raise InputError(f"a minimum history of {hours} h is under one day", where="--min-history",
                          fix="a model needs at least one day to see a daily cycle; use 1d or more (default 7d)")
