@@ -70,8 +70,8 @@ from statsmodels.tsa.statespace.sarimax import SARIMAX
 from threadpoolctl import threadpool_limits
 
 from planner.forecast.forecaster import FitFailure, SeriesForecast, SeriesHistory
+from planner.forecast.log_gaussian import MIN_OBSERVED_HOURS  # one floor for every model: 7 days observed
 
-MIN_OBSERVED_HOURS = 168
 WEEKLY_FROM_HOURS = 2 * 168
 SHORT_WINDOW_WEEKS = 8.0
 TREND_DAMPING_PER_WEEK = 0.25
