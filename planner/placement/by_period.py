@@ -11,10 +11,17 @@ fixed-core MILP branches across hundreds of independent periods and stops far fr
 optimum on long horizons; the periods one by one reach it (each to ``PERIOD_GAP``) in a
 few milliseconds apiece.
 
-Rows that link periods, the switching rows (a switching cost) and the budget row, leave
-nothing to split: :meth:`PeriodSplit.of` then returns None and the caller solves the
-fixed-core MILP whole. Every period's search is bounded by a node count, so the result
-is the same on any machine.
+The switching rows (a switching cost) link each period to the one before, through the
+on-demand replicas D and their switching columns w. They are set aside: the periods are
+completed without them, each at its least rental, and then every unit's on-demand
+replicas are raised where keeping them through a dip costs less than stopping and
+starting them again (``switching.py``, exact for each unit given the others), and w is
+set to the steps left. The plan is feasible (more replicas break no row within the
+quota) but no longer the fixed core's optimum: the cut LP bound still measures it.
+
+The budget row links every period and leaves nothing to split: :meth:`PeriodSplit.of`
+then returns None and the caller solves the fixed-core MILP whole. Every period's search
+is bounded by a node count, so the result is the same on any machine.
 """
 
 from __future__ import annotations
@@ -27,8 +34,9 @@ import scipy.sparse as sp
 
 from planner.placement import highs_backend
 from planner.placement.limits import SafetyNet
-from planner.placement.milp import Milp
+from planner.placement.milp import Block, Milp
 from planner.placement.status import SolveOutcome, SolveStatus, classify
+from planner.placement.switching import smooth_trajectory
 
 PERIOD_GAP = 1e-4
 """Relative gap each period's MILP is searched to: the completion is optimal to this."""
@@ -63,13 +71,24 @@ class PeriodSplit:
     A: sp.csc_matrix
     core_rows: np.ndarray  # rows that touch core columns only
     periods: tuple[_Period, ...]
+    switching: tuple[tuple[str, str], ...] = ()  # (on-demand block, its switching block), set aside
 
     @classmethod
     def of(cls, milp: Milp) -> PeriodSplit | None:
-        """The split, or None when a row links two periods (switching or budget rows)."""
+        """The split, or None when a row other than the switching rows links two periods (a budget row)."""
         period = column_periods(milp)
         core = np.flatnonzero(period < 0)
+        switching = tuple((name[1:], name) for name in milp.cols if name.startswith("w"))
+        linking_rows = np.zeros(milp.n_rows, dtype=bool)
+        set_aside = np.zeros(milp.n_cols, dtype=bool)
+        for _, w in switching:
+            set_aside[milp.cols[w].start:milp.cols[w].stop] = True
+        for name, block in milp.rows.items():
+            if name.startswith("switch"):
+                linking_rows[block.start:block.stop] = True
         A = milp.A.tocsr()
+        A = sp.diags((~linking_rows).astype(float)) @ A  # the switching rows, emptied
+        A.eliminate_zeros()
         free = A.copy()
         free.data = (period[free.indices] + 1).astype(float)  # 0 marks a core column
         free.eliminate_zeros()
@@ -80,14 +99,14 @@ class PeriodSplit:
         touched = np.diff(free.indptr) > 0
         if (highest[touched] != lowest[touched]).any():
             return None
-        csc = milp.A.tocsc()
+        csc = A.tocsc()
         pieces = []
         for t in range(milp.instance.n_periods):
-            cols = np.flatnonzero(period == t)
+            cols = np.flatnonzero((period == t) & ~set_aside)
             sub = csc[:, cols].tocsr()
             rows = np.flatnonzero(np.diff(sub.indptr) > 0)
             pieces.append(_Period(cols, rows, sub[rows]))
-        return cls(milp, core, csc, np.flatnonzero(~touched), tuple(pieces))
+        return cls(milp, core, csc, np.flatnonzero(~touched & ~linking_rows), tuple(pieces), switching)
 
     def complete(self, core_values: np.ndarray, net: SafetyNet) -> SolveOutcome:
         """The best plan with the core fixed to ``core_values``: each period's MILP on its own.
@@ -121,10 +140,62 @@ class PeriodSplit:
             x[piece.cols] = found.x
             total += found.objective
         x[milp.integer] = np.rint(x[milp.integer])
+        if self.switching:
+            self._keep_through_dips(x)
+            total = float(milp.c @ x) + milp.offset
         outcome.x, outcome.objective, outcome.bound = x, total, -math.inf
         outcome.status = classify(total, -math.inf, 1.0, outcome.hit_time_limit)
         outcome.message = "completed period by period"
         return outcome
+
+
+    def _keep_through_dips(self, x: np.ndarray) -> None:
+        """Raise each unit's on-demand replicas where that costs less than switching; set w to the steps left.
+
+        Units are taken in column order, each within the quota the others leave in every period.
+        """
+        milp = self.milp
+        quota = milp.rows.get("quota")  # GPUs per (region, SKU, period); left out where it cannot bind
+        rows = slice(quota.start, quota.stop) if quota is not None else slice(0, 0)
+        A = self.A[rows]
+        slack = milp.row_hi[rows] - A @ x
+        for d_name, w_name in self.switching:
+            D, w = milp.cols[d_name], milp.cols[w_name]
+            units, periods = D.index["u"], D.index["t"]
+            for u in np.unique(units):
+                cols = D.start + np.flatnonzero(units == u)
+                cols = cols[np.argsort(periods[cols - D.start])]
+                per_gpu = A[:, cols].tocsc()  # at most one quota row per column; none: no quota
+                limited = np.diff(per_gpu.indptr) > 0
+                row = np.zeros(cols.size, dtype=np.int64)
+                gpus = np.ones(cols.size)
+                row[limited] = per_gpu.indices[per_gpu.indptr[:-1][limited]]
+                gpus[limited] = per_gpu.data[per_gpu.indptr[:-1][limited]]
+                room = np.full(cols.size, np.inf)
+                room[limited] = np.floor((slack[row[limited]] + 1e-6) / gpus[limited])
+                lower = np.rint(x[cols]).astype(np.int64)
+                # never above the unit's busiest period: more than that only costs
+                upper = np.minimum(np.minimum(lower + room, milp.col_hi[cols]), lower.max()).astype(np.int64)
+                kept = smooth_trajectory(milp.c[cols], lower, upper, float(milp.c[w.start]) if w.size else 0.0)
+                np.subtract.at(slack, row[limited], ((kept - lower) * gpus)[limited])
+                x[cols] = kept
+            step = x[D.start + _previous_column(D, w)] - x[D.start + _same_column(D, w)]
+            x[w.start:w.stop] = np.abs(step)
+
+
+def _same_column(D: Block, w: Block) -> np.ndarray:
+    """Offsets into D of the on-demand column each switching column follows."""
+    position = {(int(u), int(t)): i for i, (u, t) in enumerate(zip(D.index["u"], D.index["t"], strict=True))}
+    return np.array([position[int(u), int(t)] for u, t in zip(w.index["u"], w.index["t"], strict=True)],
+                    dtype=np.int64)
+
+
+def _previous_column(D: Block, w: Block) -> np.ndarray:
+    """Offsets into D of the on-demand column in the period before each switching column's (cyclically)."""
+    T = int(D.index["t"].max()) + 1 if D.size else 0
+    position = {(int(u), int(t)): i for i, (u, t) in enumerate(zip(D.index["u"], D.index["t"], strict=True))}
+    return np.array([position[int(u), (int(t) - 1) % T] for u, t in zip(w.index["u"], w.index["t"], strict=True)],
+                    dtype=np.int64)
 
 
 def _solve_period(sub: Milp, net: SafetyNet) -> SolveOutcome:
