@@ -20,13 +20,19 @@ and flows only: it solves in seconds where the whole block takes minutes.
   whose value is above the best plan found ends the search. With y and R fixed, every row
   left is per period, so a candidate is completed period by period (``by_period.py``:
   each period's small MILP on its own, the fixed core's optimum), the first
-  ``TRIALS_BY_PERIOD`` of them. Where rows link the periods (a switching cost, a budget),
-  the first ``TRIALS`` are solved as MILPs with the cut rows instead. If none gives a
-  plan, the generous rounding ``⌈R − 0.05⌉`` of the best serving set (little on-demand
-  left: the easiest MILP) is solved; solved as a MILP with more than
-  ``LONG_HORIZON_PERIODS`` periods it goes first, since the LPs then take most of the
-  time (``docs/decisions/0005-placement-blocks-cuts-and-warm-starts.md``,
-  ``0020-placement-completes-fixed-cores-period-by-period.md``).
+  ``TRIALS_BY_PERIOD`` of them; a switching cost is set aside there and settled per unit
+  afterwards. Where a budget row links the periods, the first ``TRIALS`` are solved as
+  MILPs with the cut rows instead.
+* Two roundings of the best serving set leave little on demand: the generous ``⌈R − 0.05⌉``
+  and the consolidated one (each region's LP reserved capacity in whole replicas, on the
+  units with the largest fractions). Completed period by period they are cheap and are
+  always tried: where switching makes on-demand replicas dear they beat the ranked core.
+  As a MILP the generous rounding is the easiest one, so it is solved when no ranked
+  candidate gave a plan, and first when there are more than ``LONG_HORIZON_PERIODS``
+  periods, since the LPs then take most of the time
+  (``docs/decisions/0005-placement-blocks-cuts-and-warm-starts.md``,
+  ``0020-placement-completes-fixed-cores-period-by-period.md``,
+  ``0026-placement-switching-blocks-completed-period-by-period.md``).
 
 Every step is bounded by a count, never by the clock (``limits.py``), so the warm start
 is the same on any machine: at most ``2 + |y|`` serving-set LPs, ``DESCENT_EVALUATIONS``
@@ -103,6 +109,36 @@ def _round_reserved(milp: Milp, lp_x: np.ndarray, slack: float) -> Milp:
             rounded[pick] -= 1
     lo[r.start:r.stop] = rounded
     hi[r.start:r.stop] = rounded
+    return replace(milp, col_lo=lo, col_hi=hi, _names={})
+
+
+def _consolidate_reserved(milp: Milp, lp_x: np.ndarray) -> Milp:
+    """Fix R to the LP's reserved capacity per region in whole replicas on as few units as it takes.
+
+    The LP spreads a region's reserved replicas thinly over several units (0.3 of one SKU,
+    0.2 of another); rounding each up buys a replica per unit. Here every unit keeps its
+    whole replicas ``⌊R⌋``, and the units with the largest fractions get one more, in that
+    order, until the region's reserved capacity (replicas × planned req/s of the unit's best
+    class) reaches the LP's. Falling short instead leaves peaks to on-demand replicas,
+    which a switching cost makes dear.
+    """
+    inst = milp.instance
+    r = milp.cols["R"]
+    units = r.index["u"]
+    values = lp_x[r.start:r.stop]
+    col_lo, col_hi = milp.col_lo[r.start:r.stop], milp.col_hi[r.start:r.stop]
+    capacity = inst.unit_cap_rps[units].max(axis=1)
+    rounded = np.clip(np.floor(values + 1e-6), col_lo, col_hi)
+    for region in np.unique(inst.unit_region[units]):
+        members = np.flatnonzero(inst.unit_region[units] == region)
+        wanted = float(capacity[members] @ values[members]) * (1 - 1e-6)
+        for i in members[np.argsort(rounded[members] - values[members], kind="stable")]:
+            if float(capacity[members] @ rounded[members]) >= wanted:
+                break
+            if values[i] > rounded[i] + 1e-6 and rounded[i] < col_hi[i]:
+                rounded[i] += 1
+    lo, hi = milp.col_lo.copy(), milp.col_hi.copy()
+    lo[r.start:r.stop] = hi[r.start:r.stop] = rounded
     return replace(milp, col_lo=lo, col_hi=hi, _names={})
 
 
@@ -212,6 +248,7 @@ def warm_start(milp: Milp, lp: SolveOutcome, backend: str, gap: float, trial_nod
         candidates = [(lp.objective, np.zeros(0), lp.x)]
     trials: list[tuple[float, int, Milp]] = []  # (lower bound of the trial's MILP, order, trial)
     fallback: Milp | None = None
+    consolidated: Milp | None = None
     for lp_value, y_values, x_lp in candidates[:SERVING_SETS]:
         fixed = _with_y(milp, y_values) if y_values.size else milp
         if "R" not in milp.cols:
@@ -222,6 +259,7 @@ def warm_start(milp: Milp, lp: SolveOutcome, backend: str, gap: float, trial_nod
         start = np.rint(_round_reserved(fixed, x_lp, ROUNDING_SLACK).col_lo[r.start:r.stop])
         if fallback is None:
             fallback = _round_reserved(fixed, x_lp, FALLBACK_SLACK)
+            consolidated = _consolidate_reserved(fixed, x_lp)
         movable = np.ones(r.size, dtype=bool)
         if y_values.size:
             served = [int(g) for g, on in zip(milp.cols["y"].index["r"], y_values, strict=True) if on > 0.5]
@@ -258,8 +296,14 @@ def warm_start(milp: Milp, lp: SolveOutcome, backend: str, gap: float, trial_nod
         attempt = solve(trial, "a warm-start MILP")
         if attempt is not None and (best is None or attempt.objective < best.objective):
             best = attempt
-    if best is None and fallback is not None:
-        # no ranked candidate gave a plan: the generous rounding ⌈R − 0.05⌉ leaves the
-        # easiest MILP (little on-demand), so at least a plan comes back
-        best = solve(fallback, "the warm start's rounded plan")
+    # Completed period by period, a core costs a few seconds: the two roundings that leave
+    # little on demand are tried too, as switching can make on-demand replicas dear. As a
+    # MILP the generous rounding is the easiest, so it is solved when nothing else gave a plan.
+    extra = [consolidated, fallback] if by_period is not None else [fallback] if best is None else []
+    for core in extra:
+        if core is None or net.skip("the warm start's rounded plan"):
+            continue
+        rounded = solve(core, "the warm start's rounded plan")
+        if rounded is not None and (best is None or rounded.objective < best.objective):
+            best = rounded
     return best
