@@ -14,7 +14,7 @@ What it does:
    ratio of their rows/s (wall clock) and the CPU-seconds each spent (user + system
    of all its threads, from ``getrusage`` in the child, over the same timed section).
    DuckDB runs on every core and pandas on one, so the wall ratio depends on how many
-   cores are free; the CPU-seconds do not. Each child saves its table after its clock
+   cores are free; the CPU-seconds much less. Each child saves its table after its clock
    stops; the two tables must agree (counts and sums equal, quantiles to 1e-12
    relative), or the run stops. The load average is printed before the comparison.
 
