@@ -38,6 +38,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -90,7 +91,7 @@ def cpu_seconds() -> float:
     return usage.ru_utime + usage.ru_stime
 
 
-def child_duckdb(path: str, freq: str, table: str = "") -> dict:
+def child_duckdb(path: str, freq: str, table: str = "") -> dict[str, Any]:
     from planner.ingest import ingest_logs, parse_mapping
 
     cpu = cpu_seconds()
@@ -103,7 +104,7 @@ def child_duckdb(path: str, freq: str, table: str = "") -> dict:
     return {"rows": result.rows_read, "seconds": seconds, "cpu_seconds": cpu, "demand_rows": len(result.demand)}
 
 
-def child_pandas(path: str, freq: str, table: str = "") -> dict:
+def child_pandas(path: str, freq: str, table: str = "") -> dict[str, Any]:
     """The same aggregation as ingest_logs, the way one would write it in pandas."""
     import pandas as pd
 
@@ -144,7 +145,7 @@ def check_same_figures(duckdb_table: Path, pandas_table: Path) -> str:
     return f"same table from both ({len(ours):,} rows; quantiles agree to {gap:.1e} relative)"
 
 
-def run_child(kind: str, path: Path, freq: str, table: Path | None = None) -> dict:
+def run_child(kind: str, path: Path, freq: str, table: Path | None = None) -> dict[str, Any]:
     """Run one measurement in a fresh interpreter; its own peak RSS is read with getrusage.
 
     ``cpu_seconds`` covers the timed section only (read in the child);
@@ -171,16 +172,16 @@ def run_child(kind: str, path: Path, freq: str, table: Path | None = None) -> di
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     if done.returncode != 0:
         raise SystemExit(f"{kind} child failed:\n{done.stderr}")
-    figures = json.loads(done.stdout.strip().splitlines()[-1])
+    figures: dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])
     figures["wall_seconds"] = wall
     figures["process_cpu_seconds"] = (after.ru_utime + after.ru_stime) - (before.ru_utime + before.ru_stime)
     figures["children_maxrss_bytes"] = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss * 1024
     return figures
 
 
-def start_busy(count: int) -> list[subprocess.Popen]:
+def start_busy(count: int) -> list[subprocess.Popen[bytes]]:
     """Start ``count`` processes that spin on the CPU until they are stopped."""
-    spinners: list[subprocess.Popen] = []
+    spinners: list[subprocess.Popen[bytes]] = []
     try:
         for _ in range(count):
             spinners.append(subprocess.Popen([sys.executable, "-c", "while True: pass"]))
@@ -190,7 +191,7 @@ def start_busy(count: int) -> list[subprocess.Popen]:
     return spinners
 
 
-def stop_busy(spinners: list[subprocess.Popen]) -> None:
+def stop_busy(spinners: list[subprocess.Popen[bytes]]) -> None:
     """Kill and reap every spinning process (each by its own handle); empties the list."""
     while spinners:
         spinner = spinners.pop()
@@ -206,7 +207,7 @@ def load_average() -> str:
         return "n/a"
 
 
-def compare(path: Path, freq: str, scratch: Path, busy_cores: int = 0) -> dict:
+def compare(path: Path, freq: str, scratch: Path, busy_cores: int = 0) -> dict[str, Any]:
     """Run the DuckDB child, then the pandas child, on ``path``; check that their tables agree.
 
     ``busy_cores`` processes spin on the CPU from before the first child to after the
@@ -233,7 +234,7 @@ def compare(path: Path, freq: str, scratch: Path, busy_cores: int = 0) -> dict:
     }
 
 
-def _row(label: str, rows: int, size: int, figures: dict) -> str:
+def _row(label: str, rows: int, size: int, figures: dict[str, Any]) -> str:
     rate = figures["rows"] / figures["seconds"]
     return (
         f"| {label:<28} | {rows:>12,} | {size / 1e9:>7.2f} | {figures['seconds']:>8.1f} | "
