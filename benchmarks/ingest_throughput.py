@@ -16,7 +16,8 @@ What it does:
    DuckDB runs on every core and pandas on one, so the wall ratio depends on how many
    cores are free; the CPU-seconds much less. Each child saves its table after its clock
    stops; the two tables must agree (counts and sums equal, quantiles to 1e-12
-   relative), or the run stops. The load average is printed before the comparison.
+   relative), or the run stops. The load average read just before the comparison is
+   printed with it.
 
 ``--busy-cores N`` keeps N other processes spinning on the CPU during the comparison
 (started before the DuckDB child, stopped after the pandas child, always stopped on
