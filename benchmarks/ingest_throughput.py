@@ -11,17 +11,27 @@ What it does:
 3. On a smaller log that pandas can hold (``--compare-rows``, default 5M), runs both
    ``ingest_logs`` and a plain pandas ``read_csv`` + ``groupby`` doing the same
    aggregation, each in its own child process, one after the other, and prints the
-   ratio. Each child saves its table after its clock stops; the two tables must agree
-   (counts and sums equal, quantiles to 1e-12 relative), or the run stops.
+   ratio of their rows/s (wall clock) and the CPU-seconds each spent (user + system
+   of all its threads, from ``getrusage`` in the child, over the same timed section).
+   DuckDB runs on every core and pandas on one, so the wall ratio depends on how many
+   cores are free; the CPU-seconds much less. Each child saves its table after its clock
+   stops; the two tables must agree (counts and sums equal, quantiles to 1e-12
+   relative), or the run stops. The load average read just before the comparison is
+   printed with it.
 
-Usage: ``python benchmarks/ingest_throughput.py [--rows 50000000] [--compare-rows 5000000]``.
-It prints figures; it does not pass or fail.
+``--busy-cores N`` keeps N other processes spinning on the CPU during the comparison
+(started before the DuckDB child, stopped after the pandas child, always stopped on
+exit), to measure the ratio on a machine with fewer free cores, reproducibly.
+
+Usage: ``python benchmarks/ingest_throughput.py [--rows 50000000] [--compare-rows 5000000]
+[--busy-cores 0]``. It prints figures; it does not pass or fail.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import resource
 import shutil
 import subprocess
@@ -29,6 +39,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -75,21 +86,30 @@ def write_log(path: Path, rows: int, seed: int, chunk: int = 1_000_000) -> float
     return time.perf_counter() - began
 
 
-def child_duckdb(path: str, freq: str, table: str = "") -> dict:
+def cpu_seconds() -> float:
+    """User + system CPU-seconds this process has spent so far, all its threads included."""
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return usage.ru_utime + usage.ru_stime
+
+
+def child_duckdb(path: str, freq: str, table: str = "") -> dict[str, Any]:
     from planner.ingest import ingest_logs, parse_mapping
 
+    cpu = cpu_seconds()
     began = time.perf_counter()
     result = ingest_logs([path], "generic", mapping=parse_mapping(MAPPING), freq=freq)
     seconds = time.perf_counter() - began
+    cpu = cpu_seconds() - cpu
     if table:
         result.demand.to_parquet(table)
-    return {"rows": result.rows_read, "seconds": seconds, "demand_rows": len(result.demand)}
+    return {"rows": result.rows_read, "seconds": seconds, "cpu_seconds": cpu, "demand_rows": len(result.demand)}
 
 
-def child_pandas(path: str, freq: str, table: str = "") -> dict:
+def child_pandas(path: str, freq: str, table: str = "") -> dict[str, Any]:
     """The same aggregation as ingest_logs, the way one would write it in pandas."""
     import pandas as pd
 
+    cpu = cpu_seconds()
     began = time.perf_counter()
     frame = pd.read_csv(path)
     frame["bucket"] = pd.to_datetime(frame["ts"], utc=True, format="ISO8601").dt.floor(freq)
@@ -103,11 +123,12 @@ def child_pandas(path: str, freq: str, table: str = "") -> dict:
         for name, q in (("p50", 0.5), ("p99", 0.99)):
             demand[f"{measure}_{name}"] = grouped[measure].quantile(q)
     seconds = time.perf_counter() - began
+    cpu = cpu_seconds() - cpu
     if table:
         demand = demand.reset_index()
         demand.insert(0, "ts", demand.pop("bucket").dt.strftime("%Y-%m-%dT%H:%M:%SZ"))
         demand.to_parquet(table)
-    return {"rows": int(len(frame)), "seconds": seconds, "demand_rows": int(len(demand))}
+    return {"rows": int(len(frame)), "seconds": seconds, "cpu_seconds": cpu, "demand_rows": int(len(demand))}
 
 
 def check_same_figures(duckdb_table: Path, pandas_table: Path) -> str:
@@ -125,8 +146,14 @@ def check_same_figures(duckdb_table: Path, pandas_table: Path) -> str:
     return f"same table from both ({len(ours):,} rows; quantiles agree to {gap:.1e} relative)"
 
 
-def run_child(kind: str, path: Path, freq: str, table: Path | None = None) -> dict:
-    """Run one measurement in a fresh interpreter; its own peak RSS is read with getrusage."""
+def run_child(kind: str, path: Path, freq: str, table: Path | None = None) -> dict[str, Any]:
+    """Run one measurement in a fresh interpreter; its own peak RSS is read with getrusage.
+
+    ``cpu_seconds`` covers the timed section only (read in the child);
+    ``process_cpu_seconds`` the whole child, imports and table writing included (the
+    parent's ``RUSAGE_CHILDREN`` before and after; spinning processes are not waited
+    for until they stop, so they are not counted in it).
+    """
     code = (
         "import json, resource, sys; sys.path.insert(0, sys.argv[1]);"
         "import ingest_throughput as b;"
@@ -134,6 +161,7 @@ def run_child(kind: str, path: Path, freq: str, table: Path | None = None) -> di
         "r['maxrss_bytes'] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024;"
         "print(json.dumps(r))"
     )
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     began = time.perf_counter()
     done = subprocess.run(
         [sys.executable, "-c", code, str(Path(__file__).parent), str(path), freq, str(table or "")],
@@ -142,19 +170,76 @@ def run_child(kind: str, path: Path, freq: str, table: Path | None = None) -> di
         check=False,
     )
     wall = time.perf_counter() - began
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
     if done.returncode != 0:
         raise SystemExit(f"{kind} child failed:\n{done.stderr}")
-    figures = json.loads(done.stdout.strip().splitlines()[-1])
+    figures: dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])
     figures["wall_seconds"] = wall
+    figures["process_cpu_seconds"] = (after.ru_utime + after.ru_stime) - (before.ru_utime + before.ru_stime)
     figures["children_maxrss_bytes"] = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss * 1024
     return figures
 
 
-def _row(label: str, rows: int, size: int, figures: dict) -> str:
+def start_busy(count: int) -> list[subprocess.Popen[bytes]]:
+    """Start ``count`` processes that spin on the CPU until they are stopped."""
+    spinners: list[subprocess.Popen[bytes]] = []
+    try:
+        for _ in range(count):
+            spinners.append(subprocess.Popen([sys.executable, "-c", "while True: pass"]))
+    except BaseException:
+        stop_busy(spinners)
+        raise
+    return spinners
+
+
+def stop_busy(spinners: list[subprocess.Popen[bytes]]) -> None:
+    """Kill and reap every spinning process (each by its own handle); empties the list."""
+    while spinners:
+        spinner = spinners.pop()
+        spinner.kill()
+        spinner.wait()
+
+
+def load_average() -> str:
+    """The 1, 5 and 15 minute load averages, as ``/proc/loadavg`` gives them."""
+    try:
+        return " ".join(Path("/proc/loadavg").read_text().split()[:3])
+    except OSError:
+        return "n/a"
+
+
+def compare(path: Path, freq: str, scratch: Path, busy_cores: int = 0) -> dict[str, Any]:
+    """Run the DuckDB child, then the pandas child, on ``path``; check that their tables agree.
+
+    ``busy_cores`` processes spin on the CPU from before the first child to after the
+    second. Returns both children's figures, the agreement note, the load average read
+    before anything started, the wall ratio (DuckDB rows/s over pandas rows/s) and the
+    CPU ratio (pandas CPU-seconds over DuckDB's, above 1 when DuckDB spends less).
+    """
+    load = load_average()
+    spinners = start_busy(busy_cores)
+    try:
+        duck = run_child("duckdb", path, freq, scratch / "duckdb.parquet")
+        pandas = run_child("pandas", path, freq, scratch / "pandas.parquet")
+    finally:
+        stop_busy(spinners)
+    agreement = check_same_figures(scratch / "duckdb.parquet", scratch / "pandas.parquet")
+    return {
+        "duckdb": duck,
+        "pandas": pandas,
+        "agreement": agreement,
+        "load_before": load,
+        "busy_cores": busy_cores,
+        "wall_ratio": (duck["rows"] / duck["seconds"]) / (pandas["rows"] / pandas["seconds"]),
+        "cpu_ratio": pandas["cpu_seconds"] / duck["cpu_seconds"],
+    }
+
+
+def _row(label: str, rows: int, size: int, figures: dict[str, Any]) -> str:
     rate = figures["rows"] / figures["seconds"]
     return (
         f"| {label:<28} | {rows:>12,} | {size / 1e9:>7.2f} | {figures['seconds']:>8.1f} | "
-        f"{rate:>12,.0f} | {figures['maxrss_bytes'] / GIB:>8.2f} |"
+        f"{rate:>12,.0f} | {figures['maxrss_bytes'] / GIB:>8.2f} | {figures['cpu_seconds']:>6.1f} |"
     )
 
 
@@ -164,19 +249,26 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--compare-rows", type=int, default=5_000_000, help="rows in the pandas comparison log")
     parser.add_argument("--freq", default="1h")
     parser.add_argument("--seed", type=int, default=20240304)
+    parser.add_argument(
+        "--busy-cores",
+        type=int,
+        default=0,
+        help="processes kept spinning on the CPU during the pandas comparison (default 0)",
+    )
     args = parser.parse_args(argv)
+    if args.busy_cores < 0:
+        parser.error("--busy-cores must be 0 or more")
 
     scratch = Path(tempfile.mkdtemp(prefix="planner-bench-ingest-"))
     lines = [
-        "| run                          |         rows | file GB | seconds |       rows/s | peak GiB |",
-        "|------------------------------|--------------|---------|---------|--------------|----------|",
+        "| run                          |         rows | file GB | seconds |       rows/s | peak GiB |  CPU s |",
+        "|------------------------------|--------------|---------|---------|--------------|----------|--------|",
     ]
     try:
         small = scratch / "requests_small.csv"
         write_log(small, args.compare_rows, args.seed)
-        duck_small = run_child("duckdb", small, args.freq, scratch / "duckdb.parquet")
-        pandas_small = run_child("pandas", small, args.freq, scratch / "pandas.parquet")
-        agreement = check_same_figures(scratch / "duckdb.parquet", scratch / "pandas.parquet")
+        comparison = compare(small, args.freq, scratch, args.busy_cores)
+        duck_small, pandas_small = comparison["duckdb"], comparison["pandas"]
         size_small = small.stat().st_size
         small.unlink()
         lines.append(_row("duckdb ingest_logs (small)", args.compare_rows, size_small, duck_small))
@@ -191,14 +283,24 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
 
-    ratio = (duck_small["rows"] / duck_small["seconds"]) / (pandas_small["rows"] / pandas_small["seconds"])
     print("\n".join(lines))
     print()
     print(f"large log written in {gen_seconds:.1f} s ({size_large / 1e9:.2f} GB), then deleted")
-    print(agreement)
+    print(comparison["agreement"])
     print(
-        f"duckdb vs pandas on {args.compare_rows:,} rows: {ratio:.2f}x the rows/s, "
+        f"comparison run with {args.busy_cores} busy core(s) of {os.cpu_count()}; "
+        f"load average before it: {comparison['load_before']}"
+    )
+    print(
+        f"duckdb vs pandas on {args.compare_rows:,} rows: {comparison['wall_ratio']:.2f}x the rows/s (wall), "
         f"{pandas_small['maxrss_bytes'] / duck_small['maxrss_bytes']:.1f}x less peak memory"
+    )
+    print(
+        f"CPU-seconds on {args.compare_rows:,} rows: duckdb {duck_small['cpu_seconds']:.1f} "
+        f"({duck_small['cpu_seconds'] / duck_small['seconds']:.2f} cores busy on average), "
+        f"pandas {pandas_small['cpu_seconds']:.1f} "
+        f"({pandas_small['cpu_seconds'] / pandas_small['seconds']:.2f}); "
+        f"duckdb spends {1 / comparison['cpu_ratio']:.2f}x pandas' CPU"
     )
     goal = "met" if duck_large["maxrss_bytes"] < 2 * GIB else "NOT met"
     print(f"peak RSS at {args.rows:,} rows: {duck_large['maxrss_bytes'] / GIB:.2f} GiB (goal < 2 GiB: {goal})")
