@@ -246,9 +246,21 @@ def warm_start(milp: Milp, lp: SolveOutcome, backend: str, gap: float, trial_nod
         candidates = _serving_candidates(milp, lp.x, net)
     else:
         candidates = [(lp.objective, np.zeros(0), lp.x)]
+    by_period = PeriodSplit.of(group_cuts(milp))
+
+    def solve(trial: Milp, what: str) -> SolveOutcome | None:
+        core = by_period.core if by_period is not None else None
+        if core is not None and np.array_equal(trial.col_lo[core], trial.col_hi[core]):
+            outcome = by_period.complete(trial.col_lo[core], net)  # type: ignore[union-attr]
+        else:
+            outcome = net.watch(run_backend(backend, group_cuts(trial), time_limit_s=net.left(), gap=gap / 2,
+                                            node_limit=trial_nodes), what)
+        return outcome if outcome.status.has_solution else None
+
     trials: list[tuple[float, int, Milp]] = []  # (lower bound of the trial's MILP, order, trial)
     fallback: Milp | None = None
     consolidated: Milp | None = None
+    best: SolveOutcome | None = None
     for lp_value, y_values, x_lp in candidates[:SERVING_SETS]:
         fixed = _with_y(milp, y_values) if y_values.size else milp
         if "R" not in milp.cols:
@@ -260,6 +272,10 @@ def warm_start(milp: Milp, lp: SolveOutcome, backend: str, gap: float, trial_nod
         if fallback is None:
             fallback = _round_reserved(fixed, x_lp, FALLBACK_SLACK)
             consolidated = _consolidate_reserved(fixed, x_lp)
+            if by_period is not None and not net.skip("the warm start's rounded plan"):
+                # completed in seconds, before the descent's LPs: a plan is at hand, and it
+                # prunes the ranked cores whose cut-LP value it already beats
+                best, consolidated = solve(consolidated, "the warm start's rounded plan"), None
         movable = np.ones(r.size, dtype=bool)
         if y_values.size:
             served = [int(g) for g, on in zip(milp.cols["y"].index["r"], y_values, strict=True) if on > 0.5]
@@ -272,18 +288,6 @@ def warm_start(milp: Milp, lp: SolveOutcome, backend: str, gap: float, trial_nod
             lo[r.start:r.stop] = hi[r.start:r.stop] = values
             trials.append((value, len(trials), replace(fixed, col_lo=lo, col_hi=hi, _names={})))
 
-    by_period = PeriodSplit.of(group_cuts(milp))
-
-    def solve(trial: Milp, what: str) -> SolveOutcome | None:
-        core = by_period.core if by_period is not None else None
-        if core is not None and np.array_equal(trial.col_lo[core], trial.col_hi[core]):
-            outcome = by_period.complete(trial.col_lo[core], net)  # type: ignore[union-attr]
-        else:
-            outcome = net.watch(run_backend(backend, group_cuts(trial), time_limit_s=net.left(), gap=gap / 2,
-                                            node_limit=trial_nodes), what)
-        return outcome if outcome.status.has_solution else None
-
-    best: SolveOutcome | None = None
     if fallback is not None and by_period is None and milp.instance.n_periods > LONG_HORIZON_PERIODS:
         # a long horizon makes every MILP slow: the easiest one first, so a plan is at hand
         best, fallback = solve(fallback, "the warm start's rounded plan"), None
