@@ -148,7 +148,6 @@ class PeriodSplit:
         outcome.message = "completed period by period"
         return outcome
 
-
     def _keep_through_dips(self, x: np.ndarray) -> None:
         """Raise each unit's on-demand replicas where that costs less than switching; set w to the steps left.
 
@@ -162,6 +161,7 @@ class PeriodSplit:
         for d_name, w_name in self.switching:
             D, w = milp.cols[d_name], milp.cols[w_name]
             units, periods = D.index["u"], D.index["t"]
+            switch_cost = float(milp.c[w.start]) if w.size else 0.0
             for u in np.unique(units):
                 cols = D.start + np.flatnonzero(units == u)
                 cols = cols[np.argsort(periods[cols - D.start])]
@@ -176,26 +176,22 @@ class PeriodSplit:
                 lower = np.rint(x[cols]).astype(np.int64)
                 # never above the unit's busiest period: more than that only costs
                 upper = np.minimum(np.minimum(lower + room, milp.col_hi[cols]), lower.max()).astype(np.int64)
-                kept = smooth_trajectory(milp.c[cols], lower, upper, float(milp.c[w.start]) if w.size else 0.0)
+                kept = smooth_trajectory(milp.c[cols], lower, upper, switch_cost)
                 np.subtract.at(slack, row[limited], ((kept - lower) * gpus)[limited])
                 x[cols] = kept
-            step = x[D.start + _previous_column(D, w)] - x[D.start + _same_column(D, w)]
-            x[w.start:w.stop] = np.abs(step)
+            same, previous = _switch_steps(D, w)
+            x[w.start:w.stop] = np.abs(x[D.start + same] - x[D.start + previous])
 
 
-def _same_column(D: Block, w: Block) -> np.ndarray:
-    """Offsets into D of the on-demand column each switching column follows."""
-    position = {(int(u), int(t)): i for i, (u, t) in enumerate(zip(D.index["u"], D.index["t"], strict=True))}
-    return np.array([position[int(u), int(t)] for u, t in zip(w.index["u"], w.index["t"], strict=True)],
-                    dtype=np.int64)
-
-
-def _previous_column(D: Block, w: Block) -> np.ndarray:
-    """Offsets into D of the on-demand column in the period before each switching column's (cyclically)."""
+def _switch_steps(D: Block, w: Block) -> tuple[np.ndarray, np.ndarray]:
+    """Offsets into D, for each switching column, of the on-demand column it follows and of
+    the one in the period before (cyclically)."""
     T = int(D.index["t"].max()) + 1 if D.size else 0
     position = {(int(u), int(t)): i for i, (u, t) in enumerate(zip(D.index["u"], D.index["t"], strict=True))}
-    return np.array([position[int(u), (int(t) - 1) % T] for u, t in zip(w.index["u"], w.index["t"], strict=True)],
-                    dtype=np.int64)
+    pairs = [(position[u, t], position[u, (t - 1) % T])
+             for u, t in zip(w.index["u"].tolist(), w.index["t"].tolist(), strict=True)]
+    same, previous = np.array(pairs, dtype=np.int64).reshape(-1, 2).T
+    return same, previous
 
 
 def _solve_period(sub: Milp, net: SafetyNet) -> SolveOutcome:

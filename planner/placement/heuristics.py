@@ -74,13 +74,17 @@ TRIALS_BY_PERIOD = 1
 and the core with the best cut-LP value gave the best plan on every block measured (decision 0020)."""
 
 
+def _fixed(milp: Milp, block: str, values: np.ndarray) -> Milp:
+    """The block with the columns of ``block`` (y: serving indicators, R: reserved replicas) fixed."""
+    lo, hi = milp.col_lo.copy(), milp.col_hi.copy()
+    cols = milp.cols[block]
+    lo[cols.start:cols.stop] = hi[cols.start:cols.stop] = values
+    return replace(milp, col_lo=lo, col_hi=hi, _names={})
+
+
 def _with_y(milp: Milp, y_values: np.ndarray) -> Milp:
     """The block with its serving indicators fixed."""
-    lo, hi = milp.col_lo.copy(), milp.col_hi.copy()
-    y = milp.cols["y"]
-    lo[y.start:y.stop] = y_values
-    hi[y.start:y.stop] = y_values
-    return replace(milp, col_lo=lo, col_hi=hi, _names={})
+    return _fixed(milp, "y", y_values)
 
 
 def _round_reserved(milp: Milp, lp_x: np.ndarray, slack: float) -> Milp:
@@ -91,7 +95,6 @@ def _round_reserved(milp: Milp, lp_x: np.ndarray, slack: float) -> Milp:
     instead, one replica at a time, until the reserved GPUs fit.
     """
     inst = milp.instance
-    lo, hi = milp.col_lo.copy(), milp.col_hi.copy()
     r = milp.cols["R"]
     units = r.index["u"]
     values = lp_x[r.start:r.stop]
@@ -107,9 +110,7 @@ def _round_reserved(milp: Milp, lp_x: np.ndarray, slack: float) -> Milp:
             if rounded[pick] <= 0:
                 break
             rounded[pick] -= 1
-    lo[r.start:r.stop] = rounded
-    hi[r.start:r.stop] = rounded
-    return replace(milp, col_lo=lo, col_hi=hi, _names={})
+    return _fixed(milp, "R", rounded)
 
 
 def _consolidate_reserved(milp: Milp, lp_x: np.ndarray) -> Milp:
@@ -137,9 +138,7 @@ def _consolidate_reserved(milp: Milp, lp_x: np.ndarray) -> Milp:
                 break
             if values[i] > rounded[i] + 1e-6 and rounded[i] < col_hi[i]:
                 rounded[i] += 1
-    lo, hi = milp.col_lo.copy(), milp.col_hi.copy()
-    lo[r.start:r.stop] = hi[r.start:r.stop] = rounded
-    return replace(milp, col_lo=lo, col_hi=hi, _names={})
+    return _fixed(milp, "R", rounded)
 
 
 def _serving_candidates(milp: Milp, lp_x: np.ndarray, net: SafetyNet) -> list[tuple[float, np.ndarray, np.ndarray]]:
@@ -284,9 +283,7 @@ def warm_start(milp: Milp, lp: SolveOutcome, backend: str, gap: float, trial_nod
         ranked = sorted((v, key) for key, v in search.values.items() if math.isfinite(v))
         for value, key in ranked[:RESERVED_CANDIDATES]:
             values = np.frombuffer(key, dtype=np.int64).astype(float)
-            lo, hi = fixed.col_lo.copy(), fixed.col_hi.copy()
-            lo[r.start:r.stop] = hi[r.start:r.stop] = values
-            trials.append((value, len(trials), replace(fixed, col_lo=lo, col_hi=hi, _names={})))
+            trials.append((value, len(trials), _fixed(fixed, "R", values)))
 
     if fallback is not None and by_period is None and milp.instance.n_periods > LONG_HORIZON_PERIODS:
         # a long horizon makes every MILP slow: the easiest one first, so a plan is at hand
