@@ -97,13 +97,10 @@ def build(hours: int, scale: float, n_regions: int | None = None, name: str = "g
                         & forecast["model"].isin([m.name for m in scenario.models])]
     if n_regions is not None:
         scenario, forecast = _fewer_regions(scenario, forecast, n_regions)
-    profiles = load_profiles()
-    if name == "demo":  # as `planner place` builds it: the usable profiles, the scenario's policy
-        profiles = usable_profiles(scenario, profiles)
-        table, _ = analytic_capacity(profiles, scenario.class_names,
-                                     kv_fraction=scenario.policy.admission.kv_fraction, policy=scenario.policy.name)
-    else:
-        table, _ = analytic_capacity(profiles, scenario.class_names, kv_fraction=scenario.policy.admission.kv_fraction)
+    # as `planner place` builds it: the profiles of each model's engine, the scenario's policy
+    profiles = usable_profiles(scenario, load_profiles())
+    table, _ = analytic_capacity(profiles, scenario.class_names, kv_fraction=scenario.policy.admission.kv_fraction,
+                                 policy=scenario.policy.name)
     demand = demand_from_forecast(forecast, scenario, scenario.capacity.forecast_quantile, parse_periods("hourly"))
     return build_instance(scenario, demand, load_catalog(), profiles, table)
 

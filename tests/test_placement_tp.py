@@ -77,6 +77,15 @@ def test_the_scenario_s_tp_degrees_and_engine_choose_the_profile_rows():
     assert rows[["tp_degree", "engine"]].values.tolist() == [[1, "vllm"], [4, "vllm"]]
 
 
+def test_profile_rows_of_several_engines_give_one_unit_per_tp_degree():
+    # Identical units would only repeat columns: a larger program with symmetric optima.
+    case = tp_case({1: TP1, 2: {"interactive": 10.0, "batch": 16.0}}, {"interactive": [3.0]})
+    both = pd.concat([case.profiles, profiles([(MODEL, "H100", 1), (MODEL, "H100", 2)], engine="sglang")],
+                     ignore_index=True)
+    inst, _ = Case(case.scenario, case.forecast, case.catalog, both, case.capacity).instance()
+    assert _tps(inst) == [1, 2] and not inst.excluded
+
+
 # --------------------------------------------------------------------------- dominance
 DOMINATED = {1: TP1, 2: {"interactive": 8.0, "batch": 12.0}}  # two TP 1 replicas carry at least as much
 STRONGER = {1: TP1, 2: {"interactive": 10.0, "batch": 12.0}}  # more interactive per GPU than two TP 1 replicas

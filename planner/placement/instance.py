@@ -249,7 +249,9 @@ class _Tables:
                  for r, s, t, p in offers[["region_key", "sku", "tier", "usd_per_gpu_hour"]].itertuples(index=False)}
         tps: dict[tuple[str, str], list[int]] = {}
         for m, s, g in profiles[["model", "sku", "tp_degree"]].itertuples(index=False):
-            tps.setdefault((str(m), str(s)), []).append(int(g))
+            degrees = tps.setdefault((str(m), str(s)), [])
+            if int(g) not in degrees:  # one unit per degree: rows of several engines would repeat it
+                degrees.append(int(g))
         cap = {
             (str(m), str(s), int(g), str(k)): float(v)
             for m, s, g, k, v in capacity[["model", "sku", "tp_degree", "traffic_class", "max_rps_per_replica"]]
