@@ -46,7 +46,6 @@ from __future__ import annotations
 import math
 from dataclasses import replace
 
-import highspy
 import numpy as np
 
 from planner.placement import highs_backend
@@ -54,7 +53,7 @@ from planner.placement.backends import run_backend
 from planner.placement.by_period import PeriodSplit
 from planner.placement.limits import SafetyNet
 from planner.placement.milp import Milp
-from planner.placement.status import SolveOutcome
+from planner.placement.status import SolveOutcome, SolveStatus
 from planner.placement.strengthen import group_cuts
 
 ROUNDING_SLACK = 0.35
@@ -179,14 +178,16 @@ class _ReservedLp:
     """The block's LP with rounded capacity cuts and y fixed, kept loaded so that a reserved
     vector is priced by changing R's bounds and re-solving from the previous basis."""
 
-    def __init__(self, milp: Milp, y_values: np.ndarray, net: SafetyNet) -> None:
-        fixed = _with_y(milp, y_values) if y_values.size else milp
+    def __init__(self, milp: Milp, y_values: np.ndarray, net: SafetyNet, relaxation: highs_backend.LoadedLp) -> None:
+        self.lp = relaxation
+        if y_values.size:
+            y = milp.cols["y"]
+            relaxation.set_bounds(np.arange(y.start, y.stop), y_values, y_values)
         self.r = milp.cols["R"]
-        self.highs = highs_backend.new_highs()
-        highs_backend.load(group_cuts(fixed).relaxed(), self.highs)
         self.net = net
-        self.index = np.arange(self.r.start, self.r.stop, dtype=np.int32)
+        self.index = np.arange(self.r.start, self.r.stop)
         self.values: dict[bytes, float] = {}
+        self.slopes: dict[bytes, np.ndarray] = {}
 
     @property
     def exhausted(self) -> bool:
@@ -198,31 +199,42 @@ class _ReservedLp:
         if key not in self.values:
             if self.exhausted or self.net.skip("a reserved-vector LP of the warm start"):
                 return math.inf
-            self.highs.setOptionValue("time_limit", float(self.net.left()))
-            self.highs.changeColsBounds(self.index.size, self.index, reserved.astype(float), reserved.astype(float))
-            self.highs.run()
-            status = self.highs.getModelStatus()
-            if status in (highspy.HighsModelStatus.kTimeLimit, highspy.HighsModelStatus.kInterrupt):
-                self.net.hits.append("a reserved-vector LP of the warm start")
-            ok = status == highspy.HighsModelStatus.kOptimal
-            self.values[key] = float(self.highs.getInfo().objective_function_value) if ok else math.inf
+            self.lp.set_bounds(self.index, reserved, reserved)
+            outcome = self.net.watch(self.lp.solve(self.net.left()), "a reserved-vector LP of the warm start")
+            optimal = outcome.status == SolveStatus.OPTIMAL
+            self.values[key] = outcome.objective if optimal else math.inf
+            if optimal:
+                self.slopes[key] = self.lp.reduced_costs(self.index)
         return self.values[key]
+
+    def slope(self, reserved: np.ndarray) -> np.ndarray | None:
+        """A subgradient of the LP's value in R at ``reserved`` (after :meth:`value`), None if unknown."""
+        return self.slopes.get(reserved.astype(np.int64).tobytes())
 
 
 def _descend(milp: Milp, lp: _ReservedLp, start: np.ndarray, movable: np.ndarray) -> None:
-    """Steepest descent on the cut LP's value over reserved vectors: ±1 replica on one unit."""
+    """Steepest descent on the cut LP's value over reserved vectors: ±1 replica on one unit.
+
+    The LP's value V is convex in R, and the reduced cost g of a fixed R column is a
+    subgradient, so V(R ± e_i) ≥ V(R) ± g_i: a move whose first-order change is not
+    negative cannot improve and is not priced. The steepest move is the same; the
+    evaluations saved let the descent go further.
+    """
     r = milp.cols["R"]
     lo, hi = milp.col_lo[r.start:r.stop], milp.col_hi[r.start:r.stop]
     current = np.clip(start, lo, hi)
     value = lp.value(current)
     while not lp.exhausted:
         best, best_value = None, value
+        slope = lp.slope(current)
         for i in np.flatnonzero(movable):
             for step in (-1.0, 1.0):
                 trial = current.copy()
                 trial[i] += step
                 if trial[i] < lo[i] or trial[i] > hi[i]:
                     continue
+                if slope is not None and step * slope[i] > -1e-6:
+                    continue  # V(trial) ≥ V(current) + step · g_i ≥ V(current)
                 v = lp.value(trial)
                 if v < best_value - 1e-6:
                     best, best_value = trial, v
@@ -232,9 +244,12 @@ def _descend(milp: Milp, lp: _ReservedLp, start: np.ndarray, movable: np.ndarray
 
 
 def warm_start(milp: Milp, lp: SolveOutcome, backend: str, gap: float, trial_nodes: int,
-               net: SafetyNet) -> SolveOutcome | None:
+               net: SafetyNet, relaxation: highs_backend.LoadedLp | None = None) -> SolveOutcome | None:
     """The best plan among fixed-core MILPs: serving sets y by LP value, reserved vectors by
     cut-LP value (module docstring). None when no candidate gives a plan.
+
+    ``relaxation`` is the block's cut LP, loaded and solved (its bounds on y and R are
+    changed here); without it the cut LP is loaded afresh.
 
     Every step is bounded by a count (``trial_nodes`` per MILP), so the same block gives
     the same warm start on any machine unless the safety net ``net`` expires.
@@ -266,7 +281,9 @@ def warm_start(milp: Milp, lp: SolveOutcome, backend: str, gap: float, trial_nod
             trials.append((lp_value, len(trials), fixed))
             continue
         r = milp.cols["R"]
-        search = _ReservedLp(milp, y_values, net)
+        if relaxation is None:
+            relaxation = highs_backend.LoadedLp(group_cuts(milp).relaxed())
+        search = _ReservedLp(milp, y_values, net, relaxation)
         start = np.rint(_round_reserved(fixed, x_lp, ROUNDING_SLACK).col_lo[r.start:r.stop])
         if fallback is None:
             fallback = _round_reserved(fixed, x_lp, FALLBACK_SLACK)

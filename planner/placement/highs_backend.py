@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import math
 import time
+from collections.abc import Callable
 
 import highspy
 import numpy as np
@@ -115,8 +116,13 @@ def solve(
         highs.setOptionValue(key, value)
     if start is not None and milp.integer.any():
         highs.setSolution(_solution(start))
-    built = time.perf_counter() - began
     _enforce_deadline(highs, began + max(time_limit_s, 0.01) + DEADLINE_GRACE_S)
+    return _run(highs, milp, began, gap)
+
+
+def _run(highs: highspy.Highs, milp: Milp, began: float, gap: float) -> SolveOutcome:
+    """Run the loaded model and read its outcome (``began``: when building it started)."""
+    built = time.perf_counter() - began
     run_status = highs.run()
     elapsed = time.perf_counter() - began
     model_status = highs.getModelStatus()
@@ -146,9 +152,61 @@ def solve(
     return outcome
 
 
-def _enforce_deadline(highs: highspy.Highs, deadline: float) -> None:
+class LoadedLp:
+    """An LP kept loaded in HiGHS, so that added rows and changed bounds re-solve from the last basis.
+
+    After a row is added or a column fixed, dual simplex from the previous optimal basis
+    needs a few pivots where a cold solve of a large block takes minutes. Each re-solve is
+    exact (the LP's optimum), so only the time depends on what was solved before. The
+    deadline callback is attached once; each solve moves it to its own time limit.
+    """
+
+    def __init__(self, milp: Milp) -> None:
+        if milp.integer.any():
+            raise ValueError("LoadedLp takes an LP: pass milp.relaxed()")
+        self.milp = milp
+        self.highs = new_highs()
+        load(milp, self.highs)
+        self._deadline = math.inf
+        _enforce_deadline(self.highs, lambda: self._deadline)
+
+    def add_rows(self, extended: Milp) -> None:
+        """Add the rows ``extended`` has beyond the loaded LP's (same columns, rows appended)."""
+        have = self.milp.n_rows
+        if extended.n_cols != self.milp.n_cols or extended.n_rows < have:
+            raise ValueError("the extended LP must keep the loaded LP's columns and rows, in order")
+        if extended.n_rows == have:
+            return
+        extra = extended.A[have:].tocsr()
+        inf = self.highs.getInfinity()
+        self.highs.addRows(extra.shape[0], np.where(np.isinf(extended.row_lo[have:]), -inf, extended.row_lo[have:]),
+                           np.where(np.isinf(extended.row_hi[have:]), inf, extended.row_hi[have:]), extra.nnz,
+                           extra.indptr[:-1].astype(np.int32), extra.indices.astype(np.int32), extra.data)
+        self.milp = extended
+
+    def set_bounds(self, cols: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> None:
+        """Set the bounds of columns ``cols`` (indices into the LP's columns)."""
+        index = np.asarray(cols, dtype=np.int32)
+        self.highs.changeColsBounds(index.size, index, np.asarray(lo, dtype=float), np.asarray(hi, dtype=float))
+
+    def reduced_costs(self, cols: np.ndarray) -> np.ndarray:
+        """The last solve's reduced costs of columns ``cols``: for a fixed column, a subgradient of
+        the LP's value in its bound."""
+        duals = np.asarray(self.highs.getSolution().col_dual, dtype=float)
+        return np.asarray(duals[np.asarray(cols)], dtype=float)
+
+    def solve(self, time_limit_s: float) -> SolveOutcome:
+        """Solve from the last basis; ``time_limit_s`` is the wall-clock safety net."""
+        began = time.perf_counter()
+        self.highs.setOptionValue("time_limit", float(max(time_limit_s, 0.01)))
+        self._deadline = began + max(time_limit_s, 0.01) + DEADLINE_GRACE_S
+        return _run(self.highs, self.milp, began, gap=0.0)
+
+
+def _enforce_deadline(highs: highspy.Highs, deadline: float | Callable[[], float]) -> None:
+    """Interrupt HiGHS once the clock passes ``deadline`` (a time, or a function giving the current one)."""
     def stop_if_late(event: highspy.HighsCallbackEvent) -> None:
-        if time.perf_counter() > deadline:
+        if time.perf_counter() > (deadline() if callable(deadline) else deadline):
             event.interrupt()
 
     highs.cbMipInterrupt += stop_if_late

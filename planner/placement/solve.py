@@ -153,7 +153,8 @@ def solve_block(milp: Milp, models: tuple[str, ...], *, backend: str, gap: float
         return BlockOutcome(models, milp, status, x, objective, bound, lp_bound, heuristic,
                             time.perf_counter() - began, message, time_limit_hits=tuple(net.hits[hits_before:]))
 
-    lp = net.watch(highs_backend.solve(milp.relaxed(), time_limit_s=net.left(), gap=gap), "the LP relaxation")
+    relaxation = highs_backend.LoadedLp(milp.relaxed())
+    lp = net.watch(relaxation.solve(net.left()), "the LP relaxation")
     if lp.status == SolveStatus.INFEASIBLE:
         return done(SolveStatus.INFEASIBLE, None, math.nan, math.inf, math.inf, math.nan, "LP relaxation infeasible")
     if lp.x is None:
@@ -165,10 +166,10 @@ def solve_block(milp: Milp, models: tuple[str, ...], *, backend: str, gap: float
         x = lp.x.copy()
         x[milp.integer] = np.rint(x[milp.integer])
         return done(SolveStatus.OPTIMAL, x, lp_bound, lp_bound, lp_bound, lp_bound, "LP relaxation is integral")
-    cut_lp = net.watch(highs_backend.solve(group_cuts(milp).relaxed(), time_limit_s=net.left(), gap=gap),
-                       "the cut LP bound")
+    relaxation.add_rows(group_cuts(milp).relaxed())  # re-solved from the LP's basis
+    cut_lp = net.watch(relaxation.solve(net.left()), "the cut LP bound")
     bound = max(lp_bound, cut_lp.objective) if cut_lp.status == SolveStatus.OPTIMAL else lp_bound
-    start = warm_start(milp, lp, backend, gap, trial_nodes(node_limit), net)
+    start = warm_start(milp, lp, backend, gap, trial_nodes(node_limit), net, relaxation)
     if start is None or start.x is None:
         if not branch:
             return done(SolveStatus.ERROR, None, math.nan, bound, lp_bound, math.nan,
