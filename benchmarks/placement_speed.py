@@ -20,7 +20,8 @@ hours of ``data/history/demo_history.parquet`` (requests per hour, per origin, m
 class) moved N hours ahead, with mean = q50 = the count, q90 = 1.15×, q95 = 1.25× and
 q99 = 1.45× it. The history has no qwen3-235b-a22b, so its series are llama-3.1-70b's at half
 the rate. ``--scale`` multiplies every rate. The capacity coefficients are the analytic
-estimate (no calibration yet).
+estimate (no calibration yet). Both instances are built as ``planner place`` builds them:
+the profile rows of each model's engine only (``usable_profiles``) and the scenario's policy.
 
 Every figure comes from this machine and this run; the script prints a table (with one
 line per block under each run: models, serving regions, integers, objective, bound, LP

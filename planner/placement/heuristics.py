@@ -12,9 +12,11 @@ and flows only: it solves in seconds where the whole block takes minutes.
   rounding up over-subscribes a quota, the units rounded furthest above their LP value go
   down one replica at a time), then steepest descent, ±1 replica on one unit of a served
   region, on the value of the LP with the rounded capacity cuts (``strengthen.py``) and
-  y, R fixed. That LP stays loaded and re-solves from the previous basis, which makes
-  each vector cheap to price; with the cuts it charges a too-small R the on-demand replicas the peaks need
-  and their switching, so it ranks vectors much like the MILP does.
+  y, R fixed. It is the block's cut LP, still loaded from the bound (``highs_backend.LoadedLp``),
+  and it re-solves from the previous basis, which makes each vector cheap to price; a move
+  whose reduced cost shows it cannot improve is not priced at all. With the cuts the LP
+  charges a too-small R the on-demand replicas the peaks need and their switching, so it
+  ranks vectors much like the MILP does.
 * The ``RESERVED_CANDIDATES`` best vectors of each serving set are the candidates, best
   cut-LP value first; that value bounds the candidate's plan from below, so a candidate
   whose value is above the best plan found ends the search. With y and R fixed, every row
@@ -32,7 +34,8 @@ and flows only: it solves in seconds where the whole block takes minutes.
   periods, since the LPs then take most of the time
   (``docs/decisions/0005-placement-blocks-cuts-and-warm-starts.md``,
   ``0020-placement-completes-fixed-cores-period-by-period.md``,
-  ``0026-placement-switching-blocks-completed-period-by-period.md``).
+  ``0026-placement-switching-blocks-completed-period-by-period.md``,
+  ``0027-global-placement-measured-as-place-builds-it.md``).
 
 Every step is bounded by a count, never by the clock (``limits.py``), so the warm start
 is the same on any machine: at most ``2 + |y|`` serving-set LPs, ``DESCENT_EVALUATIONS``

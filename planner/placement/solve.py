@@ -7,10 +7,10 @@
   add up to a valid bound. The blocks are dealt to worker processes, heaviest first to
   the least loaded worker; each block's search is bounded by counts alone
   (``limits.py``), so which worker solves it, and in which order, changes nothing.
-* **Per block**: LP relaxation; the LP with the rounded capacity cuts (``strengthen.py``),
-  the block's first proven bound; warm start (``heuristics.py``: serving sets by LP value,
-  reserved vectors by steepest descent on a cut LP, the best completed period by period,
-  ``by_period.py``).
+* **Per block**: LP relaxation; the LP with the rounded capacity cuts (``strengthen.py``)
+  appended and re-solved from the LP's basis, the block's first proven bound; warm start
+  (``heuristics.py``: serving sets by LP value, reserved vectors by steepest descent on
+  the cut LP, the best completed period by period, ``by_period.py``).
 * **Branching only when the plan needs it.** The gap target is the whole plan's: when the
   blocks' warm starts against their cut-LP bounds are within it, no block is searched
   further. Otherwise the blocks above the target go to the backend (with the cut rows,
