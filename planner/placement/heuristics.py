@@ -249,10 +249,8 @@ def _descend(milp: Milp, lp: _ReservedLp, start: np.ndarray, movable: np.ndarray
 def warm_start(milp: Milp, lp: SolveOutcome, backend: str, gap: float, trial_nodes: int,
                net: SafetyNet, relaxation: highs_backend.LoadedLp | None = None) -> SolveOutcome | None:
     """The best plan among fixed-core MILPs: serving sets y by LP value, reserved vectors by
-    cut-LP value (module docstring). None when no candidate gives a plan.
-
-    ``relaxation`` is the block's cut LP, loaded and solved (its bounds on y and R are
-    changed here); without it the cut LP is loaded afresh.
+    cut-LP value (module docstring). None when no candidate gives a plan. ``relaxation`` is
+    the block's cut LP, loaded and solved (its y and R bounds change here; None: loaded afresh).
 
     Every step is bounded by a count (``trial_nodes`` per MILP), so the same block gives
     the same warm start on any machine unless the safety net ``net`` expires.
