@@ -116,7 +116,8 @@ def solve(
         highs.setOptionValue(key, value)
     if start is not None and milp.integer.any():
         highs.setSolution(_solution(start))
-    _enforce_deadline(highs, began + max(time_limit_s, 0.01) + DEADLINE_GRACE_S)
+    deadline = began + max(time_limit_s, 0.01) + DEADLINE_GRACE_S
+    _enforce_deadline(highs, lambda: deadline)
     return _run(highs, milp, began, gap)
 
 
@@ -203,10 +204,10 @@ class LoadedLp:
         return _run(self.highs, self.milp, began, gap=0.0)
 
 
-def _enforce_deadline(highs: highspy.Highs, deadline: float | Callable[[], float]) -> None:
-    """Interrupt HiGHS once the clock passes ``deadline`` (a time, or a function giving the current one)."""
+def _enforce_deadline(highs: highspy.Highs, deadline: Callable[[], float]) -> None:
+    """Interrupt HiGHS once the clock passes ``deadline()`` (read at each check, so it may move)."""
     def stop_if_late(event: highspy.HighsCallbackEvent) -> None:
-        if time.perf_counter() > (deadline() if callable(deadline) else deadline):
+        if time.perf_counter() > deadline():
             event.interrupt()
 
     highs.cbMipInterrupt += stop_if_late
