@@ -6,6 +6,8 @@ reduced costs bound the reserved-vector descent's moves.
 * With R fixed, the reduced cost g_i of R_i is a subgradient of the LP's value V (convex
   in R): it lies between V's one-sided derivatives, and V(R ± e_i) ≥ V(R) ± g_i for every
   unit, the rule by which the descent skips moves it need not price (``heuristics._descend``).
+* Each re-solve gets the whole time limit it is handed, although HiGHS counts its limit
+  on one clock over all of the object's solves.
 """
 
 from __future__ import annotations
@@ -88,3 +90,22 @@ def test_reduced_costs_of_fixed_reserved_columns_bound_each_move(inst):
                 assert value >= base + step * slope[i] - 1e-6 * max(1.0, abs(base))
                 checked += 1
     assume(checked > 0)  # hypothesis fails the test if no example had a move to check
+
+
+def test_each_solve_gets_its_own_time_limit_not_what_is_left_of_the_first():
+    """HiGHS counts its time limit from the object's first solve; a loaded LP solved many times
+    must still give each solve the whole limit it is handed."""
+    from test_placement_decomposition import two_zone_instance
+
+    milp = group_cuts(formulate(two_zone_instance(["eu"], hours=6), (0, 1), budget=False, cuts=False)).relaxed()
+    loaded = highs_backend.LoadedLp(milp)
+    R = milp.cols["R"]
+    for turn in range(300):  # build up the object's run time (about 0.5 s), moving the LP each time
+        upper = milp.col_hi[R.start:R.stop] if turn % 2 else np.zeros(R.size)  # no reserved: all on demand
+        loaded.set_bounds(np.arange(R.start, R.stop), np.zeros(R.size), upper)
+        assert loaded.solve(60.0).status == SolveStatus.OPTIMAL
+    used = loaded.highs.getRunTime()
+    assert used > 0
+    loaded.set_bounds(np.arange(R.start, R.stop), np.zeros(R.size), np.zeros(R.size))
+    again = loaded.solve(used / 2)  # one of the 300 moves again: far quicker than half their time
+    assert again.status == SolveStatus.OPTIMAL and not again.hit_time_limit

@@ -199,7 +199,9 @@ class LoadedLp:
     def solve(self, time_limit_s: float) -> SolveOutcome:
         """Solve from the last basis; ``time_limit_s`` is the wall-clock safety net."""
         began = time.perf_counter()
-        self.highs.setOptionValue("time_limit", float(max(time_limit_s, 0.01)))
+        # HiGHS measures time_limit on one clock for the object's whole life (its run time
+        # over every solve so far), so this solve's limit starts where that clock stands
+        self.highs.setOptionValue("time_limit", self.highs.getRunTime() + float(max(time_limit_s, 0.01)))
         self._deadline = began + max(time_limit_s, 0.01) + DEADLINE_GRACE_S
         return _run(self.highs, self.milp, began, gap=0.0)
 
