@@ -39,3 +39,11 @@ def count_then_raise(spec: tuple[str, str]) -> None:
     if kind == "input":
         raise InputError("bad row in a task", where="task", fix="fix the row")
     raise OSError("transient failure")
+
+
+def sleep_then_pid(seconds: float) -> int:
+    """Sleep ``seconds`` (in C, as a long solver call would), then report the pid."""
+    import time
+
+    time.sleep(seconds)
+    return os.getpid()

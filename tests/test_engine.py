@@ -1,4 +1,4 @@
-"""planner.engine: option checks, engine resolution, and a dying worker in the process pool.
+"""planner.engine: option checks, engine resolution, a dying worker in the process pool, and its deadline.
 
 Order, progress and task errors of ``local`` and ``processes`` are in
 ``test_forecast_engine.py``; the ``dask`` engine is in ``test_engine_dask.py``.
@@ -7,9 +7,11 @@ Order, progress and task errors of ``local`` and ``processes`` are in
 from __future__ import annotations
 
 import math
+import os
+import time
 
 import pytest
-from engine_tasks import always_exit
+from engine_tasks import always_exit, sleep_then_pid
 
 from planner.engine import (
     ENGINES,
@@ -19,6 +21,7 @@ from planner.engine import (
     resolve_engine,
     run_tasks,
 )
+from planner.engine.processes import run_processes
 from planner.errors import ExitCode, InputError
 
 
@@ -69,3 +72,12 @@ def test_a_dying_process_worker_is_a_clear_error():
         run_tasks(always_exit, [0, 1, 2], engine="processes", workers=2)
     assert "(always_exit)" in str(err.value) and "no result was kept" in str(err.value)
     assert err.value.exit_code == ExitCode.UNEXPECTED and "memory" in err.value.fix
+
+
+def test_tasks_unfinished_at_the_deadline_are_stopped_and_have_no_result():
+    began = time.monotonic()
+    results = run_processes(sleep_then_pid, [0.0, 120.0, 0.0], 2, None, deadline=began + 10.0)
+    waited = time.monotonic() - began
+    assert results[1] is None  # stopped at the deadline, not after its 120 s
+    assert all(isinstance(pid, int) and pid != os.getpid() for pid in (results[0], results[2]))
+    assert 10.0 <= waited < 50.0  # the 10 s leave room for starting the workers on a loaded machine

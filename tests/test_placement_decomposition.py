@@ -136,3 +136,28 @@ def test_cut_lp_bound_is_below_the_exhaustive_optimum(inst):
     cut = group_cuts(formulate(inst, budget=False, cuts=False))
     lp = highs_backend.solve(cut.relaxed(), time_limit_s=30, gap=0.0)
     assert lp.objective <= expected + 1e-6 * max(1.0, expected)
+
+
+def test_a_branch_the_safety_net_stops_keeps_the_warm_start(monkeypatch):
+    """Branch and bound runs where the net can stop it; a stopped search keeps the block's
+    warm start and says so, as a plan that may not reproduce."""
+    from planner.placement import solve as solve_module
+
+    deadlines = []
+
+    def stopped_at_deadline(fn, tasks, workers, progress, deadline=None):
+        if deadline is None:  # the warm starts: run here
+            return [fn(task) for task in tasks]
+        deadlines.append(deadline)
+        return [None] * len(tasks)  # every search still running when the net expired
+
+    monkeypatch.setattr(solve_module, "run_processes", stopped_at_deadline)
+    monkeypatch.setattr(solve_module, "SUPERVISED_INTEGERS", 0)
+    inst = two_zone_instance(["eu"])
+    net = SafetyNet.starting_now(600)
+    summary = solve_instance(inst, backend="highs", gap=0.0, strategy="decomposed", net=net)
+    assert deadlines == [net.deadline + solve_module.STOP_GRACE_S]
+    stopped = [block for block in summary.blocks if "the block's branch and bound" in block.time_limit_hits]
+    assert stopped and summary.status.value == "time_limit_with_incumbent"
+    assert all(block.objective == block.heuristic_objective for block in stopped)
+    assert summary.fleet is not None and not summary.reproducible

@@ -86,8 +86,13 @@ def _stop_workers(pool: ProcessPoolExecutor) -> None:
 
 
 def run_processes(fn: Callable[[Any], Any], tasks: Sequence[Any], n_workers: int,
-                  progress: Callable[[int, int], None] | None) -> list[Any]:
-    """Apply ``fn`` to every task in ``n_workers`` processes; results in task order."""
+                  progress: Callable[[int, int], None] | None, deadline: float | None = None) -> list[Any]:
+    """Apply ``fn`` to every task in ``n_workers`` processes; results in task order.
+
+    ``deadline`` (a ``time.monotonic()`` value): once it passes, the workers are stopped
+    and every task not finished by then has the result None. A task deep in compiled code
+    that does not check the clock is stopped all the same.
+    """
     total = len(tasks)
     results: list[Any] = [None] * total
     done = 0
@@ -96,7 +101,11 @@ def run_processes(fn: Callable[[Any], Any], tasks: Sequence[Any], n_workers: int
         pending: dict[Future[Any], int] = {pool.submit(fn, t): i for i, t in enumerate(tasks)}
         try:
             while pending:
-                finished, _ = wait(pending, return_when=FIRST_COMPLETED)
+                timeout = None if deadline is None else max(deadline - time.monotonic(), 0.0)
+                finished, _ = wait(pending, timeout=timeout, return_when=FIRST_COMPLETED)
+                if not finished:  # the deadline passed with tasks still running
+                    _stop_workers(pool)
+                    break
                 for fut in sorted(finished, key=lambda f: pending[f]):
                     index = pending[fut]
                     try:

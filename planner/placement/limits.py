@@ -14,7 +14,10 @@ HiGHS, CBC and SCIP run single-threaded and reach the same node after the same w
 ``time_limit_s`` over a whole placement remains as a safety net against a pathological
 instance (a root node that never ends). Every solver call gets what is left of it; a call
 that the net stops is recorded in :attr:`SafetyNet.hits`, and the plan JSON, the terminal
-and the run history then warn that this plan may not reproduce.
+and the run history then warn that this plan may not reproduce. HiGHS honours the net
+only where it checks its interrupt callback, which its MILP root does not do between
+every step, so a large block's branch and bound runs in a worker process that is
+stopped when the net expires (``solve.py``); the block keeps its warm start.
 """
 
 from __future__ import annotations

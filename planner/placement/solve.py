@@ -16,7 +16,9 @@
   further. Otherwise the blocks above the target go to the backend (with the cut rows,
   except whole-model ``direct`` blocks, where they can stall the root cut loop), from
   their warm starts, until the gap target or the node limit. Both steps are decided on
-  counts and values, never the clock, so the plan is the same on any machine.
+  counts and values, never the clock, so the plan is the same on any machine. A large
+  block's search runs in a worker process, stopped if the safety net expires
+  (``limits.py``); the block then keeps its warm start.
 * **Joining.** The plans are joined under the shared quota rows. A block whose plan
   over-subscribes a (region, SKU) that earlier blocks use is repaired against the quota
   they leave in every period: first locally (only the replicas of the regions touching
@@ -39,7 +41,8 @@ from typing import Any
 
 import numpy as np
 
-from planner.engine import available_cores, run_tasks
+from planner.engine import available_cores
+from planner.engine.processes import run_processes
 from planner.placement import highs_backend
 from planner.placement.backends import run_backend
 from planner.placement.components import Part, lift, split
@@ -63,6 +66,13 @@ DIRECT_MAX_INTEGERS = 3000
 TRIAL_NODE_SHARE = 0.1
 """A warm-start MILP (serving set and reserved replicas fixed) gets this share of the node limit."""
 MIN_TRIAL_NODES = 50
+SUPERVISED_INTEGERS = DIRECT_MAX_INTEGERS
+"""A block with more integers than this branches in a worker process even when it is the only
+one, so that the safety net can stop it: HiGHS checks its interrupt callback only between
+some steps of its root node, and on the largest global block it went 417 s without one."""
+STOP_GRACE_S = 5.0
+"""How long after the safety net expires a branching worker is stopped, when HiGHS has not
+returned by itself."""
 
 
 def trial_nodes(node_limit: int) -> int:
@@ -303,15 +313,18 @@ def _needs_branch(result: dict[str, Any], gap: float) -> bool:
     return relative_gap(result["objective"], result["bound"]) > gap
 
 
-def _run_phase(tasks: list[_BinTask], bins: list[list[int]]) -> dict[int, dict[str, Any]]:
-    """Run the bins' tasks side by side (worker processes when there are two or more); results by block."""
-    if len(tasks) > 1:
-        done = run_tasks(_run_bin, tasks, engine="processes", workers=len(tasks))
+def _run_phase(tasks: list[_BinTask], bins: list[list[int]], workers: int,
+               deadline: float | None = None) -> dict[int, dict[str, Any]]:
+    """Run the bins' tasks side by side, results by block: in worker processes when there are
+    two or more, or when a ``deadline`` must be kept; a bin unfinished at the deadline has none."""
+    if len(tasks) > 1 or deadline is not None:
+        done = run_processes(_run_bin, tasks, max(min(workers, len(tasks)), 1), None, deadline=deadline)
     else:
         done = [_run_bin(task) for task in tasks]
     results: dict[int, dict[str, Any]] = {}
     for members, outcomes_of_bin in zip(bins, done, strict=True):
-        results.update(zip(members, outcomes_of_bin, strict=True))
+        if outcomes_of_bin is not None:
+            results.update(zip(members, outcomes_of_bin, strict=True))
     return results
 
 
@@ -323,19 +336,23 @@ def _solve_parts(parts: list[Part], weights: list[float], backend: str, node_lim
     workers = max(min(available_cores(), len(parts)), 1)
     bins = _bins(weights, workers)
     results = _run_phase([_BinTask(tuple(parts[i] for i in b), backend, node_limit, net, gap, direct)
-                          for b in bins], bins)
+                          for b in bins], bins, workers)
     objective = sum(r["objective"] for r in results.values() if r["x"] is not None)
     bound = sum(r["bound"] for r in results.values())
     solved = all(r["x"] is not None for r in results.values())
     if solved and relative_gap(objective, bound) <= gap:
         return results
-    todo = [i for i in sorted(results) if _needs_branch(results[i], gap)]
-    if todo:
-        again = _bins([weights[i] for i in todo], workers)
-        bins = [[todo[j] for j in b] for b in again]
-        tasks = [_BinTask(tuple(parts[i] for i in b), backend, node_limit, net, gap, direct,
-                          tuple(results[i] for i in b)) for b in bins]
-        results.update(_run_phase(tasks, bins))
+    todo = sorted((i for i in results if _needs_branch(results[i], gap)), key=lambda i: (weights[i], i))
+    if todo and not net.skip("branch and bound on the blocks above the gap target"):
+        # one block per task, lightest first: a search the net stops loses only its own
+        # block's search, and the most blocks finish before it expires
+        tasks = [_BinTask((parts[i],), backend, node_limit, net, gap, direct, (results[i],)) for i in todo]
+        supervised = len(todo) > 1 or weights[todo[-1]] > SUPERVISED_INTEGERS
+        branched = _run_phase(tasks, [[i] for i in todo], workers,
+                              net.deadline + STOP_GRACE_S if supervised else None)
+        for i in todo:
+            results[i] = branched.get(i) or {**results[i], "time_limit_hits": (
+                *results[i]["time_limit_hits"], "the block's branch and bound")}
     return results
 
 
