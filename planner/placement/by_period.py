@@ -179,11 +179,11 @@ class PeriodSplit:
                 kept = smooth_trajectory(milp.c[cols], lower, upper, switch_cost)
                 np.subtract.at(slack, row[limited], ((kept - lower) * gpus)[limited])
                 x[cols] = kept
-            same, previous = _switch_steps(D, w)
+            same, previous = switch_steps(D, w)
             x[w.start:w.stop] = np.abs(x[D.start + same] - x[D.start + previous])
 
 
-def _switch_steps(D: Block, w: Block) -> tuple[np.ndarray, np.ndarray]:
+def switch_steps(D: Block, w: Block) -> tuple[np.ndarray, np.ndarray]:
     """Offsets into D, for each switching column, of the on-demand column it follows and of
     the one in the period before (cyclically)."""
     T = int(D.index["t"].max()) + 1 if D.size else 0

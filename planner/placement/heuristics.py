@@ -25,6 +25,9 @@ and flows only: it solves in seconds where the whole block takes minutes.
   ``TRIALS_BY_PERIOD`` of them; a switching cost is set aside there and settled per unit
   afterwards. Where a budget row links the periods, the first ``TRIALS`` are solved as
   MILPs with the cut rows instead.
+* Every plan found then has its steady on-demand replicas bought reserved where that is
+  cheaper and every row allows it (``steady.py``): the LP meets a region's replica floor
+  with fractions of reserved replicas, the completed plan with whole on-demand ones.
 * Two roundings of the best serving set leave little on demand: the generous ``⌈R − 0.05⌉``
   and the consolidated one (each region's LP reserved capacity in whole replicas, on the
   units with the largest fractions). Completed period by period they are cheap and are
@@ -57,6 +60,7 @@ from planner.placement.by_period import PeriodSplit
 from planner.placement.limits import SafetyNet
 from planner.placement.milp import Milp
 from planner.placement.status import SolveOutcome, SolveStatus
+from planner.placement.steady import reserve_steady_replicas
 from planner.placement.strengthen import group_cuts
 
 ROUNDING_SLACK = 0.35
@@ -215,6 +219,13 @@ class _ReservedLp:
         return self.slopes.get(reserved.astype(np.int64).tobytes())
 
 
+def _steady_reserved(milp: Milp, outcome: SolveOutcome) -> SolveOutcome:
+    """The plan with its steady on-demand replicas bought reserved where that is cheaper (``steady.py``)."""
+    x = reserve_steady_replicas(milp, outcome.x)  # type: ignore[arg-type]  # a plan has a point
+    objective = float(milp.c @ x) + milp.offset
+    return replace(outcome, x=x, objective=objective) if objective < outcome.objective - 1e-9 else outcome
+
+
 def _descend(milp: Milp, lp: _ReservedLp, start: np.ndarray, movable: np.ndarray) -> None:
     """Steepest descent on the cut LP's value over reserved vectors: ±1 replica on one unit.
 
@@ -270,7 +281,7 @@ def warm_start(milp: Milp, lp: SolveOutcome, backend: str, gap: float, trial_nod
         else:
             outcome = net.watch(run_backend(backend, group_cuts(trial), time_limit_s=net.left(), gap=gap / 2,
                                             node_limit=trial_nodes), what)
-        return outcome if outcome.status.has_solution else None
+        return _steady_reserved(milp, outcome) if outcome.status.has_solution else None
 
     trials: list[tuple[float, int, Milp]] = []  # (lower bound of the trial's MILP, order, trial)
     fallback: Milp | None = None
