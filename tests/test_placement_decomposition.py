@@ -160,4 +160,5 @@ def test_a_branch_the_safety_net_stops_keeps_the_warm_start(monkeypatch):
     stopped = [block for block in summary.blocks if "the block's branch and bound" in block.time_limit_hits]
     assert stopped and summary.status.value == "time_limit_with_incumbent"
     assert all(block.objective == block.heuristic_objective for block in stopped)
+    assert all(block.status.value == "time_limit_with_incumbent" for block in stopped)
     assert summary.fleet is not None and not summary.reproducible

@@ -351,9 +351,14 @@ def _solve_parts(parts: list[Part], weights: list[float], backend: str, node_lim
         branched = _run_phase(tasks, [[i] for i in todo], workers,
                               net.deadline + STOP_GRACE_S if supervised else None)
         for i in todo:
-            results[i] = branched.get(i) or {**results[i], "time_limit_hits": (
-                *results[i]["time_limit_hits"], "the block's branch and bound")}
+            results[i] = branched.get(i) or _stopped(results[i], gap)
     return results
+
+
+def _stopped(result: dict[str, Any], gap: float) -> dict[str, Any]:
+    """A block whose branch and bound the safety net stopped: its warm start, marked as stopped on time."""
+    status = classify(result["objective"], result["bound"], gap, True) if result["x"] is not None else result["status"]
+    return {**result, "status": status, "time_limit_hits": (*result["time_limit_hits"], "the block's branch and bound")}
 
 
 def _bins(weights: list[float], count: int) -> list[list[int]]:
