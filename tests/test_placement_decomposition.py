@@ -24,6 +24,7 @@ from placement_helpers import Region, capacity, catalog, forecast, profiles, sce
 from test_placement_oracle import oracle, tiny_cases
 
 from planner.placement import highs_backend
+from planner.placement import solve as solve_module
 from planner.placement.components import components, split
 from planner.placement.heuristics import warm_start
 from planner.placement.instance import build_instance
@@ -141,8 +142,6 @@ def test_cut_lp_bound_is_below_the_exhaustive_optimum(inst):
 def test_a_branch_the_safety_net_stops_keeps_the_warm_start(monkeypatch):
     """Branch and bound runs where the net can stop it; a stopped search keeps the block's
     warm start and says so, as a plan that may not reproduce."""
-    from planner.placement import solve as solve_module
-
     deadlines = []
 
     def stopped_at_deadline(fn, tasks, workers, progress, deadline=None):
@@ -157,7 +156,7 @@ def test_a_branch_the_safety_net_stops_keeps_the_warm_start(monkeypatch):
     net = SafetyNet.starting_now(600)
     summary = solve_instance(inst, backend="highs", gap=0.0, strategy="decomposed", net=net)
     assert deadlines == [net.deadline + solve_module.STOP_GRACE_S]
-    stopped = [block for block in summary.blocks if "the block's branch and bound" in block.time_limit_hits]
+    stopped = [block for block in summary.blocks if solve_module.BRANCH_HIT in block.time_limit_hits]
     assert stopped and summary.status.value == "time_limit_with_incumbent"
     assert all(block.objective == block.heuristic_objective for block in stopped)
     assert all(block.status.value == "time_limit_with_incumbent" for block in stopped)

@@ -17,6 +17,7 @@ import math
 import numpy as np
 import pytest
 from hypothesis import HealthCheck, assume, given, settings
+from test_placement_decomposition import two_zone_instance
 from test_placement_oracle import tiny_cases
 
 from planner.placement import highs_backend
@@ -95,8 +96,6 @@ def test_reduced_costs_of_fixed_reserved_columns_bound_each_move(inst):
 def test_each_solve_gets_its_own_time_limit_not_what_is_left_of_the_first():
     """HiGHS counts its time limit from the object's first solve; a loaded LP solved many times
     must still give each solve the whole limit it is handed."""
-    from test_placement_decomposition import two_zone_instance
-
     milp = group_cuts(formulate(two_zone_instance(["eu"], hours=6), (0, 1), budget=False, cuts=False)).relaxed()
     loaded = highs_backend.LoadedLp(milp)
     R = milp.cols["R"]

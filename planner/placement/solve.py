@@ -70,6 +70,8 @@ SUPERVISED_INTEGERS = DIRECT_MAX_INTEGERS
 """A block with more integers than this branches in a worker process even when it is the only
 one, so that the safety net can stop it: HiGHS checks its interrupt callback only between
 some steps of its root node, and on the largest global block it went 417 s without one."""
+BRANCH_HIT = "the block's branch and bound"
+"""The safety-net hit of a block's branch and bound, whether HiGHS stopped itself or its worker was stopped."""
 STOP_GRACE_S = 5.0
 """How long after the safety net expires a branching worker is stopped, when HiGHS has not
 returned by itself."""
@@ -206,7 +208,7 @@ def branch_block(outcome: BlockOutcome, *, backend: str, gap: float, node_limit:
     hits_before = len(net.hits)
     milp = outcome.milp
     full = net.watch(run_backend(backend, group_cuts(milp) if cuts else milp, time_limit_s=net.left(), gap=gap,
-                                 node_limit=node_limit, start=outcome.x), "the block's branch and bound")
+                                 node_limit=node_limit, start=outcome.x), BRANCH_HIT)
     seconds = outcome.seconds + time.perf_counter() - began
     hits = (*outcome.time_limit_hits, *net.hits[hits_before:])
     if full.status == SolveStatus.INFEASIBLE and outcome.x is None:
@@ -358,7 +360,7 @@ def _solve_parts(parts: list[Part], weights: list[float], backend: str, node_lim
 def _stopped(result: dict[str, Any], gap: float) -> dict[str, Any]:
     """A block whose branch and bound the safety net stopped: its warm start, marked as stopped on time."""
     status = classify(result["objective"], result["bound"], gap, True) if result["x"] is not None else result["status"]
-    return {**result, "status": status, "time_limit_hits": (*result["time_limit_hits"], "the block's branch and bound")}
+    return {**result, "status": status, "time_limit_hits": (*result["time_limit_hits"], BRANCH_HIT)}
 
 
 def _bins(weights: list[float], count: int) -> list[list[int]]:

@@ -9,12 +9,12 @@ k of a unit's replicas to reserved changes its on-demand trajectory to max(D_t �
 
 The switching term is never negative (cutting a trajectory at k never adds a step), so
 the move pays when the on-demand replicas above the first k run in a large enough share
-of the horizon: k = 1, 2, … while each step lowers the cost. In every row of the
-placement MILP but one, R_u and D_ut appear as their sum, which only grows; the move
-changes no flow. The rows that can break are the quota (R_u + D_ut + S_ut ≤ Q in the
-periods where D_t was 0) and the sustained-commitment row (reserved replicas at most the
-load plus the floor), so each step is checked against every row it touches and taken only
-when all of them hold.
+of the horizon: k = 1, 2, … while each step lowers the cost. The move changes no flow,
+and in the capacity, redundancy and pool rows R_u and D_ut appear as their sum, which
+only grows. Two rows can break: the quota (R_u + D_ut + S_ut ≤ Q, in the periods where
+D_t was 0) and the sustained-commitment row (reserved replicas at most the load plus the
+floor). So each step is checked against every row it touches and taken only when all of
+them hold.
 """
 
 from __future__ import annotations
@@ -46,6 +46,8 @@ def reserve_steady_replicas(milp: Milp, x: np.ndarray) -> np.ndarray:
         mine = np.flatnonzero(w.index["u"] == u) if w is not None else np.zeros(0, dtype=np.int64)
         w_cols = (w.start if w is not None else 0) + mine
         changed = np.concatenate(([r_col], d_cols, w_cols))
+        touched = A[:, changed]
+        rows = np.unique(touched.indices)
         while x[r_col] + 1 <= milp.col_hi[r_col] + TOLERANCE:
             trial = x.copy()
             trial[r_col] += 1
@@ -54,9 +56,7 @@ def reserve_steady_replicas(milp: Milp, x: np.ndarray) -> np.ndarray:
             delta = trial[changed] - x[changed]
             if float(milp.c[changed] @ delta) >= -TOLERANCE:
                 break  # the next reserved replica would not pay for itself
-            touched = A[:, changed]
             moved = level + touched @ delta
-            rows = np.unique(touched.indices)
             if ((moved[rows] < milp.row_lo[rows] - TOLERANCE) | (moved[rows] > milp.row_hi[rows] + TOLERANCE)).any():
                 break
             x, level = trial, moved
