@@ -44,7 +44,9 @@ Every step is bounded by a count, never by the clock (``limits.py``), so the war
 is the same on any machine: at most ``2 + |y|`` serving-set LPs, ``DESCENT_EVALUATIONS``
 reserved-vector LPs per serving set, and ``TRIALS`` MILPs of at most ``trial_nodes`` nodes
 each (or ``TRIALS_BY_PERIOD`` completions, each period's MILP node-limited). The
-wall-clock safety net only skips what is left once it has expired, and that is recorded.
+wall-clock safety net only skips what is left once it has expired, and that is recorded;
+the calls that make the block's first plan (its serving set unpriced, if need be, and the
+rounded cores) get ``PLAN_GRACE_S`` past it, so that a block always has a plan.
 """
 
 from __future__ import annotations
@@ -57,7 +59,7 @@ import numpy as np
 from planner.placement import highs_backend
 from planner.placement.backends import run_backend
 from planner.placement.by_period import PeriodSplit
-from planner.placement.limits import SafetyNet
+from planner.placement.limits import PLAN_GRACE_S, SafetyNet
 from planner.placement.milp import Milp
 from planner.placement.status import SolveOutcome, SolveStatus
 from planner.placement.steady import reserve_steady_replicas
@@ -147,7 +149,13 @@ def _consolidate_reserved(milp: Milp, lp_x: np.ndarray) -> Milp:
     return _fixed(milp, "R", rounded)
 
 
-def _serving_candidates(milp: Milp, lp_x: np.ndarray, net: SafetyNet) -> list[tuple[float, np.ndarray, np.ndarray]]:
+def _served(milp: Milp, lp_x: np.ndarray) -> np.ndarray:
+    """The LP's serving set rounded up: every region it serves at all."""
+    y = milp.cols["y"]
+    return (lp_x[y.start:y.stop] > 1e-6).astype(float)
+
+
+def _serving_candidates(milp: Milp, lp: SolveOutcome, net: SafetyNet) -> list[tuple[float, np.ndarray, np.ndarray]]:
     """Serving sets y to try, best LP value first: the LP's own (y > 0 rounded up, and y ≥ 0.5),
     and every one-region change (drop a served region, add an unserved one) of the better one.
 
@@ -167,12 +175,11 @@ def _serving_candidates(milp: Milp, lp_x: np.ndarray, net: SafetyNet) -> list[tu
         if lp.x is not None:
             out.append((lp.objective, values, lp.x))
 
-    y_lp = lp_x[y.start:y.stop]
-    base = (y_lp > 1e-6).astype(float)
-    evaluate(base)
-    evaluate((y_lp >= 0.5).astype(float))
-    if not out:
-        return out
+    lp_x: np.ndarray = lp.x  # type: ignore[assignment]  # the warm start has an LP point
+    evaluate(_served(milp, lp_x))
+    evaluate((lp_x[y.start:y.stop] >= 0.5).astype(float))
+    if not out:  # the net left no time to price any: the LP's own, unpriced
+        return [(lp.objective, _served(milp, lp_x), lp_x)]
     best = min(out, key=lambda item: item[0])[1]
     for i in range(y.size):
         flipped = best.copy()
@@ -268,19 +275,18 @@ def warm_start(milp: Milp, lp: SolveOutcome, backend: str, gap: float, trial_nod
     """
     if lp.x is None:  # no LP point to guide the search
         return None
-    if "y" in milp.cols:
-        candidates = _serving_candidates(milp, lp.x, net)
-    else:
-        candidates = [(lp.objective, np.zeros(0), lp.x)]
+    candidates = _serving_candidates(milp, lp, net) if "y" in milp.cols else [(lp.objective, np.zeros(0), lp.x)]
     by_period = PeriodSplit.of(group_cuts(milp))
 
     def solve(trial: Milp, what: str) -> SolveOutcome | None:
         core = by_period.core if by_period is not None else None
+        # until a plan is at hand, the net does not stop the calls that make one
+        within = net if best is not None else net.with_grace(PLAN_GRACE_S)
         if core is not None and np.array_equal(trial.col_lo[core], trial.col_hi[core]):
-            outcome = by_period.complete(trial.col_lo[core], net)  # type: ignore[union-attr]
+            outcome = by_period.complete(trial.col_lo[core], within)  # type: ignore[union-attr]
         else:
-            outcome = net.watch(run_backend(backend, group_cuts(trial), time_limit_s=net.left(), gap=gap / 2,
-                                            node_limit=trial_nodes), what)
+            outcome = within.watch(run_backend(backend, group_cuts(trial), time_limit_s=within.left(), gap=gap / 2,
+                                               node_limit=trial_nodes), what)
         return _steady_reserved(milp, outcome) if outcome.status.has_solution else None
 
     trials: list[tuple[float, int, Milp]] = []  # (lower bound of the trial's MILP, order, trial)
@@ -300,7 +306,7 @@ def warm_start(milp: Milp, lp: SolveOutcome, backend: str, gap: float, trial_nod
         if fallback is None:
             fallback = _round_reserved(fixed, x_lp, FALLBACK_SLACK)
             consolidated = _consolidate_reserved(fixed, x_lp)
-            if by_period is not None and not net.skip("the warm start's rounded plan"):
+            if by_period is not None:
                 # completed in seconds, before the descent's LPs: a plan is at hand, and it
                 # prunes the ranked cores whose cut-LP value it already beats
                 best, consolidated = solve(consolidated, "the warm start's rounded plan"), None
@@ -331,7 +337,7 @@ def warm_start(milp: Milp, lp: SolveOutcome, backend: str, gap: float, trial_nod
     # MILP the generous rounding is the easiest, so it is solved when nothing else gave a plan.
     extra = [consolidated, fallback] if by_period is not None else [fallback] if best is None else []
     for core in extra:
-        if core is None or net.skip("the warm start's rounded plan"):
+        if core is None or (best is not None and net.skip("the warm start's rounded plan")):
             continue
         rounded = solve(core, "the warm start's rounded plan")
         if rounded is not None and (best is None or rounded.objective < best.objective):

@@ -17,13 +17,15 @@ that the net stops is recorded in :attr:`SafetyNet.hits`, and the plan JSON, the
 and the run history then warn that this plan may not reproduce. HiGHS honours the net
 only where it checks its interrupt callback, which its MILP root does not do between
 every step, so a large block's branch and bound runs in a worker process that is
-stopped when the net expires (``solve.py``); the block keeps its warm start.
+stopped when the net expires (``solve.py``); the block keeps its warm start. The calls
+that make a block's first plan get ``PLAN_GRACE_S`` past the net, so that every block has
+one (``heuristics.py``, ``period_relaxation.py``).
 """
 
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from planner.placement.status import SolveOutcome
 
@@ -35,6 +37,9 @@ DEFAULT_TIME_LIMIT_S = 900.0
 scenarios, even on a loaded machine, so that it only ever stops a runaway."""
 SHORTEST_CALL_S = 0.05
 """A call started after the net has expired still gets this long (and is recorded as a hit)."""
+PLAN_GRACE_S = 60.0
+"""How long past the net a block with no plan yet may take to make one (``SafetyNet.with_grace``):
+its rounded or period-relaxation plan, a few small solves, seconds on the largest blocks."""
 
 
 @dataclass
@@ -59,6 +64,11 @@ class SafetyNet:
     @property
     def expired(self) -> bool:
         return time.monotonic() >= self.deadline
+
+    def with_grace(self, seconds: float) -> SafetyNet:
+        """This net, sharing its hits, moved to at least ``seconds`` from now: for the few small
+        calls that make a plan where none is at hand yet, which the net should not stop."""
+        return replace(self, deadline=max(self.deadline, time.monotonic() + float(seconds)))
 
     def watch(self, outcome: SolveOutcome, what: str) -> SolveOutcome:
         """Record ``what`` when the net stopped this call; return the outcome unchanged."""

@@ -48,8 +48,9 @@ from planner.placement.backends import run_backend
 from planner.placement.components import Part, lift, split
 from planner.placement.heuristics import warm_start
 from planner.placement.instance import PlacementInstance
-from planner.placement.limits import DEFAULT_NODE_LIMIT, DEFAULT_TIME_LIMIT_S, SafetyNet
+from planner.placement.limits import DEFAULT_NODE_LIMIT, DEFAULT_TIME_LIMIT_S, PLAN_GRACE_S, SafetyNet
 from planner.placement.milp import Milp
+from planner.placement.period_relaxation import plan_by_period
 from planner.placement.problem import formulate
 from planner.placement.quota_repair import local_repair, with_quota
 from planner.placement.result import (
@@ -169,6 +170,15 @@ def solve_block(milp: Milp, models: tuple[str, ...], *, backend: str, gap: float
     lp = net.watch(relaxation.solve(net.left()), "the LP relaxation")
     if lp.status == SolveStatus.INFEASIBLE:
         return done(SolveStatus.INFEASIBLE, None, math.nan, math.inf, math.inf, math.nan, "LP relaxation infeasible")
+    if lp.x is None and lp.hit_time_limit:
+        # the net stopped the block's LP: the periods one by one still give a plan and a bound
+        found, bound = plan_by_period(group_cuts(milp), net.with_grace(PLAN_GRACE_S))
+        if found is None or found.x is None:
+            return done(SolveStatus.ERROR, None, math.nan, bound, bound, math.nan,
+                        "the safety net stopped the LP relaxation, and the period relaxation gave no plan")
+        bound = min(bound, found.objective)
+        return done(classify(found.objective, bound, gap, True), found.x, found.objective, bound, bound,
+                    found.objective, "the safety net stopped the LP relaxation: planned from the period relaxation")
     if lp.x is None:
         return done(SolveStatus.ERROR, None, math.nan, -math.inf, -math.inf, math.nan,
                     f"LP relaxation failed: {lp.message}")
@@ -182,6 +192,8 @@ def solve_block(milp: Milp, models: tuple[str, ...], *, backend: str, gap: float
     cut_lp = net.watch(relaxation.solve(net.left()), "the cut LP bound")
     bound = max(lp_bound, cut_lp.objective) if cut_lp.status == SolveStatus.OPTIMAL else lp_bound
     start = warm_start(milp, lp, backend, gap, trial_nodes(node_limit), net, relaxation)
+    if (start is None or start.x is None) and net.expired:  # no search left to find one: the periods' plan
+        start, _ = plan_by_period(group_cuts(milp), net.with_grace(PLAN_GRACE_S))
     if start is None or start.x is None:
         if not branch:
             return done(SolveStatus.ERROR, None, math.nan, bound, lp_bound, math.nan,

@@ -1,0 +1,121 @@
+r"""A block relaxed one period at a time: a lower bound and a plan in seconds, without its LP.
+
+The core of a block is its columns with no period index (reserved replicas R, serving
+indicators y; see ``by_period.py``). With the switching rows dropped (their columns w ≥ 0
+cost ≥ 0, so dropping them relaxes), the block's MILP reads
+
+    min  c_K x_K + Σ_t c_t x_t    s.t.  rows of the core alone,  and each period's rows in (x_K, x_t).
+
+Give every period its own copy x_K^t of the core, charged the share h_t / H of the core's
+cost (h_t the period's hours, H = Σ_t h_t):
+
+    min  Σ_t [ (h_t / H) c_K x_K^t + c_t x_t ]    s.t.  the rows of the core alone and of period t, in (x_K^t, x_t).
+
+Every plan of the block is a plan of this problem with the same cost (all copies equal,
+Σ_t h_t / H = 1), so the optimum of its LP relaxation is a lower bound on the block, and
+it splits into one small LP per period. The block's LP has T times one period's columns
+and takes minutes on the largest blocks; the periods one by one take a few seconds in
+all. The bound is weaker than the block's LP where the reserved replicas a peak needs
+must be paid through the quiet periods too (here every period reserves its own).
+
+The copies also say what a plan's core could be: serve every region that some period
+serves (y = 1 where any copy has y > 0), and reserve what every period reserves
+(R = ⌊min_t R^t⌋, which the sustained-commitment row of every period allows). That core
+is completed period by period (``by_period.py``), and its steady on-demand replicas are
+bought reserved (``steady.py``). It is the plan of a block whose LP the safety net
+stopped: worse than the warm start's, but a plan, with a proven bound beside it.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, replace
+
+import numpy as np
+
+from planner.placement import highs_backend
+from planner.placement.by_period import PeriodSplit
+from planner.placement.limits import SafetyNet
+from planner.placement.milp import Milp
+from planner.placement.status import SolveOutcome, SolveStatus
+from planner.placement.steady import reserve_steady_replicas
+
+
+@dataclass(frozen=True)
+class PeriodRelaxation:
+    """The relaxation's value (a lower bound on the block; -inf when a period's LP did not
+    finish) and every period's copy of the core, one row per period."""
+
+    bound: float
+    cores: np.ndarray
+
+
+def relax_by_period(split: PeriodSplit, net: SafetyNet) -> PeriodRelaxation | None:
+    """Solve each period's LP with its own copy of the core (module docstring); None when one is infeasible."""
+    milp = split.milp
+    hours = milp.instance.periods.hours
+    share = hours / hours.sum()
+    A = split.A.tocsr()
+    core = split.core
+    bound = milp.offset
+    cores = np.zeros((len(split.periods), core.size))
+    for t, piece in enumerate(split.periods):
+        cols = np.concatenate([core, piece.cols])
+        rows = np.union1d(piece.rows, split.core_rows)
+        charged = np.ones(cols.size)
+        charged[:core.size] = share[t]  # the period's copy of the core pays the period's share
+        sub = replace(milp, c=milp.c[cols] * charged, cost_usd=milp.cost_usd[cols] * charged, A=A[rows][:, cols],
+                      row_lo=milp.row_lo[rows], row_hi=milp.row_hi[rows], col_lo=milp.col_lo[cols],
+                      col_hi=milp.col_hi[cols],
+                      integer=np.zeros(cols.size, dtype=bool), cols={}, rows={}, offset=0.0, _names={})
+        lp = net.watch(highs_backend.solve(sub, time_limit_s=net.left(), gap=0.0), "a period of the period relaxation")
+        if lp.status == SolveStatus.INFEASIBLE:
+            return None
+        if lp.x is None:
+            return PeriodRelaxation(-math.inf, cores[:t])
+        bound = bound + lp.objective if lp.status == SolveStatus.OPTIMAL else -math.inf
+        cores[t] = lp.x[:core.size]
+    return PeriodRelaxation(bound, cores)
+
+
+def guided_cores(split: PeriodSplit, cores: np.ndarray) -> list[np.ndarray]:
+    """Cores from the periods' copies, best first: every region some period serves, with the
+    reserved replicas the periods keep on average (rounded), then with the fewest any period
+    keeps, then with none.
+
+    The copies spread their reserved replicas over a region's units differently from period
+    to period, so the fewest any period keeps is often none at all, and the peaks are left to
+    on-demand replicas and their switching; the average keeps what the periods need together,
+    but may break a period's sustained-commitment row.
+    """
+    milp = split.milp
+    lo, hi = milp.col_lo[split.core], milp.col_hi[split.core]
+    y, r = milp.cols.get("y"), milp.cols.get("R")
+    serving = (split.core >= y.start) & (split.core < y.stop) if y is not None else np.zeros(split.core.size, bool)
+    reserved = (split.core >= r.start) & (split.core < r.stop) if r is not None else np.zeros(split.core.size, bool)
+    average = np.rint(cores.mean(axis=0))
+    average[serving] = (cores[:, serving] > 1e-6).any(axis=0)
+    fewest = np.where(reserved, np.floor(cores.min(axis=0) + 1e-6), average)
+    return [np.clip(values, lo, hi) for values in (average, fewest, np.where(reserved, 0.0, average))]
+
+
+def plan_by_period(milp: Milp, net: SafetyNet) -> tuple[SolveOutcome | None, float]:
+    """A plan of the block and a lower bound on it, from the period relaxation alone (module docstring).
+
+    The first guided core that every period can be completed with is. (None, -inf) where a
+    row links the periods (a budget); no plan when no guided core completes.
+    """
+    split = PeriodSplit.of(milp)
+    if split is None:
+        return None, -math.inf
+    relaxation = relax_by_period(split, net)
+    if relaxation is None or len(relaxation.cores) < len(split.periods):
+        return None, -math.inf if relaxation is None else relaxation.bound
+    for values in guided_cores(split, relaxation.cores):
+        found = split.complete(values, net)
+        if found.x is not None:
+            x = reserve_steady_replicas(milp, found.x)
+            objective = float(milp.c @ x) + milp.offset
+            return replace(found, x=x, objective=objective, message="planned from the period relaxation"), \
+                relaxation.bound
+    return None, relaxation.bound
