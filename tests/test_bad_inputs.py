@@ -167,6 +167,13 @@ CASES = [
         mentions=("forecast.csv, column 'region'", "origin(s) eu-west"), earlier=PLAN_OUTPUTS,
     ),
     BadInput(
+        "place: a forecast with a traffic class the scenario does not declare",
+        lambda d: place(d, table(d, "forecast.csv", "forecast", lambda f: f.assign(
+            traffic_class=f["traffic_class"].where(f.index != f.index[3], "voice-agents")))),
+        mentions=("forecast.csv, row 4 (the header is row 0), column 'traffic_class'", "traffic class(s) voice-agents",
+                  "the scenario's traffic classes: "), earlier=PLAN_OUTPUTS,
+    ),
+    BadInput(
         "place: a forecast of one hour for a 4-hour horizon",
         lambda d: place(d, table(d, "forecast.csv", "forecast", lambda f: f[f["ts"] == f["ts"].min()])),
         mentions=("forecast.csv, column 'ts'", "covers 1 of the 4 hours"), earlier=PLAN_OUTPUTS,

@@ -85,9 +85,9 @@ def _check_cells(forecast: pd.DataFrame, source: str) -> pd.Series:
 
 def _check_coverage(forecast: pd.DataFrame, hours_of_rows: pd.Series, scenario: Scenario, source: str, *,
                     hours: int, start: pd.Timestamp | None) -> None:
-    for column, declared, what in (("region", scenario.origin_names, "origin"),
-                                   ("model", scenario.model_names, "model"),
-                                   ("traffic_class", scenario.class_names, "traffic class")):
+    for column, declared, what, many in (("region", scenario.origin_names, "origin", "origins"),
+                                         ("model", scenario.model_names, "model", "models"),
+                                         ("traffic_class", scenario.class_names, "traffic class", "traffic classes")):
         cells = forecast[column].astype(str)
         unknown = np.flatnonzero(~cells.isin(declared).to_numpy())
         if unknown.size:
@@ -95,7 +95,7 @@ def _check_coverage(forecast: pd.DataFrame, hours_of_rows: pd.Series, scenario: 
             raise InputError(
                 f"the forecast has {what}(s) {', '.join(names)} that the scenario does not declare",
                 where=f"{source}, {data_row(int(unknown[0]))}, column '{column}'",
-                fix=f"declare them in the scenario or drop those rows (scenario {what}s: {', '.join(declared)})")
+                fix=f"declare them in the scenario or drop those rows (the scenario's {many}: {', '.join(declared)})")
         if what == "traffic class":  # a class without demand in the forecast is a class with no traffic
             continue
         present = set(cells)
