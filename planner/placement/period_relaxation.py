@@ -55,7 +55,10 @@ class PeriodRelaxation:
 
 
 def relax_by_period(split: PeriodSplit, net: SafetyNet) -> PeriodRelaxation | None:
-    """Solve each period's LP with its own copy of the core (module docstring); None when one is infeasible."""
+    """Solve each period's LP with its own copy of the core (module docstring).
+
+    None when a period's LP is infeasible: then so is the block, whose plans are plans of it.
+    """
     milp = split.milp
     hours = milp.instance.periods.hours
     share = hours / hours.sum()
@@ -70,8 +73,8 @@ def relax_by_period(split: PeriodSplit, net: SafetyNet) -> PeriodRelaxation | No
         charged[:core.size] = share[t]  # the period's copy of the core pays the period's share
         sub = replace(milp, c=milp.c[cols] * charged, cost_usd=milp.cost_usd[cols] * charged, A=A[rows][:, cols],
                       row_lo=milp.row_lo[rows], row_hi=milp.row_hi[rows], col_lo=milp.col_lo[cols],
-                      col_hi=milp.col_hi[cols],
-                      integer=np.zeros(cols.size, dtype=bool), cols={}, rows={}, offset=0.0, _names={})
+                      col_hi=milp.col_hi[cols], integer=np.zeros(cols.size, dtype=bool), cols={}, rows={},
+                      offset=0.0, _names={})
         lp = net.watch(highs_backend.solve(sub, time_limit_s=net.left(), gap=0.0), "a period of the period relaxation")
         if lp.status == SolveStatus.INFEASIBLE:
             return None
@@ -117,14 +120,17 @@ def plan_by_period(milp: Milp, net: SafetyNet) -> tuple[SolveOutcome | None, flo
 
     The cheapest plan of the compared guided cores, each completed period by period and its
     steady replicas bought reserved; if none completes, the first safer core that does.
-    (None, -inf) where a row links the periods (a budget); no plan when no core completes.
+    (None, -inf) where a row links the periods (a budget), (None, inf) where a period alone
+    proves the block infeasible; no plan when no core completes.
     """
     split = PeriodSplit.of(milp)
     if split is None:
         return None, -math.inf
     relaxation = relax_by_period(split, net)
-    if relaxation is None or len(relaxation.cores) < len(split.periods):
-        return None, -math.inf if relaxation is None else relaxation.bound
+    if relaxation is None:
+        return None, math.inf
+    if len(relaxation.cores) < len(split.periods):  # a period's LP stopped even within the grace
+        return None, -math.inf
     compared, safer = guided_cores(split, relaxation.cores)
     plans = [_finished(milp, split.complete(values, net)) for values in compared]
     best = min((p for p in plans if p is not None), key=lambda p: p.objective, default=None)

@@ -174,7 +174,8 @@ def solve_block(milp: Milp, models: tuple[str, ...], *, backend: str, gap: float
         # the net stopped the block's LP: the periods one by one still give a plan and a bound
         found, bound = plan_by_period(group_cuts(milp), net.with_grace(PLAN_GRACE_S))
         if found is None or found.x is None:
-            return done(SolveStatus.ERROR, None, math.nan, bound, bound, math.nan,
+            status = SolveStatus.INFEASIBLE if bound == math.inf else SolveStatus.ERROR
+            return done(status, None, math.nan, bound, bound, math.nan,
                         "the safety net stopped the LP relaxation, and the period relaxation gave no plan")
         bound = min(bound, found.objective)
         return done(classify(found.objective, bound, gap, True), found.x, found.objective, bound, bound,
