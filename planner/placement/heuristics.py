@@ -149,13 +149,8 @@ def _consolidate_reserved(milp: Milp, lp_x: np.ndarray) -> Milp:
     return _fixed(milp, "R", rounded)
 
 
-def _served(milp: Milp, lp_x: np.ndarray) -> np.ndarray:
-    """The LP's serving set rounded up: every region it serves at all."""
-    y = milp.cols["y"]
-    return (lp_x[y.start:y.stop] > 1e-6).astype(float)
-
-
-def _serving_candidates(milp: Milp, lp: SolveOutcome, net: SafetyNet) -> list[tuple[float, np.ndarray, np.ndarray]]:
+def _serving_candidates(milp: Milp, lp_x: np.ndarray, lp_value: float,
+                        net: SafetyNet) -> list[tuple[float, np.ndarray, np.ndarray]]:
     """Serving sets y to try, best LP value first: the LP's own (y > 0 rounded up, and y ≥ 0.5),
     and every one-region change (drop a served region, add an unserved one) of the better one.
 
@@ -175,11 +170,11 @@ def _serving_candidates(milp: Milp, lp: SolveOutcome, net: SafetyNet) -> list[tu
         if lp.x is not None:
             out.append((lp.objective, values, lp.x))
 
-    lp_x: np.ndarray = lp.x  # type: ignore[assignment]  # the warm start has an LP point
-    evaluate(_served(milp, lp_x))
+    served = (lp_x[y.start:y.stop] > 1e-6).astype(float)
+    evaluate(served)
     evaluate((lp_x[y.start:y.stop] >= 0.5).astype(float))
     if not out:  # the net left no time to price any: the LP's own, unpriced
-        return [(lp.objective, _served(milp, lp_x), lp_x)]
+        return [(lp_value, served, lp_x)]
     best = min(out, key=lambda item: item[0])[1]
     for i in range(y.size):
         flipped = best.copy()
@@ -275,7 +270,8 @@ def warm_start(milp: Milp, lp: SolveOutcome, backend: str, gap: float, trial_nod
     """
     if lp.x is None:  # no LP point to guide the search
         return None
-    candidates = _serving_candidates(milp, lp, net) if "y" in milp.cols else [(lp.objective, np.zeros(0), lp.x)]
+    candidates = (_serving_candidates(milp, lp.x, lp.objective, net) if "y" in milp.cols
+                  else [(lp.objective, np.zeros(0), lp.x)])
     by_period = PeriodSplit.of(group_cuts(milp))
 
     def solve(trial: Milp, what: str) -> SolveOutcome | None:
