@@ -9,10 +9,11 @@ from dataclasses import replace
 import pytest
 from placement_helpers import Case, Region, capacity, catalog, forecast, profiles, scenario_dict, two_region_case
 
+from planner.placement import highs_backend, place_plan
 from planner.placement import place as place_module
-from planner.placement import place_plan
-from planner.placement.bounds import best_single_sku, elastic_bound
+from planner.placement.bounds import ELASTIC_GAP, best_single_sku, elastic_bound, period_instance
 from planner.placement.limits import SafetyNet
+from planner.placement.problem import formulate
 from planner.placement.result import Fleet
 from planner.placement.solve import solve_instance
 from planner.scenario import parse_scenario
@@ -125,6 +126,30 @@ def test_a_bound_the_safety_net_stops_is_not_reported():
     assert elastic["usd"] is None and elastic["status"] == "time_limit"
     single = best_single_sku(inst, backend="highs", gap=0.01, node_limit=100, net=SafetyNet(time.monotonic() - 1.0))
     assert single.figures["usd"] is None and single.figures["status"] == "time_limit" and single.fleet is None
+
+
+def test_the_elastic_bound_is_the_same_solved_side_by_side_or_one_period_at_a_time():
+    inst, _ = two_region_case({("us-east", MODEL, "interactive"): [1.5, 3.0, 0.5, 6.0, 2.5],
+                               ("us-east", MODEL, "batch"): [2.0, 0.0, 4.0, 1.0, 9.0]}).instance()
+    one = elastic_bound(inst, SafetyNet.starting_now(120), threads=1)
+    side = elastic_bound(inst, SafetyNet.starting_now(120), threads=3)
+    assert one == side and one["periods_solved_as_milp"] == 5
+    # the oracle: each period's MILP solved to optimality on its own, summed
+    optima = [highs_backend.solve(formulate(period_instance(inst, t), budget=False, cuts=False),
+                                  time_limit_s=60, gap=0.0) for t in range(inst.n_periods)]
+    assert all(o.status.value == "optimal" for o in optima)
+    exact = sum(o.objective for o in optima)
+    assert one["status"] in ("optimal", "feasible_within_gap")
+    assert exact * (1 - ELASTIC_GAP) - 1e-6 <= one["usd"] <= exact + 1e-6
+
+
+def test_a_period_infeasible_on_its_own_is_named_whichever_thread_solved_it():
+    # 300 req/s interactive in the second hour: more than the 4 GPUs of quota per region can carry
+    inst, _ = two_region_case({("us-east", MODEL, "interactive"): [1.5, 300.0, 0.5, 2.0]}, quota=4).instance()
+    for threads in (1, 2):
+        elastic = elastic_bound(inst, SafetyNet.starting_now(120), threads=threads)
+        assert elastic["status"] == "infeasible" and elastic["usd"] is None
+        assert elastic["note"] == f"period {inst.periods.labels[1]} is infeasible on its own"
 
 
 def test_the_single_sku_plan_is_returned_when_it_is_cheaper(monkeypatch):

@@ -151,8 +151,10 @@ def place_plan(
     notes: list[str] = []
     if baselines:
         reference_net = SafetyNet.starting_now(time_limit_s)  # its own: a long main solve leaves it the same work
-        extra["elastic"] = elastic_bound(inst, reference_net)
+        # the baseline first: its plan may replace the searched one, so the bound, which only
+        # puts the cost in context, must not use up the net before it
         single = best_single_sku(inst, backend=solver, gap=max(gap, 0.01), node_limit=node_limit, net=reference_net)
+        extra["elastic"] = elastic_bound(inst, reference_net)
         extra["single_sku"] = single.figures
         summary, fleet, note = _cheaper_plan(inst, summary, fleet, single, gap)
         notes += [note] if note else []
