@@ -267,8 +267,10 @@ def _check_flows_carried(report: CheckReport, flows: pd.DataFrame, loads: pd.Dat
 
 def _check_quotas(report: CheckReport, plan: pd.DataFrame, scenario: Scenario, catalog: Catalog) -> None:
     gpus = plan.groupby(["period", "region", "sku"])["gpus"].sum()
+    quotas = {(region, sku): quota_limit_gpus(scenario, catalog, region, sku)  # a catalog scan each: once per pair
+              for region, sku in {(region, sku) for _, region, sku in gpus.index}}
     for (period, region, sku), used in gpus.items():
-        quota = quota_limit_gpus(scenario, catalog, region, sku)
+        quota = quotas[region, sku]
         if used > quota:
             report.add(f"{used} {sku} GPUs in {region} ({period}) exceed the quota of {quota}")
 
