@@ -11,7 +11,14 @@ from placement_helpers import Case, Region, capacity, catalog, forecast, profile
 
 from planner.placement import highs_backend, place_plan
 from planner.placement import place as place_module
-from planner.placement.bounds import ELASTIC_GAP, best_single_sku, elastic_bound, period_instance
+from planner.placement.bounds import (
+    ELASTIC_GAP,
+    SingleSku,
+    best_single_sku,
+    elastic_bound,
+    period_instance,
+    reference_status,
+)
 from planner.placement.limits import SafetyNet
 from planner.placement.problem import formulate
 from planner.placement.result import Fleet
@@ -174,3 +181,18 @@ def test_the_single_sku_plan_is_returned_when_it_is_cheaper(monkeypatch):
 def test_the_searched_plan_is_kept_when_no_baseline_beats_it():
     result = _place(two_region_case(), baselines=True)
     assert result.meta["plan_source"] == "search" and result.meta["notes"] == []
+
+
+def test_a_baseline_the_safety_net_stops_makes_the_plan_not_reproducible(monkeypatch):
+    finished = _place(two_region_case(), baselines=True)
+    assert finished.meta["reproducible"] is True and finished.meta["time_limit_hits"] == []
+    # its plan would replace the searched one if it were cheaper, so a run that finishes it may return another plan
+    stopped = SingleSku({"usd": None, "note": "the L4 solve was stopped by the wall-clock safety net",
+                         **reference_status("time_limit")})
+    monkeypatch.setattr(place_module, "best_single_sku", lambda inst, **kwargs: stopped)
+    meta = _place(two_region_case(), baselines=True).meta
+    assert meta["baselines"]["best_single_sku"]["status"] == "time_limit"
+    assert meta["reproducible"] is False
+    assert meta["time_limit_hits"] == ["the single-SKU baseline, whose plan replaces a dearer one (the L4 solve was "
+                                       "stopped by the wall-clock safety net)"]
+    assert any("may differ between runs" in w for w in meta["warnings"])

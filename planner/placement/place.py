@@ -17,7 +17,10 @@ Limits (``limits.py``): every search, the bounds and the baseline included, stop
 gap or its node limit, so the same inputs give the same plan, bounds and baseline on any
 machine and under any load. ``time_limit_s`` is a wall-clock safety net over the whole
 placement; if it stops any solver call, the plan JSON's ``reproducible`` is false and its
-``warnings`` say which calls, and the CLI and the run history repeat the warning.
+``warnings`` say which calls, and the CLI and the run history repeat the warning. The
+bounds and the baseline have a net of their own, and a reference it stops is not reported;
+a stopped baseline also makes the plan not reproducible, since a run that finished it
+would return its plan if it were cheaper.
 
 Capacities: without a capacity table the coefficients are the analytic estimate, which
 no simulation has checked against the SLOs; the plan JSON says so (``slo_checked``
@@ -150,14 +153,8 @@ def place_plan(
     extra: dict[str, Any] = {}
     notes: list[str] = []
     if baselines:
-        reference_net = SafetyNet.starting_now(time_limit_s)  # its own: a long main solve leaves it the same work
-        # the baseline first: its plan may replace the searched one, so the bound, which only
-        # puts the cost in context, must not use up the net before it
-        single = best_single_sku(inst, backend=solver, gap=max(gap, 0.01), node_limit=node_limit, net=reference_net)
-        extra["elastic"] = elastic_bound(inst, reference_net)
-        extra["single_sku"] = single.figures
-        summary, fleet, note = _cheaper_plan(inst, summary, fleet, single, gap)
-        notes += [note] if note else []
+        summary, fleet, extra, notes = _with_references(inst, summary, fleet, solver, gap, node_limit, time_limit_s,
+                                                        net)
     rental, switching = fleet_cost(inst, fleet)
     if inst.budget_usd is not None and rental + switching > inst.budget_usd * (1 + 1e-9):
         diagnose.raise_infeasible([diagnose.budget_finding(inst, max(summary.bound, 0.0))])
@@ -187,6 +184,22 @@ def place_plan(
     periods_frame = pd.DataFrame({"period": list(inst.periods.labels), "hours": inst.periods.hours,
                                   "first_ts": list(inst.periods.first_ts)})
     return PlacementResult(plan, flows, loads, meta, summary.status, periods_frame)
+
+
+def _with_references(inst: PlacementInstance, summary: SolveSummary, fleet: Fleet, solver: str, gap: float,
+                     node_limit: int, time_limit_s: float,
+                     net: SafetyNet) -> tuple[SolveSummary, Fleet, dict[str, Any], list[str]]:
+    """The single-SKU baseline and the elastic bound, on a net of their own (a long main solve leaves
+    them the same work); the baseline's plan when it is the cheaper one, with a note."""
+    reference_net = SafetyNet.starting_now(time_limit_s)
+    # the baseline first: its plan may replace the searched one, so the bound, which only
+    # puts the cost in context, must not use up the net before it
+    single = best_single_sku(inst, backend=solver, gap=max(gap, 0.01), node_limit=node_limit, net=reference_net)
+    extra = {"elastic": elastic_bound(inst, reference_net), "single_sku": single.figures}
+    if single.figures["status"] == "time_limit":  # a run that finished it could return its plan instead
+        net.hits.append(f"the single-SKU baseline, whose plan replaces a dearer one ({single.figures['note']})")
+    summary, fleet, note = _cheaper_plan(inst, summary, fleet, single, gap)
+    return summary, fleet, extra, [note] if note else []
 
 
 SINGLE_SKU_RETURNED = "the single-SKU plan was cheaper: returned it"
