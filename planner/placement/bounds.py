@@ -27,8 +27,7 @@ found, ``place.py`` returns it (it is feasible for the same constraints) and say
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -91,7 +90,7 @@ def elastic_bound(inst: PlacementInstance, net: SafetyNet, threads: int | None =
     with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="elastic-bound") as pool:
         futures = [pool.submit(_period_bound, inst, t, net) for t in range(inst.n_periods)]
         try:
-            return _elastic_sum(inst, [future.result for future in futures])
+            return _elastic_sum(inst, futures)
         finally:
             for future in futures:
                 future.cancel()  # an early answer (a stopped or infeasible period) needs none of the rest
@@ -99,7 +98,7 @@ def elastic_bound(inst: PlacementInstance, net: SafetyNet, threads: int | None =
 
 def _period_bound(inst: PlacementInstance, t: int, net: SafetyNet) -> SolveOutcome | None:
     """Period t's MILP, searched to ``ELASTIC_GAP`` or ``ELASTIC_NODE_LIMIT``; None when the net skipped it."""
-    what = f"the elastic bound's MILP of period {inst.periods.labels[t]}"
+    what = _period_what(inst, t)
     if net.skip(what):
         return None
     milp = formulate(period_instance(inst, t), budget=False, cuts=False)
@@ -107,14 +106,17 @@ def _period_bound(inst: PlacementInstance, t: int, net: SafetyNet) -> SolveOutco
                                          node_limit=ELASTIC_NODE_LIMIT, options=ELASTIC_OPTIONS), what)
 
 
-def _elastic_sum(inst: PlacementInstance, outcomes: list[Callable[[], SolveOutcome | None]]) -> dict[str, Any]:
+def _period_what(inst: PlacementInstance, t: int) -> str:
+    return f"the elastic bound's MILP of period {inst.periods.labels[t]}"
+
+
+def _elastic_sum(inst: PlacementInstance, outcomes: list[Future[SolveOutcome | None]]) -> dict[str, Any]:
     """The bound from the periods' outcomes, read in period order (each waited for when read)."""
     total, objective, worst = 0.0, 0.0, SolveStatus.OPTIMAL
     order = (SolveStatus.OPTIMAL, SolveStatus.FEASIBLE_WITHIN_GAP, SolveStatus.NODE_LIMIT_WITH_INCUMBENT)
-    for t, result in enumerate(outcomes):
-        label = inst.periods.labels[t]
-        what = f"the elastic bound's MILP of period {label}"
-        outcome = result()
+    for t, future in enumerate(outcomes):
+        label, what = inst.periods.labels[t], _period_what(inst, t)
+        outcome = future.result()
         if outcome is None:
             return {"usd": None, "note": f"{what} was skipped by the wall-clock safety net",
                     **reference_status("time_limit")}
