@@ -56,7 +56,9 @@ def result(inputs):
 
 def test_one_row_per_region_model_class_with_slo_verdicts(result):
     pc = result.per_class
-    assert len(pc) == 12  # 3 pools x 4 classes
+    assert len(pc) == 9  # 3 pools x the 3 classes with traffic: long-context has none, so no row and no verdict
+    assert "long-context" not in set(pc["traffic_class"])
+    assert {"model": "llama-3.1-8b", "traffic_class": "long-context"} in result.meta["no_traffic"]
     assert set(pc["slo_ttft_verdict"]) <= {"met", "missed", "uncertain", "no_traffic", "no_replicas"}
     us = pc[pc["region"] == "aws:us-east-1"].set_index("traffic_class")
     assert (us["replicas"] == 4).all()
@@ -102,7 +104,7 @@ def test_same_inputs_give_byte_identical_files(inputs, result, tmp_path):
     for x, y in zip(first, second, strict=True):
         assert x.read_bytes() == y.read_bytes()
     parquet = write_simulation_outputs(result, tmp_path / "c.parquet")
-    assert len(pd.read_parquet(parquet[0])) == 12
+    assert len(pd.read_parquet(parquet[0])) == 9
 
 
 def test_policy_override_and_seed_change(inputs):
@@ -169,7 +171,9 @@ def test_bursty_and_replayed_arrivals(inputs, arrival, repo_root_module):
 def test_pool_without_demand_is_no_traffic(inputs):
     scenario, plan, _ = inputs
     empty = pd.DataFrame(columns=["region", "model", "traffic_class", "rps"])
+    mixes = {m: scenario.model_mix(m) for m in scenario.model_names}  # the models' traffic, elsewhere or later
     res = simulate_plan(scenario, plan.iloc[:1], empty, load_profiles(), load_catalog(), duration_s=60.0,
-                        replications=2, seed=1)
+                        replications=2, seed=1, mixes=mixes)
+    assert len(res.per_class) == 4
     assert set(res.per_class["slo_ttft_verdict"]) == {"no_traffic"} and res.all_met
     assert set(res.per_class["slo_tpot_verdict"]) == {"not_set"}

@@ -51,8 +51,10 @@ def test_default_laws_follow_the_trace_figures():
     batch = default_workload("batch", "llama-3.1-70b")
     assert batch.output.quantile(0.5) in (368, 369)
     assert batch.prompt.hi == CONTEXT_TOKENS["llama-3.1-70b"] - 1024
-    odd = default_workload("premium", "some-model")
-    assert "no default" in odd.source and "unknown" in odd.source
+    unknown_model = default_workload("interactive", "some-model")
+    assert "unknown" in unknown_model.source
+    with pytest.raises(InputError, match="no built-in length law"):  # never the 'standard' law in its place
+        default_workload("premium", "llama-3.1-8b")
 
 
 def test_empirical_law_samples_the_histogram():

@@ -26,7 +26,7 @@ from planner.scenario import SKU_NAMES, Scenario, usable_profiles
 from planner.sim.policies import get_policy
 from planner.sim.replica.pool import ClassSpec, ReplicaSpec
 from planner.sim.work import SIM_DURATION_OPTION
-from planner.sim.workload import workloads_for
+from planner.workloads import Workload, resolve_workloads
 
 MIX_TOLERANCE = 1e-6
 MIN_CLASS_REQUESTS = 1000
@@ -147,27 +147,54 @@ def check_settings(*, duration_s: float, replications: int, seed: int, rel_tol: 
                          where="--pool-replicas", fix="e.g. 1 (one replica carries the whole rate)")
 
 
-def class_shares(scenario: Scenario, class_mix: Mapping[str, float] | None) -> dict[str, float]:
-    """Share p_k of every scenario class: the scenario's own, or ``class_mix`` (missing classes get 0)."""
-    if class_mix is None:
-        return {k.name: float(k.share) for k in scenario.classes}
+def _checked_mix(scenario: Scenario, class_mix: Mapping[str, float], where: str) -> dict[str, float]:
+    """An explicit class mix over the scenario's classes (missing classes get 0), checked."""
     unknown = sorted(set(class_mix) - set(scenario.class_names))
     if unknown:
         raise InputError(f"class mix names class(es) {', '.join(unknown)} the scenario does not declare",
-                         where="class mix", fix=f"use the scenario's classes: {', '.join(scenario.class_names)}")
+                         where=where, fix=f"use the scenario's classes: {', '.join(scenario.class_names)}")
     shares = {}
     for name in scenario.class_names:
         value = class_mix.get(name, 0.0)
         if not (isinstance(value, (int, float)) and math.isfinite(value) and value >= 0):
             raise InputError(f"share of class {name!r} must be a number >= 0, got {value!r}",
-                             where=f"class mix, class {name!r}", fix="give each class a fraction of requests in [0, 1]")
+                             where=f"{where}, class {name!r}", fix="give each class a fraction of requests in [0, 1]")
         shares[name] = float(value)
     total = math.fsum(shares.values())
     if abs(total - 1.0) > MIX_TOLERANCE:
-        raise InputError(f"class mix sums to {total:.6g}, not 1", where="class mix",
+        raise InputError(f"class mix sums to {total:.6g}, not 1", where=where,
                          fix="make the shares add up to 1"
                          + (f", e.g. divide each by {total:.6g}" if total > 0 else ""))
     return shares
+
+
+def class_shares(scenario: Scenario, class_mix: Mapping[str, float] | None) -> dict[str, float]:
+    """Share p_k of every scenario class: the scenario's own, or ``class_mix`` (missing classes get 0)."""
+    if class_mix is None:
+        return {k.name: float(k.share) for k in scenario.classes}
+    return _checked_mix(scenario, class_mix, "class mix")
+
+
+MixSource = tuple[dict[str, float], str]
+"""A model's class shares and where they came from."""
+
+
+def model_mixes(scenario: Scenario, class_mix: Mapping[str, float] | None = None,
+                mixes: Mapping[str, Mapping[str, float]] | None = None) -> dict[str, MixSource]:
+    """Each model's class mix: its own traffic's (``mixes``, e.g. from the forecast), else ``class_mix`` for
+    every model, else the scenario's (:meth:`~planner.scenario.Scenario.model_mix`)."""
+    result: dict[str, MixSource] = {}
+    for model in scenario.model_names:
+        if mixes is not None and model in mixes:
+            result[model] = (_checked_mix(scenario, mixes[model], f"class mix of {model}"), "forecast")
+        elif class_mix is not None:
+            result[model] = (_checked_mix(scenario, class_mix, "class mix"), "explicit")
+        else:
+            spec = scenario.model(model)
+            source = "scenario models.mix" if spec.mix is not None else \
+                "scenario class shares of the model's classes" if spec.classes is not None else "scenario class shares"
+            result[model] = (scenario.model_mix(model), source)
+    return result
 
 
 def select_units(scenario: Scenario, profiles: pd.DataFrame, models: list[str] | None,
@@ -219,19 +246,26 @@ def setting_grid(profile: Mapping[str, object], search: bool) -> list[tuple[int,
     return [default] + [g for g in grid if g != default] if search else [default]
 
 
-def build_tasks(scenario: Scenario, units: pd.DataFrame, shares: dict[str, float], settings: Settings,
+def build_tasks(scenario: Scenario, units: pd.DataFrame, shares: Mapping[str, float], settings: Settings,
                 histogram: pd.DataFrame | None) -> list[UnitTask]:
-    """One :class:`UnitTask` per profile row of ``units``, with the mean lengths each class's ceiling uses."""
+    """:func:`build_unit_tasks` with one class mix ``shares`` for every model."""
+    mixes = {m: dict(shares) for m in dict.fromkeys(units["model"].astype(str))}
+    return build_unit_tasks(scenario, units, resolve_workloads(scenario, mixes, histogram=histogram,
+                                                               include_idle=True), settings)
+
+
+def build_unit_tasks(scenario: Scenario, units: pd.DataFrame, workloads: Mapping[tuple[str, str], Workload],
+                     settings: Settings) -> list[UnitTask]:
+    """One :class:`UnitTask` per profile row of ``units``: the classes of its model in ``workloads`` (a class
+    with share 0 gets a capacity row by relative cost, its SLO unchecked), with the mean lengths each class's
+    ceiling uses."""
     get_policy(settings.policy)
     tasks = []
-    caps = scenario.prompt_caps()
-    laws_by_model = {m: workloads_for(m, scenario.class_names, histogram, caps) for m in dict.fromkeys(units["model"])}
     for row in units.to_dict("records"):
         model = str(row["model"])
-        laws = laws_by_model[model]
-        classes = tuple(ClassInput(ClassSpec.of(k, scenario.slo(model, k.name), 0.0, laws[k.name]), shares[k.name],
-                                   laws[k.name].prompt.mean(), laws[k.name].output.mean())
-                        for k in scenario.classes)
+        classes = tuple(ClassInput(ClassSpec.of(k, scenario.slo(model, k.name), 0.0, w.lengths), w.share,
+                                   w.lengths.prompt.mean(), w.lengths.output.mean())
+                        for k in scenario.classes if (w := workloads.get((model, k.name))) is not None)
         candidates = tuple(ReplicaSpec.of(row, settings.pool_replicas, max_batch=seqs, token_budget=tokens,
                                           prefill_chunk_cap=cap)
                            for seqs, tokens, cap in setting_grid(row, settings.search_settings))

@@ -30,11 +30,12 @@ from planner.calibrate.inputs import (
     LONG_PREFILL_TOKEN_THRESHOLDS,
     MAX_NUM_BATCHED_TOKENS,
     MAX_NUM_SEQS,
+    MixSource,
     Settings,
     UnitTask,
-    build_tasks,
+    build_unit_tasks,
     check_settings,
-    class_shares,
+    model_mixes,
     select_units,
 )
 from planner.calibrate.probe import pair_seed, run_length_s
@@ -48,6 +49,7 @@ from planner.sim.policies import get_policy, policy_values
 from planner.sim.simulate import WARMUP_FRACTION
 from planner.sim.work import PoolWork, check_work
 from planner.slo import SLO_METRICS
+from planner.workloads import Workload, default_notes, resolve_workloads
 
 DEFAULT_DURATION_S = 600.0
 DEFAULT_REPLICATIONS = 8
@@ -67,6 +69,7 @@ def calibrate(
     *,
     policy: str | None = None,
     class_mix: dict[str, float] | None = None,
+    mixes: Mapping[str, Mapping[str, float]] | None = None,
     histogram: pd.DataFrame | None = None,
     models: list[str] | None = None,
     skus: list[str] | None = None,
@@ -97,8 +100,11 @@ def calibrate(
                    confidence=confidence, pool_replicas=pool_replicas)
     resolve_engine(engine, 1, workers)
     policy_name = _policy_name(scenario, policy)
-    shares = class_shares(scenario, class_mix)
+    shares = model_mixes(scenario, class_mix, mixes)
     units, skipped = select_units(scenario, profiles, models, skus)
+    calibrated = list(dict.fromkeys(units["model"].astype(str)))
+    workloads = resolve_workloads(scenario, {m: shares[m][0] for m in calibrated}, histogram=histogram,
+                                  include_idle=True)
     params, admission = scenario.policy.params, scenario.policy.admission
     settings = Settings(
         duration_s=float(duration_s), warmup_fraction=WARMUP_FRACTION, replications=replications,
@@ -106,7 +112,7 @@ def calibrate(
         policy=policy_name, prediction_sigma=params.prediction_noise_sigma,
         policy_params=tuple(policy_values(params.model_dump()).items()), kv_fraction=admission.kv_fraction,
         output_quantile_reserve=admission.output_quantile_reserve, search_settings=search_settings, prune=prune)
-    tasks = build_tasks(scenario, units, shares, settings, histogram)
+    tasks = build_unit_tasks(scenario, units, workloads, settings)
     check_unit_work(tasks)
     tasks = [replace(t, key=cache_key(t)) for t in tasks]
     results, cached, cache_notes = _answer_units(tasks, store, engine, workers, scheduler, progress)
@@ -121,7 +127,8 @@ def calibrate(
         unit_notes.append(unit_meta(task, result, hit))
         if result["status"] == "infeasible":
             failures.append({"model": task.model, "sku": task.sku, "tp_degree": task.tp, "reason": result["reason"]})
-    meta = _meta(scenario, settings, shares, class_mix is not None, histogram is not None, unit_notes, skipped,
+    meta = _meta(scenario, settings, {m: shares[m] for m in calibrated}, workloads, histogram is not None,
+                 unit_notes, skipped,
                  failures, store is not None, cache_notes, len(misses), n_cached)
     return CalibrationResult(build_table(rows), meta, failures, len(misses), n_cached)
 
@@ -170,14 +177,21 @@ def check_unit_work(tasks: list[UnitTask]) -> None:
                        rate_fix="lower --pool-replicas (the pool's rate grows with its replicas)")
 
 
-def _meta(scenario: Scenario, s: Settings, shares: Mapping[str, float], explicit_mix: bool, histogram: bool,
-          units: list[dict[str, Any]], skipped: list[dict[str, str]], failures: list[dict[str, Any]],
-          use_cache: bool, cache_notes: list[str], n_simulated: int, n_cached: int) -> dict[str, Any]:
+def _meta(scenario: Scenario, s: Settings, shares: Mapping[str, MixSource],
+          workloads: Mapping[tuple[str, str], Workload], histogram: bool, units: list[dict[str, Any]],
+          skipped: list[dict[str, str]],
+          failures: list[dict[str, Any]], use_cache: bool, cache_notes: list[str], n_simulated: int,
+          n_cached: int) -> dict[str, Any]:
     return {
         "scenario": scenario.name, "version": __version__, "calibration_version": CALIBRATION_VERSION,
-        "policy": s.policy, "class_mix": dict(shares),
-        "class_mix_source": "explicit" if explicit_mix else "scenario class shares",
-        "length_source": "ingest histogram" if histogram else "trace defaults (planner.sim.workload)",
+        "policy": s.policy,
+        "class_mix": {m: {k: p for k, p in mix.items() if p > 0} for m, (mix, _) in shares.items()},
+        "class_mix_source": {m: source for m, (_, source) in shares.items()},
+        "length_source": "ingest histogram" if histogram else "scenario declarations or built-in laws",
+        "workloads": [w.describe() for w in workloads.values() if w.share > 0],
+        "no_traffic": [{"model": m, "traffic_class": k} for m, (mix, _) in shares.items() for k, p in mix.items()
+                       if p <= 0],
+        "length_defaults": default_notes(workloads),
         "pool_replicas": s.pool_replicas, "duration_s": s.duration_s, "warmup_fraction": s.warmup_fraction,
         "min_class_requests": s.min_class_requests, "max_requests_per_replication": s.max_requests,
         "replications": s.replications, "seed": s.seed,

@@ -316,7 +316,8 @@ SchedulerOption = Annotated[
 ]
 
 HistogramOption = Annotated[
-    Path | None, typer.Option(help="Token-length histogram from `planner ingest` (default: per-class lognormals).")
+    list[Path] | None, typer.Option(help="Token-length histogram from `planner ingest`, or a folder of them; repeat "
+                                         "for several (default: the scenario's declared lengths).")
 ]
 SeedOption = Annotated[int | None, typer.Option(help="Base seed (default: the scenario's).")]
 MinHistoryOption = Annotated[str, typer.Option(

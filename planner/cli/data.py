@@ -10,8 +10,8 @@ from typing import Annotated, Any
 import typer
 from rich.markup import escape
 
-from planner.cli.app import JsonFlag, PlannerTyper, app, examples, guarded, print_outputs
-from planner.cli.paths import check_paths
+from planner.cli.app import HistogramOption, JsonFlag, PlannerTyper, app, examples, guarded, print_outputs
+from planner.cli.paths import check_paths, histogram_files
 from planner.console import print_table, stderr
 from planner.errors import InputError
 from planner.runs import RunContext
@@ -25,16 +25,21 @@ from planner.runs import RunContext
 @guarded
 def validate(
     scenario: Annotated[Path, typer.Argument(help="Scenario TOML file.")],
+    histogram: HistogramOption = None,
     as_json: JsonFlag = False,
 ) -> None:
-    """Validate a scenario file and print a readable summary (exit 3 with every error otherwise)."""
-    check_paths(inputs={"SCENARIO": scenario})
+    """Validate a scenario file and print a readable summary and each (model, class)'s effective workload (exit 3
+    with every error otherwise)."""
+    check_paths(inputs={"SCENARIO": scenario, "--histogram": histogram_files(histogram)})
 
     from planner.catalog import load_catalog
     from planner.scenario import check_against_data
-    from planner.workflows.common import load_scenario_inputs
+    from planner.workflows.common import load_scenario_inputs, read_histograms
+    from planner.workloads import default_notes, resolve_workloads
 
     loaded, profiles = load_scenario_inputs(scenario)
+    workloads = resolve_workloads(loaded, {m: loaded.model_mix(m) for m in loaded.model_names},
+                                  histogram=read_histograms(histogram_files(histogram)))
     problems = check_against_data(loaded, load_catalog().offers, profiles)
     if problems:
         raise InputError(
@@ -42,12 +47,30 @@ def validate(
             where=scenario,
             fix="use serving regions listed by `planner catalog` and models listed by `planner profiles`",
         )
-    print_table(
-        loaded.summary_rows(),
-        title=f"Scenario {scenario}: valid",
-        as_json=as_json,
-        json_extra={"scenario": str(scenario), "valid": True},
-    )
+    rows = [w.describe() for w in workloads.values()]
+    if as_json:
+        print_table(loaded.summary_rows(), as_json=True,
+                    json_extra={"scenario": str(scenario), "valid": True, "workloads": rows,
+                                "length_defaults": default_notes(workloads)})
+        return
+    print_table(loaded.summary_rows(), title=f"Scenario {scenario}: valid")
+    print_table([_workload_row(r) for r in rows], title="Workload per (model, class): share of the model's requests "
+                                                        "(scenario mix), token lengths and where they come from")
+    for note in default_notes(workloads):
+        stderr.print(f"[yellow]note:[/] {escape(note)}")
+
+
+def _workload_row(row: dict[str, Any]) -> dict[str, Any]:
+    """One effective workload for the terminal: mean / p50 / p99 per measure, sources shortened to their origin."""
+    out: dict[str, Any] = {"model": row["model"], "class": row["traffic_class"], "share": f"{row['share']:.3g}"}
+    for measure in ("prompt", "output"):
+        out[f"{measure} mean/p50/p99"] = (f"{row[f'{measure}_mean_tokens']:,.0f} / {row[f'{measure}_p50_tokens']:,} / "
+                                          f"{row[f'{measure}_p99_tokens']:,}")
+    out["reuse"] = row["reuse"]
+    sources = dict.fromkeys((row["prompt_source"], row["output_source"]))
+    out["lengths from"] = " | ".join(f"{m}: {src}" for m, src in zip(("prompt", "output"), sources, strict=False)) \
+        if len(sources) > 1 else next(iter(sources))
+    return out
 
 
 # --------------------------------------------------------------------------- catalog

@@ -32,7 +32,7 @@ from planner.cli.app import (
     renamed_option,
     what_if,
 )
-from planner.cli.paths import check_paths
+from planner.cli.paths import check_paths, histogram_files
 from planner.cli.placement_options import GapOption, NodeLimitOption, PeriodsOption, SolverOption, TimeLimitOption
 from planner.console import print_table, progress_bar, stderr
 from planner.errors import InputError, SLOFailedError
@@ -108,7 +108,7 @@ def calibrate(
 
     check_table_suffix(out)
     changes = what_if(overrides)
-    check_paths(inputs={"--scenario": scenario, "--histogram": histogram},
+    check_paths(inputs={"--scenario": scenario, "--histogram": histogram_files(histogram)},
                 outputs={"--out": [out, table_json_path(out)]})
     check_engine_options(engine, scheduler, workers)
 
@@ -121,7 +121,7 @@ def calibrate(
                                search_settings=search_settings, prune=prune, engine=engine, workers=workers,
                                scheduler=scheduler)
     with progress_bar("Calibrating (model, SKU, TP) units", console=stderr) as advance:
-        done = calibrate_files(scenario, out, options, histogram_file=histogram, progress=advance,
+        done = calibrate_files(scenario, out, options, histogram_file=histogram_files(histogram), progress=advance,
                                announce=announce_compile, what_if=changes, run=run)
     result = done.result
     columns = ["model", "sku", "tp_degree", "traffic_class", "max_rps_per_replica", "mix_rps_per_gpu", "max_num_seqs",
@@ -225,7 +225,7 @@ def plan(
     """The whole loop: forecast, calibrate, place, simulate peak and trough, correct until every SLO holds."""
     changes = what_if(overrides, demand_scale)
     check_paths(inputs={"--scenario": scenario, "--history": history, "--capacity": capacity,
-                        "--histogram": histogram}, folders={"--out": out})
+                        "--histogram": histogram_files(histogram)}, folders={"--out": out})
     options = loop_options(max_rounds=max_rounds, periods=periods, solver=solver, node_limit=node_limit,
                            time_limit=time_limit, gap=gap, quantile=quantile, sim_duration=sim_duration,
                            replications=replications, seed=seed, engine=engine, workers=workers, scheduler=scheduler,
@@ -236,7 +236,8 @@ def plan(
 
     with narrated("Reading the history...") as say:
         done = plan_workflow(scenario, history, out, options, as_of=as_of, compare=compare_policies,
-                             capacity_file=capacity, histogram_file=histogram, notify=say, announce=announce_compile,
+                             capacity_file=capacity, histogram_file=histogram_files(histogram), notify=say,
+                             announce=announce_compile,
                              what_if=changes, run=run)
     result = done.result
     print_outputs(result.loop.rounds and [

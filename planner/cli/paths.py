@@ -115,3 +115,22 @@ def check_paths(*, inputs: Mapping[str, Paths] | None = None, outputs: Mapping[s
                 raise InputError(f"the same file is also the output {where(other_option, other)}",
                                  where=where(option, path), fix=f"give {option} and {other_option} different paths")
         seen.append((option, path))
+
+
+HISTOGRAM_PATTERNS = ("*.histogram.csv", "*.histogram.parquet")
+
+
+def histogram_files(given: Iterable[Path] | None) -> list[Path]:
+    """The ``--histogram`` files: each file as given, each folder's ``*.histogram.csv`` / ``.parquet`` files
+    (sorted by name); a folder without one is an input error."""
+    files: list[Path] = []
+    for path in given or ():
+        if not path.is_dir():
+            files.append(path)
+            continue
+        found = sorted({f for pattern in HISTOGRAM_PATTERNS for f in path.glob(pattern)})
+        if not found:
+            raise InputError("the folder holds no token-length histogram", where=where("--histogram", path),
+                             fix="give the .histogram.csv files that `planner ingest` wrote, or their folder")
+        files += found
+    return files

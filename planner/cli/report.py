@@ -39,7 +39,7 @@ from planner.cli.loop import (
     narrated,
     print_warnings,
 )
-from planner.cli.paths import check_paths
+from planner.cli.paths import check_paths, histogram_files
 from planner.cli.placement_options import GapOption, NodeLimitOption, PeriodsOption, SolverOption, TimeLimitOption
 from planner.console import print_table, stderr
 from planner.errors import InputError
@@ -106,7 +106,7 @@ def report(
 
     month_window(month)  # a bad --month is refused before anything else is looked at
     changes = what_if(overrides, demand_scale)
-    check_paths(inputs={"--scenario": scenario, "--history": history, "--histogram": histogram},
+    check_paths(inputs={"--scenario": scenario, "--history": history, "--histogram": histogram_files(histogram)},
                 folders={"--reports": reports})
     options = loop_options(max_rounds=max_rounds, periods=periods, solver=solver, node_limit=node_limit,
                            time_limit=time_limit, gap=gap, quantile=None, sim_duration=sim_duration,
@@ -118,7 +118,7 @@ def report(
     with narrated(f"Capacity report {month}: reading the history...") as say:
         done = report_workflow(month, scenario, history, reports, options, as_of=as_of,
                                allow_stale_history=allow_stale_history, compare=compare_policies,
-                               histogram_file=histogram, history_db=front.history_file, notify=say,
+                               histogram_file=histogram_files(histogram), history_db=front.history_file, notify=say,
                                warn=lambda text: stderr.print(f"[yellow]warning:[/] {text}"),
                                announce=announce_compile, what_if=changes, run=run)
     _render_report(month, done, as_json)

@@ -28,7 +28,7 @@ from planner.cli.app import (
     renamed_option,
     what_if,
 )
-from planner.cli.paths import check_paths
+from planner.cli.paths import check_paths, histogram_files
 from planner.console import print_table, progress_bar, stderr
 from planner.errors import InputError, SLOFailedError
 from planner.runs import RunContext
@@ -89,7 +89,7 @@ def simulate(
                 "<plan>.flows.csv)",
             )
     check_paths(inputs={"--scenario": scenario, "--plan": plan, "--flows": flows_path, "--forecast": forecast,
-                        "--histogram": histogram},
+                        "--histogram": histogram_files(histogram)},
                 outputs={"--out": [out, table_json_path(out)]})
     check_engine_options(engine, scheduler, workers)
 
@@ -107,7 +107,7 @@ def simulate(
                             console=stderr)
 
     done = simulate_workflow(scenario, plan, out, options, flows_file=flows_path, forecast_file=forecast,
-                             histogram_file=histogram, progress=progress, announce=announce_compile,
+                             histogram_file=histogram_files(histogram), progress=progress, announce=announce_compile,
                              what_if=changes, run=run)
     result, period = done.result, done.period
     print_outputs(

@@ -35,7 +35,7 @@ from planner.cli.loop import (
     loop_options,
     narrated,
 )
-from planner.cli.paths import check_paths
+from planner.cli.paths import check_paths, histogram_files
 from planner.cli.placement_options import GapOption, NodeLimitOption, PeriodsOption, SolverOption, TimeLimitOption
 from planner.runs import RunContext
 
@@ -91,7 +91,7 @@ def sweep(
     parse_vary(vary)  # a malformed --vary is refused before anything else is looked at
     changes = what_if(overrides, demand_scale)
     check_paths(inputs={"--scenario": scenario, "--history": history, "--capacity": capacity,
-                        "--histogram": histogram},
+                        "--histogram": histogram_files(histogram)},
                 folders={"--out": out})
     options = loop_options(max_rounds=max_rounds, periods=periods, solver=solver, node_limit=node_limit,
                            time_limit=time_limit, gap=gap, quantile=quantile, sim_duration=sim_duration,
@@ -102,7 +102,7 @@ def sweep(
 
     with narrated("Reading the history...") as say:
         done = sweep_workflow(scenario, history, out, vary, options, what_if=changes, capacity_file=capacity,
-                              histogram_file=histogram,
+                              histogram_file=histogram_files(histogram),
                               notify=say, progress=lambda finished, total: say(f"planned {finished} of {total} "
                                                                                  "values"),
                               announce=announce_compile, run=run)

@@ -47,6 +47,7 @@ from planner.placement.result import PlacementResult
 from planner.placement.window import PlanningWindow
 from planner.scenario import Scenario
 from planner.sim.simulate import simulate_plan
+from planner.workloads import forecast_mixes
 
 if TYPE_CHECKING:
     from planner.calibrate.cache import CalibrationStore
@@ -177,6 +178,7 @@ class _Inputs:
     input_hashes: dict[str, str] | None
     planning_window: PlanningWindow | None
     say: Notify
+    mixes: dict[str, dict[str, float]]
 
 
 @dataclass
@@ -221,7 +223,7 @@ def _simulate(run: _Inputs, placement: PlacementResult, number: int) -> _Simulat
                                policy=run.policy, duration_s=settings.sim_duration_s,
                                replications=settings.sim_replications, seed=settings.seed,
                                histogram=run.histogram, period=window.period, engine=settings.engine,
-                               workers=settings.workers, scheduler=settings.scheduler)
+                               workers=settings.workers, scheduler=settings.scheduler, mixes=run.mixes)
         per_class = result.per_class
         labels = [window.label(str(r), str(m)) for r, m in zip(per_class["region"], per_class["model"], strict=True)]
         per_class = per_class.assign(window=labels, period=window.period)
@@ -241,7 +243,8 @@ def _calibrated(run: _Inputs, store: CalibrationStore | None) -> CalibrationResu
 
     settings = run.settings
     run.say(f"calibrating capacity for {run.policy}")
-    return calibrate(run.scenario, run.profiles, policy=run.policy, histogram=run.histogram, seed=settings.seed,
+    return calibrate(run.scenario, run.profiles, policy=run.policy, histogram=run.histogram, mixes=run.mixes,
+                     seed=settings.seed,
                      search_settings=settings.search_settings, engine=settings.engine, workers=settings.workers,
                      scheduler=settings.scheduler, store=store)
 
@@ -264,7 +267,8 @@ def run_loop(scenario: Scenario, forecast: pd.DataFrame, catalog: Catalog, profi
     if settings.max_rounds < 1:
         raise ValueError(f"the loop needs at least one round, got max_rounds={settings.max_rounds}")
     run = _Inputs(scenario, forecast, catalog, profiles, settings, policy or scenario.policy.name, histogram,
-                  input_hashes, planning_window, notify or (lambda _text: None))
+                  input_hashes, planning_window, notify or (lambda _text: None),
+                  forecast_mixes(forecast, scenario.model_names, scenario.class_names))
     calibration = None
     if capacity is None:
         calibration = _calibrated(run, store)

@@ -166,9 +166,11 @@ def run_sweep(points: list[SweepPoint], forecast: pd.DataFrame, catalog: Catalog
 
     if capacity is None and len(points) > 1 and all(p.scenario == points[0].scenario for p in points):
         from planner.calibrate import calibrate
+        from planner.workloads import forecast_mixes
 
         scenario = points[0].scenario
-        capacity = calibrate(scenario, profiles, policy=scenario.policy.name, histogram=histogram,
+        mixes = forecast_mixes(forecast, scenario.model_names, scenario.class_names)
+        capacity = calibrate(scenario, profiles, policy=scenario.policy.name, histogram=histogram, mixes=mixes,
                              seed=settings.seed, search_settings=settings.search_settings, engine=settings.engine,
                              workers=settings.workers, scheduler=settings.scheduler, store=store).table
     inner = replace(settings, engine="local", workers=1, scheduler=None)

@@ -136,6 +136,21 @@ def _text(value: Any) -> str:
     return "none" if value is None else str(value)
 
 
+def no_traffic_text(forecast: pd.DataFrame | None) -> str:
+    """The (model, class) pairs of the forecast with no demand over its horizon, once: they are neither calibrated,
+    simulated nor counted in the SLO rows (:mod:`planner.workloads`); '' when every pair has traffic."""
+    if not present(forecast, "model", "traffic_class", "mean"):
+        return ""
+    assert forecast is not None
+    demand = pd.to_numeric(forecast["mean"], errors="coerce").fillna(0.0).groupby(
+        [forecast["model"], forecast["traffic_class"]]).sum()
+    models, classes = sorted(set(forecast["model"].astype(str))), sorted(set(forecast["traffic_class"].astype(str)))
+    idle = [f"{m} / {k}" for m in models for k in classes if float(demand.get((m, k), 0.0)) <= 0]
+    if not idle:
+        return ""
+    return (f"No traffic (not calibrated, simulated or counted above): {', '.join(idle)}.")
+
+
 def slo_section(inputs: ReportInputs) -> Section:
     section = Section("slo", "SLO evidence per class")
     if not present(inputs.slo, *SERIES_KEY):
@@ -169,6 +184,10 @@ def slo_section(inputs: ReportInputs) -> Section:
                                      "color_by": "slo_met"}, "p99 / SLO per class; above 1.0 misses"))
         section.facts = {"rows": len(table), "met": int(known["slo_met"].astype(bool).sum()), "failing": failing,
                          "marginal": marginal, "verdict_missing": len(table) - len(known)}
+    idle = no_traffic_text(inputs.forecast)
+    if idle:
+        section.paragraphs.append(idle)
+        section.facts["no_traffic"] = idle
     if inputs.loop_rounds:
         rounds = pd.DataFrame([{k: readable(v) for k, v in r.items()} for r in inputs.loop_rounds])
         first = [c for c in ("round", "failed", "shortfall", "change", "cost_usd") if c in rounds.columns]

@@ -23,6 +23,7 @@ from pydantic.fields import FieldInfo
 
 from planner.errors import InputError
 from planner.scenario.fields import POLICY_NAMES, SKU_NAMES, TIERS, ZONES, Issue
+from planner.scenario.length_files import read_length_files
 from planner.scenario.model import Scenario
 from planner.scenario.overrides import Override, apply_overrides
 from planner.storage import check_input_file
@@ -59,8 +60,8 @@ def load_scenario(path: str | Path, overrides: Sequence[Override] = ()) -> Scena
     """
     data = read_scenario_data(path)
     if overrides:
-        return parse_scenario(apply_overrides(data, overrides), overridden_source(path, overrides))
-    return parse_scenario(data, source=str(path))
+        data = apply_overrides(data, overrides)
+    return parse_scenario(read_length_files(data, Path(path).parent), overridden_source(path, overrides))
 
 
 def overridden_source(path: str | Path, overrides: Sequence[Override]) -> str:

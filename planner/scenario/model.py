@@ -39,6 +39,7 @@ from planner.scenario.fields import (
     horizon_to_hours,
     rule_error,
 )
+from planner.scenario.lengths import LengthDecl, WorkloadDecl
 from planner.scenario.regions import Frozen, Origin, Quotas, Regions, ServingRegion
 from planner.sim.policies.registry import POLICIES
 from planner.slo import ClassSlo, slo_field_names
@@ -88,6 +89,16 @@ class ModelSpec(Frozen):
     slos: dict[Str, SloOverride] = Field(
         default_factory=dict, description="per-class SLO overrides for this model, [models.slos.<class>]"
     )
+    classes: Annotated[tuple[Str, ...], Field(min_length=1)] | None = Field(
+        default=None, description="the traffic classes this model serves; omit for every class"
+    )
+    mix: dict[Str, Annotated[float, Field(strict=True, ge=0, le=1)]] | None = Field(
+        default=None, description="this model's class mix for `planner calibrate` (shares summing to 1); "
+                                  "omit for the class shares of the classes it serves"
+    )
+    workloads: dict[Str, WorkloadDecl] = Field(
+        default_factory=dict, description="this model's own token lengths of a class, [models.workloads.<class>]"
+    )
 
 
 class TrafficClass(Frozen):
@@ -135,6 +146,13 @@ class TrafficClass(Frozen):
     max_prompt_tokens: Annotated[int, Field(strict=True, ge=1)] | None = Field(
         default=None, description="longest prompt the service takes for this class, in tokens (e.g. a deployment's "
                                   "max_model_len less its output budget); omit for the model's context"
+    )
+    prompt_tokens: LengthDecl | None = Field(
+        default=None, description="prompt length law in tokens: a built-in law's name, { median, p99 }, "
+                                  "{ mean, sigma }, a fixed number, { points } or { histogram }"
+    )
+    output_tokens: LengthDecl | None = Field(
+        default=None, description="output length law in tokens, in the same forms as prompt_tokens"
     )
 
     @model_validator(mode="after")
@@ -322,7 +340,7 @@ class Scenario(Frozen):
     @model_validator(mode="after")
     def _check_cross_references(self) -> Scenario:
         """Rules between sections, all reported together: reachability, and the models' SLO overrides."""
-        issues = [*self._reachability_issues(), *self._slo_override_issues()]
+        issues = [*self._reachability_issues(), *self._slo_override_issues(), *self._model_class_issues()]
         if issues:
             raise rule_error(issues)
         return self
@@ -359,6 +377,29 @@ class Scenario(Frozen):
                                         f"override one of the classes: {', '.join(self.class_names)}"))
                     continue
                 issues += _effective_slo_issues(where, self.slo(model.name, class_name), ClassSlo.of(override))
+        return issues
+
+    def _model_class_issues(self) -> list[Issue]:
+        """A model's ``classes``, ``mix`` and ``workloads`` name declared classes; its mix sums to 1."""
+        issues: list[Issue] = []
+        known = ", ".join(self.class_names)
+        for index, model in enumerate(self.models):
+            named: list[tuple[str, str | int, str]] = [("classes", i, n) for i, n in enumerate(model.classes or ())]
+            named += [("mix", name, name) for name in model.mix or {}]
+            named += [("workloads", name, name) for name in model.workloads]
+            for field, key, name in named:
+                if name not in self.class_names:
+                    issues.append(Issue(("models", index, field, key), f"no traffic class {name!r} in the scenario",
+                                        f"use one of the classes: {known}"))
+            if model.mix is not None:
+                total = math.fsum(model.mix.values())
+                if abs(total - 1.0) > SHARE_TOLERANCE:
+                    issues.append(Issue(("models", index, "mix"), f"the mix sums to {total:.6g}, not 1",
+                                        "make this model's shares add up to 1"))
+                outside = sorted(set(model.mix) - set(model.classes or self.class_names))
+                if model.classes is not None and outside:
+                    issues.append(Issue(("models", index, "mix"), f"gives a share to {', '.join(outside)}, which "
+                                        "the model's classes leave out", "add them to classes, or drop them here"))
         return issues
 
     # ------------------------------------------------------------------ lookups
@@ -422,6 +463,28 @@ class Scenario(Frozen):
         """The SKUs a model may run on (every known SKU when the scenario does not restrict it)."""
         skus = self.model(model).skus
         return tuple(skus) if skus is not None else SKU_NAMES
+
+    def served_classes(self, model: str) -> tuple[str, ...]:
+        """The classes ``model`` serves: its ``classes``, else every class."""
+        chosen = self.model(model).classes
+        return tuple(k for k in self.class_names if chosen is None or k in chosen)
+
+    def model_mix(self, model: str) -> dict[str, float]:
+        """``model``'s class mix by the scenario: its ``mix``, else the shares of the classes it serves,
+        renormalised to sum to 1 (every served class equal when those shares are all 0)."""
+        spec = self.model(model)
+        if spec.mix is not None:
+            return {k: float(spec.mix.get(k, 0.0)) for k in self.class_names}
+        served = self.served_classes(model)
+        total = math.fsum(self.traffic_class(k).share for k in served)
+        return {k: (self.traffic_class(k).share / total if total > 0 else 1.0 / len(served)) if k in served else 0.0
+                for k in self.class_names}
+
+    def declared_lengths(self, model: str, traffic_class: str) -> tuple[WorkloadDecl, WorkloadDecl]:
+        """(the model's own declaration, the class's) of a pair's token lengths; either may declare nothing."""
+        klass = self.traffic_class(traffic_class)
+        own = self.model(model).workloads.get(traffic_class, WorkloadDecl())
+        return own, WorkloadDecl(prompt_tokens=klass.prompt_tokens, output_tokens=klass.output_tokens)
 
     def prompt_caps(self) -> dict[str, int | None]:
         """Each class's ``max_prompt_tokens`` (None: the model's context)."""

@@ -30,7 +30,7 @@ from __future__ import annotations
 import math
 import re
 import zlib
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import replace
 from typing import Any
 
@@ -63,9 +63,10 @@ from planner.sim.replica.run import (
 from planner.sim.result import SimulationResult
 from planner.sim.windows import PEAK, TROUGH, WINDOW_CHOICES, trough_period
 from planner.sim.work import SIM_DURATION_OPTION, PoolWork, check_work
-from planner.sim.workload import ClassWorkload, workloads_for
+from planner.sim.workload import ClassWorkload
 from planner.slo import SLO_METRICS, met_column, p99_column, target_column, verdict_column
 from planner.sources import source_of
+from planner.workloads import Workload, default_notes, resolve_workloads
 
 __all__ = ["SimulationResult", "pool_seed", "select_window", "simulate_plan"]
 
@@ -153,15 +154,15 @@ def _demand_rates(demand: pd.DataFrame, scenario: Scenario) -> dict[tuple[str, s
     return rates
 
 
-def _unserved_rows(region: str, model: str, rates: dict[str, float], scenario: Scenario,
+def _unserved_rows(region: str, model: str, rates: dict[str, float], classes: tuple[str, ...], scenario: Scenario,
                    window_s: float) -> list[dict[str, Any]]:
     """Demand at a (region, model) without replicas: every request rejected, so every SLO that is set is missed."""
     rows = []
-    for klass in scenario.classes:
-        rate = rates.get(klass.name, 0.0)
-        slo = scenario.slo(model, klass.name)
+    for name in classes:
+        rate = rates.get(name, 0.0)
+        slo = scenario.slo(model, name)
         targets = {m: slo.target(m) for m in SLO_METRICS}
-        row: dict[str, Any] = {"region": region, "model": model, "traffic_class": klass.name, "replicas": 0,
+        row: dict[str, Any] = {"region": region, "model": model, "traffic_class": name, "replicas": 0,
                                "offered_rps": rate, "arrived": rate * window_s, "rejected": rate * window_s,
                                "rejected_fraction": 1.0 if rate > 0 else math.nan, "completed": 0.0}
         row.update({p99_column(m): math.inf if rate > 0 else math.nan for m in SLO_METRICS})
@@ -211,6 +212,7 @@ def simulate_plan(
     arrival: str = "poisson",
     arrival_cv: float = 1.0,
     arrival_trace_s: np.ndarray | None = None,
+    mixes: Mapping[str, Mapping[str, float]] | None = None,
 ) -> SimulationResult:
     """Simulate every serving (region, model) of one plan period at ``demand``; see module doc.
 
@@ -219,6 +221,10 @@ def simulate_plan(
     time-scaled to each pool's total rate. ``routing`` is a rule of
     :data:`planner.sim.replica.routing.ROUTERS`; the warm-up defaults to 10 % of the duration and
     is excluded from every metric.
+
+    A model's pools simulate the classes it has traffic in: a positive share in ``mixes`` (model -> class ->
+    share, e.g. :func:`planner.workloads.forecast_mixes` of the forecast the plan was placed on) or a positive
+    rate in ``demand``. Any other (model, class) pair has no traffic: no row, no verdict (``meta["no_traffic"]``).
 
     ``engine`` (``local``, ``processes``, ``dask`` or ``auto``), ``workers`` and ``scheduler``
     say where the (pool x replication) tasks run (:func:`planner.engine.run_tasks`);
@@ -235,6 +241,8 @@ def simulate_plan(
     period_label, rows = _plan_rows(plan, period)
     pools = _pools(rows, profiles, catalog, scenario)
     rates = _demand_rates(demand, scenario)
+    served = served_classes(scenario, rates, mixes)
+    workloads = resolve_workloads(scenario, {m: dict.fromkeys(k, 1.0) for m, k in served.items()}, histogram=histogram)
     params, admission = scenario.policy.params, scenario.policy.admission
     policy_params = policy_values(params.model_dump())
     trace = tuple(np.asarray(arrival_trace_s, dtype=float)) if arrival_trace_s is not None else None
@@ -243,7 +251,7 @@ def simulate_plan(
         output_quantile_reserve=admission.output_quantile_reserve, policy_params=policy_params,
         prediction_sigma=params.prediction_noise_sigma, router=routing, router_d=router_d, arrival_kind=arrival,
         arrival_cv=arrival_cv, arrival_trace_s=trace)
-    configs = _pool_configs(scenario, pools, rates, histogram, template)
+    configs = _pool_configs(scenario, pools, rates, workloads, served, template)
     check_work([PoolWork(f"{region} / {model}", sum(s.count * s.max_batch for s in config.replicas),
                          sum(c.rate_rps for c in config.classes)) for (region, model), (config, _) in configs.items()],
                duration_s=duration_s, replications=replications, size_where=source_of(plan, "plan"))
@@ -253,14 +261,18 @@ def simulate_plan(
     metrics = run_tasks(run_replication_task, tasks, engine=engine, workers=workers, progress=progress,
                         scheduler=scheduler)
     keys = sorted(set(pools) | set(rates))
-    per_class, pool_meta = _summaries(scenario, keys, configs, rates, metrics, replications, duration_s - warmup)
+    per_class, pool_meta = _summaries(scenario, keys, configs, rates, served, metrics, replications,
+                                      duration_s - warmup)
     meta = {
         "scenario": scenario.name, "period": period_label, "policy": spec.name, "routing": routing,
         "router_d": router_d, "duration_s": duration_s, "warmup_s": warmup, "replications": replications,
         "seed": seed, "arrival": arrival, "arrival_cv": arrival_cv,
         "kv_fraction": admission.kv_fraction, "output_quantile_reserve": admission.output_quantile_reserve,
         "prediction_noise_sigma": params.prediction_noise_sigma, **policy_params, "version": __version__,
-        "length_source": "ingest histogram" if histogram is not None else "trace defaults",
+        "length_source": "ingest histogram" if histogram is not None else "scenario declarations or built-in laws",
+        "length_defaults": default_notes(workloads),
+        "no_traffic": [{"model": m, "traffic_class": k} for m in scenario.model_names for k in scenario.class_names
+                       if k not in served.get(m, ())],
         "pools": pool_meta,
     }
     return SimulationResult(per_class, meta)
@@ -270,17 +282,33 @@ PoolConfigs = dict[tuple[str, str], tuple[PoolConfig, dict[str, ClassWorkload]]]
 """Per served (region, model): its pool and the length laws of its classes."""
 
 
+def served_classes(scenario: Scenario, rates: dict[tuple[str, str], dict[str, float]],
+                   mixes: Mapping[str, Mapping[str, float]] | None) -> dict[str, tuple[str, ...]]:
+    """Per model, the classes with traffic (scenario order): a positive share in ``mixes`` or a positive rate."""
+    served: dict[str, tuple[str, ...]] = {}
+    for model in scenario.model_names:
+        mix = (mixes or {}).get(model, {})
+        rated = {k for (_, m), per in rates.items() if m == model for k, v in per.items() if v > 0}
+        chosen = tuple(k for k in scenario.class_names if float(mix.get(k, 0.0)) > 0 or k in rated)
+        if chosen:
+            served[model] = chosen
+    return served
+
+
 def _pool_configs(scenario: Scenario, pools: dict[tuple[str, str], list[ReplicaSpec]],
-                  rates: dict[tuple[str, str], dict[str, float]], histogram: pd.DataFrame | None,
-                  template: PoolConfig) -> PoolConfigs:
-    """One pool per (region, model) with replicas: ``template``'s settings, its replicas, its classes' rates."""
+                  rates: dict[tuple[str, str], dict[str, float]], workloads: Mapping[tuple[str, str], Workload],
+                  served: Mapping[str, tuple[str, ...]], template: PoolConfig) -> PoolConfigs:
+    """One pool per (region, model) with replicas and traffic: ``template``'s settings, its replicas, the rates
+    of the classes its model has traffic in."""
     configs: PoolConfigs = {}
     for key in sorted(pools):
         region, model = key
+        if model not in served:
+            continue
         pool_rates = rates.get(key, {})
-        laws = workloads_for(model, scenario.class_names, histogram, scenario.prompt_caps())
-        classes = tuple(ClassSpec.of(k, scenario.slo(model, k.name), pool_rates.get(k.name, 0.0), laws[k.name])
-                        for k in scenario.classes)
+        laws = {k: workloads[(model, k)].lengths for k in served[model]}
+        classes = tuple(ClassSpec.of(scenario.traffic_class(k), scenario.slo(model, k), pool_rates.get(k, 0.0),
+                                     laws[k]) for k in served[model])
         config = replace(template, replicas=tuple(pools[key]), classes=classes)
         check_config(config)
         configs[key] = (config, laws)
@@ -288,8 +316,8 @@ def _pool_configs(scenario: Scenario, pools: dict[tuple[str, str], list[ReplicaS
 
 
 def _summaries(scenario: Scenario, keys: list[tuple[str, str]], configs: PoolConfigs,
-               rates: dict[tuple[str, str], dict[str, float]], metrics: list[Any], replications: int,
-               window_s: float) -> tuple[pd.DataFrame, list[dict[str, Any]]]:
+               rates: dict[tuple[str, str], dict[str, float]], served: Mapping[str, tuple[str, ...]],
+               metrics: list[Any], replications: int, window_s: float) -> tuple[pd.DataFrame, list[dict[str, Any]]]:
     """Per-class rows and per-pool metadata of every (region, model), in ``keys`` order; ``metrics`` holds
     ``replications`` results per pool of ``configs``, in the same order."""
     frames: list[pd.DataFrame] = []
@@ -298,7 +326,10 @@ def _summaries(scenario: Scenario, keys: list[tuple[str, str]], configs: PoolCon
     for key in keys:
         region, model = key
         if key not in configs:
-            frames.append(pd.DataFrame(_unserved_rows(region, model, rates.get(key, {}), scenario, window_s)))
+            if model not in served:
+                continue
+            frames.append(pd.DataFrame(_unserved_rows(region, model, rates.get(key, {}), served[model], scenario,
+                                                      window_s)))
             pool_meta.append({"region": region, "model": model, "replicas": {}, "note": "demand but no replicas"})
             continue
         config, laws = configs[key]
@@ -312,7 +343,7 @@ def _summaries(scenario: Scenario, keys: list[tuple[str, str]], configs: PoolCon
                                               "long_prefill_token_threshold": s.prefill_chunk_cap}
                          for s in config.replicas},
             "usd_per_hour": sum(s.count * s.usd_per_replica_hour for s in config.replicas),
-            "reserved_output_tokens": dict(zip(scenario.class_names, config.reserve_tokens().tolist(), strict=True)),
+            "reserved_output_tokens": dict(zip(served[model], config.reserve_tokens().tolist(), strict=True)),
             "length_laws": {k: {"source": w.source, "prompt": w.prompt.describe(), "output": w.output.describe()}
                             for k, w in laws.items()},
             **result.pool,

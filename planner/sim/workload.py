@@ -80,7 +80,6 @@ TRACE_SOURCES: dict[str, str] = {
     "batch": "Azure 2023 code trace prompts; Mooncake conversation sample outputs",
     "long-context": "Mooncake conversation sample (prompt and output)",
 }
-FALLBACK_CLASS = "standard"
 
 
 class LengthLaw(Protocol):
@@ -144,7 +143,15 @@ class EmpiricalLength:
     lo: np.ndarray
     hi: np.ndarray
     counts: np.ndarray
+    kind: str = "empirical histogram"
     _cum: np.ndarray = field(init=False, repr=False)
+
+    @classmethod
+    def points(cls, tokens: np.ndarray, weights: np.ndarray, kind: str) -> EmpiricalLength:
+        """A law on whole-token ``tokens`` with relative ``weights``: bins [t, t + 1), so a draw is exactly t."""
+        values, inverse = np.unique(np.asarray(tokens, dtype=np.int64), return_inverse=True)
+        mass = np.bincount(inverse, weights=np.asarray(weights, dtype=np.float64))
+        return cls(values, values + 1, mass, kind)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "_cum", np.cumsum(self.counts, dtype=np.float64))
@@ -170,7 +177,7 @@ class EmpiricalLength:
         return float((mids * self.counts).sum() / self._cum[-1])
 
     def describe(self) -> dict[str, float | str]:
-        return {"law": "empirical histogram", "bins": int(self.counts.size), "requests": float(self._cum[-1]),
+        return {"law": self.kind, "bins": int(self.counts.size), "requests": float(self._cum[-1]),
                 "mean_tokens": self.mean(), "p50_tokens": self.quantile(0.5), "p99_tokens": self.quantile(0.99)}
 
 
@@ -183,29 +190,38 @@ class ClassWorkload:
     source: str
 
 
-def default_workload(traffic_class: str, model: str, max_prompt_tokens: int | None = None) -> ClassWorkload:
-    """The trace-derived default laws; a class without one takes ``standard``'s, visibly.
+def prompt_cap_tokens(model: str, max_prompt_tokens: int | None = None) -> int:
+    """The longest prompt a law may draw: what the model's context leaves for the output, or the
+    class's ``max_prompt_tokens`` (the longest prompt its service takes) when that is shorter."""
+    cap = CONTEXT_TOKENS.get(model, DEFAULT_CONTEXT_TOKENS) - OUTPUT_CAP_TOKENS
+    return min(cap, max_prompt_tokens) if max_prompt_tokens is not None else cap
 
-    Prompts are cut at what the model's context leaves for the output, or at the class's
-    ``max_prompt_tokens`` (the longest prompt its service takes) when that is shorter.
+
+def builtin_law(name: str, measure: str, cap_tokens: int) -> LengthLaw:
+    """The built-in law ``name`` (a key of :data:`TRACE_FIGURES`) of ``measure`` ("prompt" or "output"),
+    cut at ``cap_tokens`` for prompts and at :data:`OUTPUT_CAP_TOKENS` for outputs."""
+    p50, p99, _ = TRACE_FIGURES[name][measure]
+    return LognormalLength.through(p50, p99, cap_tokens if measure == "prompt" else OUTPUT_CAP_TOKENS)
+
+
+def default_workload(traffic_class: str, model: str, max_prompt_tokens: int | None = None) -> ClassWorkload:
+    """The built-in laws of a class named like one (:data:`TRACE_FIGURES`), with their source.
+
+    Prompts are cut at :func:`prompt_cap_tokens`. Any other class name has no built-in law:
+    its lengths must be declared or ingested (:mod:`planner.workloads`).
     """
-    name = traffic_class if traffic_class in TRACE_FIGURES else FALLBACK_CLASS
-    context = CONTEXT_TOKENS.get(model, DEFAULT_CONTEXT_TOKENS)
-    (pp50, pp99, _), (op50, op99, _) = TRACE_FIGURES[name]["prompt"], TRACE_FIGURES[name]["output"]
-    source = TRACE_SOURCES[name]
-    if name != traffic_class:
-        source = f"no default for class {traffic_class!r}: using {FALLBACK_CLASS!r} ({source})"
+    if traffic_class not in TRACE_FIGURES:
+        raise InputError(f"class {traffic_class!r} has no built-in length law", where=f"class {traffic_class!r}",
+                         fix=f"declare its prompt_tokens and output_tokens, or name a built-in law "
+                             f"({', '.join(TRACE_FIGURES)})")
+    source = TRACE_SOURCES[traffic_class]
     if model not in CONTEXT_TOKENS:
         source += f"; context of {model!r} unknown, prompts cut at {DEFAULT_CONTEXT_TOKENS - OUTPUT_CAP_TOKENS}"
-    prompt_cap = context - OUTPUT_CAP_TOKENS
-    if max_prompt_tokens is not None and max_prompt_tokens < prompt_cap:
-        prompt_cap = max_prompt_tokens
+    if max_prompt_tokens is not None and max_prompt_tokens < CONTEXT_TOKENS.get(model, DEFAULT_CONTEXT_TOKENS) \
+            - OUTPUT_CAP_TOKENS:
         source += f"; prompts cut at the class's max_prompt_tokens {max_prompt_tokens}"
-    return ClassWorkload(
-        LognormalLength.through(pp50, pp99, prompt_cap),
-        LognormalLength.through(op50, op99, OUTPUT_CAP_TOKENS),
-        source,
-    )
+    cap = prompt_cap_tokens(model, max_prompt_tokens)
+    return ClassWorkload(builtin_law(traffic_class, "prompt", cap), builtin_law(traffic_class, "output", cap), source)
 
 
 def _histogram_law(rows: pd.DataFrame, where: str) -> EmpiricalLength:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -16,7 +16,7 @@ from planner.workflows.common import (
     WhatIf,
     load_scenario_inputs,
     prepare_simulator,
-    read_optional,
+    read_histograms,
     record_settings,
 )
 from planner.workflows.files import write_calibration
@@ -80,14 +80,14 @@ class Calibrated:
 
 
 def calibrate_files(scenario_file: Path, out: Path, options: CalibrateOptions, *,
-                    histogram_file: Path | None = None, progress: Callable[[int, int], None] | None = None,
+                    histogram_file: Sequence[Path] = (), progress: Callable[[int, int], None] | None = None,
                     announce: Announce | None = None, what_if: WhatIf = NO_CHANGES,
                     run: RunContext | None = None) -> Calibrated:
     """Calibrate the scenario's units (with ``what_if``'s ``--set``) and write the capacity table ``out`` and its
     JSON (both or neither)."""
     scenario, profiles = load_scenario_inputs(scenario_file, what_if.overrides)
     what_if.record(run)
-    histogram = read_optional(histogram_file)
+    histogram = read_histograms(histogram_file)
     prepare_simulator(announce)
     result = calibrate_scenario(scenario, profiles, options, histogram=histogram, progress=progress, run=run)
     written = write_calibration(result, out)

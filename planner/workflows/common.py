@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 import pandas as pd
 
+from planner.contracts.columns import HISTOGRAM_COLUMNS
 from planner.sources import named
 from planner.storage import file_sha256, read_table
 
@@ -75,6 +76,26 @@ def read_named(path: Path) -> pd.DataFrame:
 def read_optional(path: Path | None) -> pd.DataFrame | None:
     """The table at ``path``, or None when no path was given."""
     return read_named(path) if path is not None else None
+
+
+def read_histograms(paths: Sequence[Path]) -> pd.DataFrame | None:
+    """The token-length histograms at ``paths`` as one table (None when none was given).
+
+    Several files (e.g. two ingested logs, one per model) are stacked; bins that two files give for the same
+    (model, class, measure, bin) add their counts, as one histogram of both logs would.
+    """
+    if not paths:
+        return None
+    if len(paths) == 1:
+        return read_named(paths[0])
+    frames = [read_named(p) for p in paths]
+    for frame in frames:  # each file's own columns and bins are checked before they mix (planner.workloads)
+        if not set(HISTOGRAM_COLUMNS) <= set(frame.columns):
+            return frame
+    merged = pd.concat([f[list(HISTOGRAM_COLUMNS)] for f in frames], ignore_index=True)
+    keys = [c for c in HISTOGRAM_COLUMNS if c != "count"]
+    merged = merged.groupby(keys, sort=True, dropna=False, as_index=False)["count"].sum()
+    return named(merged[list(HISTOGRAM_COLUMNS)], " + ".join(str(p) for p in paths))
 
 
 def record_settings(run: RunContext | None, settings: Settings) -> None:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -18,8 +18,8 @@ from planner.workflows.common import (
     WhatIf,
     load_scenario_inputs,
     prepare_simulator,
+    read_histograms,
     read_named,
-    read_optional,
     record_settings,
     scenario_hashes,
 )
@@ -111,7 +111,7 @@ class Planned:
 
 
 def plan(scenario_file: Path, history_file: Path, out: Path, options: LoopOptions, *, as_of: str | None = None,
-         compare: str | None = None, capacity_file: Path | None = None, histogram_file: Path | None = None,
+         compare: str | None = None, capacity_file: Path | None = None, histogram_file: Sequence[Path] = (),
          notify: Notify | None = None, announce: Announce | None = None, what_if: WhatIf = NO_CHANGES,
          run: RunContext | None = None) -> Planned:
     """Forecast, calibrate, place and simulate until every SLO holds; write the folder ``out`` as a whole.
@@ -133,7 +133,7 @@ def plan(scenario_file: Path, history_file: Path, out: Path, options: LoopOption
     prepare_simulator(announce)
     result = run_pipeline(scenario, read_named(history_file), load_catalog(), profiles, loop,
                           as_of=parse_as_of(as_of), compare=policies, capacity=capacity,
-                          histogram=read_optional(histogram_file), input_hashes=hashes, notify=notify,
+                          histogram=read_histograms(histogram_file), input_hashes=hashes, notify=notify,
                           store=folder_store(settings.cache_dir), demand_scales=what_if.demand)
     written = write_plan_run(result, loop, out)
     record_pipeline(run, result)
@@ -154,7 +154,7 @@ class Reported:
 
 def report(month: str, scenario_file: Path, history_file: Path, reports: Path, options: LoopOptions, *,
            as_of: str | None = None, allow_stale_history: bool = False, compare: str | None = None,
-           histogram_file: Path | None = None, history_db: Path | None = None, notify: Notify | None = None,
+           histogram_file: Sequence[Path] = (), history_db: Path | None = None, notify: Notify | None = None,
            warn: Notify | None = None, announce: Announce | None = None, what_if: WhatIf = NO_CHANGES,
            run: RunContext | None = None) -> Reported:
     """Write ``<reports>/<month>/``: plan the month and build the report, under the reports folder's lock.
@@ -192,7 +192,7 @@ def report(month: str, scenario_file: Path, history_file: Path, reports: Path, o
         check_history_fresh(last_history_hour(known, where=str(history_file)), window, month,
                             allow_stale=allow_stale_history, where=history_file)
         result = run_pipeline(scenario, known, catalog, profiles, loop, as_of=stamp, compare=policies,
-                              histogram=read_optional(histogram_file), input_hashes=hashes, notify=say,
+                              histogram=read_histograms(histogram_file), input_hashes=hashes, notify=say,
                               window=window, store=folder_store(settings.cache_dir), demand_scales=what_if.demand)
         say("pricing the neighbouring tier choices")
         alternatives = what_would_change(result.loop, scenario, result.forecast.forecast, catalog, profiles, loop,

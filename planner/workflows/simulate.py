@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from pathlib import Path
@@ -19,8 +19,8 @@ from planner.workflows.common import (
     WhatIf,
     load_scenario_inputs,
     prepare_simulator,
+    read_histograms,
     read_named,
-    read_optional,
     record_settings,
 )
 from planner.workflows.files import write_experiment, write_simulation_outputs
@@ -79,7 +79,7 @@ def forecast_window(scenario: Scenario, plan: pd.DataFrame, forecast: pd.DataFra
 
 
 def simulate(scenario_file: Path, plan_file: Path, out: Path, options: SimulateOptions, *,
-             flows_file: Path | None = None, forecast_file: Path | None = None, histogram_file: Path | None = None,
+             flows_file: Path | None = None, forecast_file: Path | None = None, histogram_file: Sequence[Path] = (),
              progress: ProgressDisplay, announce: Announce | None = None, what_if: WhatIf = NO_CHANGES,
              run: RunContext | None = None) -> Simulated:
     """Simulate one window of the plan (its flows', or the forecast's demand, scaled by ``what_if``) and write
@@ -110,7 +110,7 @@ def simulate(scenario_file: Path, plan_file: Path, out: Path, options: SimulateO
         result = simulate_plan(
             scenario, plan, demand, profiles, load_catalog(),
             policy=options.policy, duration_s=options.duration_s, replications=options.replications,
-            seed=settings.seed, histogram=read_optional(histogram_file), period=period,
+            seed=settings.seed, histogram=read_histograms(histogram_file), period=period,
             engine=settings.engine, workers=settings.workers, scheduler=settings.scheduler, progress=advance,
         )
     check_evidence(result.per_class, duration_s=options.duration_s, warmup_s=float(result.meta["warmup_s"]))

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -15,8 +15,8 @@ from planner.workflows.common import (
     Announce,
     WhatIf,
     prepare_simulator,
+    read_histograms,
     read_named,
-    read_optional,
     record_settings,
 )
 from planner.workflows.files import check_replaced_folder
@@ -37,7 +37,7 @@ class Swept:
 
 
 def sweep(scenario_file: Path, history_file: Path, out: Path, vary_text: str, options: LoopOptions, *,
-          what_if: WhatIf = NO_CHANGES, capacity_file: Path | None = None, histogram_file: Path | None = None,
+          what_if: WhatIf = NO_CHANGES, capacity_file: Path | None = None, histogram_file: Sequence[Path] = (),
           notify: Notify | None = None,
           progress: Callable[[int, int], None] | None = None, announce: Announce | None = None,
           run: RunContext | None = None) -> Swept:
@@ -70,7 +70,7 @@ def sweep(scenario_file: Path, history_file: Path, out: Path, vary_text: str, op
     prepare_simulator(announce)
     say(f"planning {len(points)} values of {vary.path}")
     table = run_sweep(points, forecast.forecast, load_catalog(), profiles, loop,
-                      histogram=read_optional(histogram_file), store=folder_store(settings.cache_dir),
+                      histogram=read_histograms(histogram_file), store=folder_store(settings.cache_dir),
                       capacity=capacity, progress=progress)
     meta: dict[str, Any] = {"vary": vary.path, "values": list(vary.values), "what_if": what_if.describe(),
                             "settings": loop.to_dict(), "inputs_sha256": {"scenario": file_sha256(scenario_file),

@@ -1,0 +1,119 @@
+"""Declared token lengths: how a scenario states a class's prompt and output lengths.
+
+A class (``[[classes]]``), or one model's view of it (``[models.workloads.<class>]``), may
+declare ``prompt_tokens`` and ``output_tokens``, each in one of these forms:
+
+* a built-in law by name, ``"interactive"`` or ``{ law = "interactive" }`` (the laws of
+  :data:`planner.sim.workload.TRACE_FIGURES`, measured on public traces);
+* a lognormal through its median and 99th percentile, ``{ median = 1020, p99 = 4142 }``;
+* a lognormal by its mean and the σ of its logarithm, ``{ mean = 1155, sigma = 0.6 }``;
+* a fixed length, ``512`` or ``{ fixed = 512 }``;
+* weighted points, ``{ points = [[128, 3], [1024, 1]] }`` (tokens, relative weight);
+* a histogram file, ``{ histogram = "lengths.csv" }`` with columns ``bin_lo_tokens``,
+  ``bin_hi_tokens`` and ``count`` (a ``planner ingest`` histogram works: its ``model``,
+  ``traffic_class`` and ``measure`` columns, when present, select the rows). The file is
+  read by :func:`planner.scenario.load_scenario`, relative to the scenario file, into
+  ``bins``.
+
+Exactly one form per declaration. :mod:`planner.workloads` turns a declaration into a
+length law and says where each length came from.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+from pydantic import Field, model_validator
+
+from planner.scenario.fields import Issue, Str, rule_error
+from planner.scenario.regions import Frozen
+
+BUILTIN_LAWS = ("interactive", "standard", "batch", "long-context")
+"""The built-in laws by name (their figures and sources: :data:`planner.sim.workload.TRACE_FIGURES`)."""
+
+Tokens = Annotated[int, Field(strict=True, ge=1)]
+PositiveFloat = Annotated[float, Field(gt=0)]
+FORMS = ("law", "median/p99", "mean/sigma", "fixed", "points", "histogram")
+
+
+class LengthDecl(Frozen):
+    """One declared token-length law (module docstring for the forms)."""
+
+    law: Str | None = Field(default=None, description=f"a built-in law: {', '.join(BUILTIN_LAWS)}")
+    median: PositiveFloat | None = Field(default=None, description="lognormal: median in tokens (with p99)")
+    p99: PositiveFloat | None = Field(default=None, description="lognormal: 99th percentile in tokens (with median)")
+    mean: PositiveFloat | None = Field(default=None, description="lognormal: mean in tokens (with sigma)")
+    sigma: PositiveFloat | None = Field(default=None, description="lognormal: σ of ln(tokens) (with mean)")
+    fixed: Tokens | None = Field(default=None, description="every request has this many tokens")
+    points: tuple[tuple[Tokens, PositiveFloat], ...] | None = Field(
+        default=None, description="(tokens, relative weight) pairs, e.g. [[128, 3], [1024, 1]]")
+    histogram: Str | None = Field(default=None, description="a histogram CSV (bin_lo_tokens, bin_hi_tokens, count), "
+                                                            "relative to the scenario file")
+    bins: tuple[tuple[int, int, float], ...] | None = Field(
+        default=None, description="the histogram's (bin_lo_tokens, bin_hi_tokens, count) rows, read at load time")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _shorthand(cls, value: Any) -> Any:
+        """``512`` is ``{ fixed = 512 }``; ``"interactive"`` is ``{ law = "interactive" }``."""
+        if isinstance(value, bool):
+            return value
+        if isinstance(value, int):
+            return {"fixed": value}
+        if isinstance(value, str):
+            return {"law": value}
+        return value
+
+    @model_validator(mode="after")
+    def _one_form(self) -> LengthDecl:
+        forms = [name for name, fields in (("law", ("law",)), ("median/p99", ("median", "p99")),
+                                           ("mean/sigma", ("mean", "sigma")), ("fixed", ("fixed",)),
+                                           ("points", ("points",)), ("histogram", ("histogram",)))
+                 if any(getattr(self, f) is not None for f in fields)]
+        fix = ("give exactly one of: law = \"interactive\", { median = ..., p99 = ... }, { mean = ..., sigma = ... }, "
+               "fixed = N, points = [[tokens, weight], ...], histogram = \"file.csv\"")
+        if len(forms) != 1:
+            problem = "declares no length law" if not forms else f"mixes the forms {', '.join(forms)}"
+            raise rule_error([Issue((), problem, fix)])
+        form = forms[0]
+        if form == "law" and self.law not in BUILTIN_LAWS:
+            raise rule_error([Issue(("law",), f"no built-in law {self.law!r}",
+                                    f"use one of {', '.join(BUILTIN_LAWS)}, or declare the lengths")])
+        if form == "median/p99" and (self.median is None or self.p99 is None or self.p99 < self.median):
+            raise rule_error([Issue((), "a lognormal by percentiles needs median and p99, with p99 >= median",
+                                    "e.g. { median = 1020, p99 = 4142 }")])
+        if form == "mean/sigma" and (self.mean is None or self.sigma is None):
+            raise rule_error([Issue((), "a lognormal by moments needs mean and sigma",
+                                    "e.g. { mean = 1155, sigma = 0.6 }")])
+        if form == "points" and not self.points:
+            raise rule_error([Issue(("points",), "has no points", "e.g. points = [[128, 3], [1024, 1]]")])
+        return self
+
+    @property
+    def form(self) -> str:
+        for name, field in (("law", "law"), ("median/p99", "median"), ("mean/sigma", "mean"), ("fixed", "fixed"),
+                            ("points", "points"), ("histogram", "histogram")):
+            if getattr(self, field) is not None:
+                return name
+        return ""
+
+    def describe(self) -> str:
+        """The declaration as the scenario wrote it, for sources and summaries."""
+        if self.law is not None:
+            return f"built-in law {self.law!r}"
+        if self.median is not None:
+            return f"lognormal median {self.median:g}, p99 {self.p99:g}"
+        if self.mean is not None:
+            return f"lognormal mean {self.mean:g}, sigma {self.sigma:g}"
+        if self.fixed is not None:
+            return f"fixed {self.fixed}"
+        if self.points is not None:
+            return f"{len(self.points)} weighted points"
+        return f"histogram {self.histogram}"
+
+
+class WorkloadDecl(Frozen):
+    """A class's declared lengths (``[[classes]]`` fields, or ``[models.workloads.<class>]`` for one model)."""
+
+    prompt_tokens: LengthDecl | None = Field(default=None, description="prompt length law (tokens)")
+    output_tokens: LengthDecl | None = Field(default=None, description="output length law (tokens)")
