@@ -9,7 +9,7 @@ from planner.contracts import HISTOGRAM_COLUMNS
 from planner.ingest.aggregate import DEMAND_COLUMNS, FREQ_EXAMPLES, parse_freq
 from planner.ingest.formats import FORMATS, PRESETS, parse_mapping
 from planner.ingest.pipeline import IngestResult, ingest_logs
-from planner.ingest.writer import output_paths, write_ingest_outputs
+from planner.ingest.writer import output_paths, reuse_path, write_ingest_outputs
 
 __all__ = [
     "DEMAND_COLUMNS",
@@ -22,5 +22,6 @@ __all__ = [
     "output_paths",
     "parse_freq",
     "parse_mapping",
+    "reuse_path",
     "write_ingest_outputs",
 ]
