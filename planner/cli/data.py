@@ -381,7 +381,7 @@ def ingest(
         typer.Option(
             "--map",
             help="Column mapping for --format generic: ts=COL,prompt_tokens=COL,output_tokens=COL"
-            "[,region=COL,model=COL,traffic_class=COL].",
+            "[,region=COL,model=COL,traffic_class=COL][,prefix_hashes=COL][,session_id=COL].",
         ),
     ] = None,
     start: Annotated[
@@ -397,17 +397,27 @@ def ingest(
         Path | None,
         typer.Option(help="Token-length histogram to write (default: <out>.histogram.csv)."),
     ] = None,
+    block_tokens: Annotated[
+        int | None,
+        typer.Option(help="Prompt tokens per prefix hash (default 512 for mooncake; needed with prefix_hashes=)."),
+    ] = None,
+    reuse_out: Annotated[
+        Path | None,
+        typer.Option(help="Prefix-reuse statistics to write when the logs carry block hashes or session ids "
+                          "(default: <out>.reuse.json)."),
+    ] = None,
     as_json: JsonFlag = False,
     run: RunContext | None = None,
 ) -> None:
     """Turn raw request logs into demand history per (bucket, region, model, traffic class), with DuckDB."""
-    from planner.ingest import output_paths
+    from planner.ingest import output_paths, reuse_path
     from planner.workflows.data import ingest as ingest_workflow
 
     out, histogram_path = output_paths(out, histogram_out)  # before reading gigabytes of logs
+    reuse_file = reuse_path(out, histogram_path, reuse_out)
     # A glob is expanded (and each match checked) by the reader; a plain path is checked here.
     check_paths(inputs={"LOGS": [Path(p) for p in inputs if not glob.has_magic(p)]},
-                outputs={"--out": out, "--histogram-out": histogram_path})
+                outputs={"--out": out, "--histogram-out": histogram_path, "--reuse-out": reuse_file})
     labels = {
         key: value
         for key, value in {"region": region, "model": model, "traffic_class": traffic_class}.items()
@@ -415,10 +425,12 @@ def ingest(
     }
     with stderr.status(f"Reading {len(inputs)} input pattern(s) with DuckDB..."):
         done = ingest_workflow(inputs, fmt, out, mapping=mapping, start=_parse_start(start), labels=labels, freq=freq,
-                               histogram_out=histogram_out, run=run)
+                               histogram_out=histogram_out, block_tokens=block_tokens, reuse_out=reuse_out, run=run)
     result, written = done.result, done.written
+    if result.reuse is not None and not as_json:
+        print_table(result.reuse_rows(), title="Prefix reuse (an ideal cache that never evicts)")
     print_outputs(
         result.summary_rows(),
         title=f"Ingested {result.rows_read:,} requests from {len(result.files)} file(s)",
-        as_json=as_json, written=written, rows_read=result.rows_read, files=result.files,
+        as_json=as_json, written=written, rows_read=result.rows_read, files=result.files, reuse=result.reuse,
     )

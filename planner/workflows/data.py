@@ -27,15 +27,20 @@ class Ingested:
 
 def ingest(inputs: Sequence[str], fmt: str, out: Path, *, mapping: str | None = None, start: datetime | None = None,
            labels: Mapping[str, str] | None = None, freq: str = "1h", histogram_out: Path | None = None,
+           block_tokens: int | None = None, reuse_out: Path | None = None,
            run: RunContext | None = None) -> Ingested:
-    """Aggregate raw request logs into demand history (and a token-length histogram beside it), both or neither."""
+    """Aggregate raw request logs into demand history, a token-length histogram beside it and, when the logs
+    carry block hashes or session ids, the prefix-reuse statistics: all or none."""
     from planner.ingest import ingest_logs, parse_mapping, write_ingest_outputs
 
     result = ingest_logs(inputs, fmt, mapping=parse_mapping(mapping) if mapping else None, start=start,
-                         labels=dict(labels or {}), freq=freq)
-    written = write_ingest_outputs(result, out, histogram_out)
+                         labels=dict(labels or {}), freq=freq, block_tokens=block_tokens)
+    written = write_ingest_outputs(result, out, histogram_out, reuse_out)
     if run is not None:
         run.add_output(*written)
+        if result.reuse is not None:
+            run.add_figures(ideal_reuse_share={f"{s['model']}/{s['traffic_class']}": s["ideal_share"]
+                                               for s in result.reuse["series"]})
     return Ingested(result, written)
 
 
