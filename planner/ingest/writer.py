@@ -13,6 +13,7 @@ from pathlib import Path
 
 from planner.errors import InputError
 from planner.ingest.pipeline import IngestResult
+from planner.ingest.rates_pipeline import RatesResult
 from planner.storage import check_table_suffix, staged_outputs
 
 
@@ -58,3 +59,12 @@ def write_ingest_outputs(result: IngestResult, out: Path, histogram_out: Path | 
             outputs.write_json(reuse, result.reuse)
             written.append(reuse)
     return written
+
+
+def write_rates_output(result: RatesResult, out: Path) -> list[Path]:
+    """Write the demand history of a rates table to ``out`` (CSV or Parquet); return [out]."""
+    out = Path(out)
+    check_table_suffix(out)
+    with staged_outputs() as outputs:
+        outputs.write_table(out, result.demand)
+    return [out]
