@@ -224,3 +224,10 @@ def test_cli_rates_refuses_log_options(tmp_path: Path) -> None:
                                       str(tmp_path / "d.csv"), "--map", "ts=start"])
     assert bad_key.exit_code == ExitCode.INVALID_INPUT and "unknown mapping key 'ts'" in bad_key.output
     assert not (tmp_path / "d.csv").exists()
+
+
+def test_a_constant_label_and_a_column_of_that_name_are_refused_together(tmp_path: Path) -> None:
+    path = table(tmp_path / "rates.csv", ["2024-06-01T00:00:00Z,2024-06-01T01:00:00Z,ap,kimi,interactive,1"])
+    with pytest.raises(InputError, match="has a 'region' column and --region was given") as caught:
+        ingest_rates([path], lengths=LENGTHS, length_source=SOURCE, labels={"region": "eu"})
+    assert caught.value.where == f"{path}, column 'region'"

@@ -97,6 +97,8 @@ PRESETS: dict[str, Preset] = {
     ),
 }
 FORMATS: tuple[str, ...] = (*PRESETS, "generic")
+TABLE_FORMATS: tuple[str, ...] = ("rates",)
+"""Formats of aggregated tables, not request logs (:mod:`planner.ingest.rates_read`)."""
 
 
 @dataclass(frozen=True)
@@ -267,7 +269,8 @@ def resolve_spec(
     """
     fmt = fmt.strip().lower()
     if fmt not in FORMATS:
-        raise InputError(f"unknown log format {fmt!r}", where="--format", fix=f"use one of: {', '.join(FORMATS)}")
+        raise InputError(f"unknown log format {fmt!r}", where="--format",
+                         fix=f"use one of: {', '.join((*FORMATS, *TABLE_FORMATS))}")
     given = dict(mapping or {})
     for key in given:
         if key not in MAPPING_KEYS:

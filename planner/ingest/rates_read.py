@@ -70,7 +70,15 @@ def read_frame(path: str) -> pd.DataFrame:
 
 def _columns(frame: pd.DataFrame, path: str, mapping: Mapping[str, str], constants: Mapping[str, str]
              ) -> dict[str, str]:
-    """Field -> column of this file: mapped names, else the field's own name; ``end`` only if present."""
+    """Field -> column of this file: mapped names, else the field's own name; ``end`` only if present.
+
+    A constant label and a column of the label's name are refused together: the constant would
+    silently merge the column's series."""
+    for label in constants:
+        if label in frame.columns:
+            raise InputError(f"the table has a {label!r} column and {LABEL_OPTIONS[label]} was given too",
+                             where=f"{path}, column {label!r}",
+                             fix=f"drop {LABEL_OPTIONS[label]} to use the column, or rename the column")
     columns = {field: mapping.get(field, field) for field in (START, *(f for f in LABELS if f not in constants))}
     if END in mapping or END in frame.columns:
         columns[END] = mapping.get(END, END)
