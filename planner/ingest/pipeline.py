@@ -5,11 +5,11 @@ the clean relation over all files (:mod:`planner.ingest.reader`); scan it once t
 count rows, bad values, requests, tokens, exact quantiles and token-length bins per
 bucket and series (:mod:`planner.ingest.aggregate`, :mod:`planner.ingest.quantiles`);
 stop, naming every bad row's file, row and column, if any value was bad
-(:mod:`planner.ingest.validate`). When the log carries block hashes or session ids, the
-files are read once more, request by request, for the prefix-reuse statistics
-(:mod:`planner.ingest.reuse_read`, :mod:`planner.ingest.reuse`). DuckDB's spill folder lives in a temporary folder
-that is removed afterwards; nothing else is written: :mod:`planner.ingest.writer`
-writes the results.
+(:mod:`planner.ingest.validate`). When the log carries block hashes or session ids,
+the files are read once more, request by request, for the prefix-reuse statistics
+(:mod:`planner.ingest.reuse_read`, :mod:`planner.ingest.reuse`). DuckDB's spill
+folder lives in a temporary folder that is removed afterwards; nothing else is
+written: :mod:`planner.ingest.writer` writes the results.
 """
 
 from __future__ import annotations
@@ -94,8 +94,8 @@ def ingest_logs(
     ``start`` anchors relative timestamps (mooncake); ``labels`` gives constant
     region/model/traffic_class values for logs without such columns; ``freq`` is the
     bucket size (1min..1d); ``block_tokens`` the prompt tokens per prefix hash
-    (``--block-tokens``; Mooncake's is 512). Every problem with the inputs raises ``InputError``
-    naming the file, row and column, before any result exists.
+    (``--block-tokens``; Mooncake's is 512). Every problem with the inputs raises
+    ``InputError`` naming the file, row and column, before any result exists.
     """
     bucket_seconds = parse_freq(freq)
     spec = resolve_spec(fmt, mapping, start, dict(labels or {}), block_tokens)
