@@ -9,6 +9,7 @@ empty folder and breaks one thing.
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
@@ -17,12 +18,15 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-from bad_inputs_harness import planner_command
+from bad_inputs_harness import checkout_env, planner_command
 from conftest import REPO_ROOT
 
 DEMO_SCENARIO = REPO_ROOT / "scenarios" / "demo.toml"
 DEMO_HISTORY = REPO_ROOT / "data" / "history" / "demo_history.parquet"
 AZURE_SAMPLE = REPO_ROOT / "data" / "samples" / "azure_llm_2023" / "AzureLLMInferenceTrace_conv.csv"
+MOONCAKE_SAMPLE = REPO_ROOT / "data" / "samples" / "mooncake" / "conversation_trace_6001_7000.jsonl"
+MOONCAKE = ("--format", "mooncake", "--start", "2024-06-01T00:00:00Z")
+"""The options of ``planner ingest`` for a Mooncake trace."""
 HISTORY_FROM = "2026-10-24T00:00:00Z"  # the last 8 days of the demo history
 ONE_SERIES = {"region": "us-east", "model": "llama-3.1-8b", "traffic_class": "interactive"}
 
@@ -31,8 +35,8 @@ BUILT: dict[str, Path] = {}
 
 
 def _run(folder: Path, *argv: str) -> None:
-    env = {**os.environ, "PLANNER_HISTORY": str(folder / "state" / "history.duckdb"),
-           "PLANNER_CACHE_DIR": str(folder / "state" / "cache"), "NO_COLOR": "1"}
+    env = checkout_env({**os.environ, "PLANNER_HISTORY": str(folder / "state" / "history.duckdb"),
+                        "PLANNER_CACHE_DIR": str(folder / "state" / "cache"), "NO_COLOR": "1"})
     proc = subprocess.run([*planner_command(), *argv], cwd=folder, env=env, capture_output=True, text=True,
                           timeout=300, stdin=subprocess.DEVNULL)
     assert proc.returncode == 0, proc.stderr
@@ -107,6 +111,15 @@ def request_log(folder: Path, name: str, extra_line: str, after: int = 20) -> st
     lines = AZURE_SAMPLE.read_text(encoding="utf-8").replace("\r\n", "\n").splitlines()[:41]
     lines.insert(after + 1, extra_line)
     (folder / name).write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return name
+
+
+def mooncake_trace(folder: Path, name: str, record: int | None = None, hash_ids: object = None) -> str:
+    """The first 20 requests of the Mooncake slice, with record ``record`` (0-based) given ``hash_ids``."""
+    records = [json.loads(line) for line in MOONCAKE_SAMPLE.read_text(encoding="utf-8").splitlines()[:20]]
+    if record is not None:
+        records[record]["hash_ids"] = hash_ids
+    (folder / name).write_text("".join(json.dumps(r) + "\n" for r in records), encoding="utf-8")
     return name
 
 

@@ -55,9 +55,20 @@ class Outcome:
     changed: list[str]
 
 
+CHECKOUT = Path(__file__).resolve().parents[1]
+
+
 def planner_command() -> list[str]:
-    """How to start the CLI of this checkout in a subprocess."""
+    """How to start the CLI in a subprocess (with :func:`checkout_env`, this checkout's)."""
     return [sys.executable, "-m", "planner"]
+
+
+def checkout_env(env: dict[str, str]) -> dict[str, str]:
+    """``env`` with this checkout first on ``PYTHONPATH``: a subprocess run in another folder imports
+    this checkout's planner, not whichever one the interpreter has installed (a worktree may share
+    another checkout's virtual environment)."""
+    paths = [str(CHECKOUT), *(p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p)]
+    return {**env, "PYTHONPATH": os.pathsep.join(paths)}
 
 
 def _snapshot(folder: Path) -> dict[str, bytes | None]:
@@ -81,7 +92,7 @@ def run_case(case: BadInput, folder: Path) -> Outcome:
         target.parent.mkdir(parents=True, exist_ok=True)
         target.write_bytes(EARLIER_OUTPUT)
     before = _snapshot(folder)
-    env = {**os.environ, "COLUMNS": "400", "NO_COLOR": "1", **case.env}
+    env = checkout_env({**os.environ, "COLUMNS": "400", "NO_COLOR": "1", **case.env})
     proc = subprocess.run([*planner_command(), *argv], cwd=folder, env=env, capture_output=True, text=True,
                           timeout=case.timeout_s, stdin=subprocess.DEVNULL)
     after = _snapshot(folder)

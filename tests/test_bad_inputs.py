@@ -9,8 +9,10 @@ from pathlib import Path
 import pandas as pd
 import pytest
 from bad_inputs_content import (  # demo_artefacts: the module fixture that builds what the cases copy
+    MOONCAKE,
     cell,
     demo_artefacts,  # noqa: F401
+    mooncake_trace,
     one_series,
     plan_pair,
     request_log,
@@ -26,6 +28,21 @@ DEMO_HISTORY = str(REPO_ROOT / "data" / "history" / "demo_history.parquet")
 
 INGEST_LABELS = ("--region", "us-east", "--model", "llama-3.1-8b", "--traffic-class", "interactive")
 INGEST_OUTPUTS = ("demand.csv", "demand.histogram.csv")
+INGEST_REUSE_OUTPUTS = (*INGEST_OUTPUTS, "demand.reuse.json")
+
+
+def rates_table(folder: Path, name: str, rows: list[str]) -> str:
+    """A rates table (start, end, requests) of one series, and the histogram its lengths come from."""
+    (folder / name).write_text("start,end,requests\n" + "".join(r + "\n" for r in rows), encoding="utf-8")
+    (folder / "lengths.histogram.csv").write_text(
+        "model,traffic_class,measure,bin_lo_tokens,bin_hi_tokens,count\n"
+        "llama-3.1-8b,interactive,output_tokens,64,128,3\nllama-3.1-8b,interactive,prompt_tokens,512,1024,3\n",
+        encoding="utf-8")
+    return name
+
+
+RATES = ("--format", "rates", "--lengths", "lengths.histogram.csv",
+         "--region", "us-east", "--model", "llama-3.1-8b", "--traffic-class", "interactive")
 FORECAST_OUTPUTS = ("forecast.csv", "forecast.meta.json")
 PLAN_OUTPUTS = ("plan.csv", "plan.flows.csv", "plan.json")
 SIM_OUTPUTS = ("sim.csv", "sim.json")
@@ -125,6 +142,52 @@ CASES = [
                    ["ingest", "log.csv", "--map", "ts=t,prompt_tokens=p,output_tokens=o,ts_unit=ms", "--out",
                     "demand.csv", *INGEST_LABELS])[1],
         mentions=("log.csv, data row 1, column 't'", "1970-01-01", "--start"), earlier=INGEST_OUTPUTS,
+    ),
+    BadInput(
+        "ingest: Mooncake hash_ids that is a string, not a list",
+        lambda d: ["ingest", mooncake_trace(d, "trace.jsonl", 2, "0 1 2"), *MOONCAKE, "--out", "demand.csv",
+                   *INGEST_LABELS],
+        mentions=("trace.jsonl, record 3, column 'hash_ids'", "not a list of integers"),
+        earlier=INGEST_REUSE_OUTPUTS,
+    ),
+    BadInput(
+        "ingest: Mooncake hash_ids holding a float",
+        lambda d: ["ingest", mooncake_trace(d, "trace.jsonl", 5, [0, 44974, 1.5]), *MOONCAKE, "--out",
+                   "demand.csv", *INGEST_LABELS],
+        mentions=("trace.jsonl, record 6, column 'hash_ids'", "holds 1.5"), earlier=INGEST_REUSE_OUTPUTS,
+    ),
+    BadInput(
+        "ingest: --block-tokens 0",
+        lambda d: ["ingest", mooncake_trace(d, "trace.jsonl"), *MOONCAKE, "--block-tokens", "0", "--out",
+                   "demand.csv", *INGEST_LABELS],
+        mentions=("--block-tokens", "positive"), earlier=INGEST_REUSE_OUTPUTS,
+    ),
+    BadInput(
+        "ingest: session_id mapped to a column the log lacks",
+        lambda d: (d.joinpath("log.csv").write_text("t,p,o\n2026-01-01T00:00:00Z,10,5\n"),
+                   ["ingest", "log.csv", "--map", "ts=t,prompt_tokens=p,output_tokens=o,session_id=conversation",
+                    "--out", "demand.csv", *INGEST_LABELS])[1],
+        mentions=("log.csv, column 'conversation'", "session_id"), earlier=INGEST_REUSE_OUTPUTS,
+    ),
+    BadInput(
+        "ingest --format rates: two intervals of one series overlap",
+        lambda d: ["ingest", rates_table(d, "rates.csv", ["2026-01-01T00:00:00Z,2026-01-01T02:00:00Z,10",
+                                                         "2026-01-01T01:00:00Z,2026-01-01T03:00:00Z,5"]),
+                   *RATES, "--out", "demand.csv"],
+        mentions=("rates.csv, data row 1, column 'start' and", "rates.csv, data row 2, column 'start'", "overlap"),
+        earlier=INGEST_OUTPUTS,
+    ),
+    BadInput(
+        "ingest --format rates: a negative count",
+        lambda d: ["ingest", rates_table(d, "rates.csv", ["2026-01-01T00:00:00Z,2026-01-01T01:00:00Z,-10"]),
+                   *RATES, "--out", "demand.csv"],
+        mentions=("rates.csv, data row 1, column 'requests'", "negative"), earlier=INGEST_OUTPUTS,
+    ),
+    BadInput(
+        "ingest --format rates: no --lengths",
+        lambda d: ["ingest", rates_table(d, "rates.csv", ["2026-01-01T00:00:00Z,2026-01-01T01:00:00Z,10"]),
+                   "--format", "rates", *INGEST_LABELS, "--out", "demand.csv"],
+        mentions=("--lengths HISTOGRAM",), earlier=INGEST_OUTPUTS,
     ),
     # forecast: one demo series, 8 days
     BadInput(

@@ -83,3 +83,35 @@ def test_bad_output_extension_fails_before_reading(tmp_path):
     result = runner.invoke(cli.app, ["ingest", str(tmp_path / "missing.csv"), "--out", str(tmp_path / "h.txt")])
     assert result.exit_code == ExitCode.INVALID_INPUT
     assert ".txt" in result.output
+
+
+MOONCAKE_SLICE = "data/samples/mooncake/conversation_trace_6001_7000.jsonl"
+MOONCAKE_ARGS = ["--format", "mooncake", "--start", "2024-06-01T00:00:00Z", "--region", "ap-northeast",
+                 "--model", "kimi", "--traffic-class", "interactive"]
+
+
+def test_ingest_mooncake_writes_reuse_json_and_shows_the_share(repo_root, tmp_path):
+    out = tmp_path / "demand.csv"
+    result = runner.invoke(cli.app, ["ingest", str(repo_root / MOONCAKE_SLICE), *MOONCAKE_ARGS, "--out", str(out),
+                                     "--json"])
+    assert result.exit_code == 0, result.output
+    payload = json.loads(result.stdout)
+    (series,) = payload["reuse"]["series"]
+    assert series["ideal_cached_tokens"] == 1_941_182 and series["prompt_tokens"] == 11_380_372
+    assert payload["written"][-1] == str(tmp_path / "demand.reuse.json")
+    assert json.loads((tmp_path / "demand.reuse.json").read_text()) == payload["reuse"]
+
+    moved = tmp_path / "reuse" / "kimi.json"
+    table = runner.invoke(cli.app, ["ingest", str(repo_root / MOONCAKE_SLICE), *MOONCAKE_ARGS, "--out",
+                                    str(tmp_path / "again.csv"), "--reuse-out", str(moved)])
+    assert table.exit_code == 0, table.output
+    assert "Prefix reuse" in table.output and "0.1706" in table.output and "1,941" in table.output
+    assert moved.exists() and not (tmp_path / "again.reuse.json").exists()
+
+
+def test_ingest_bad_block_tokens_exits_3_and_writes_nothing(repo_root, tmp_path):
+    result = runner.invoke(cli.app, ["ingest", str(repo_root / MOONCAKE_SLICE), *MOONCAKE_ARGS, "--out",
+                                     str(tmp_path / "demand.csv"), "--block-tokens", "0"])
+    assert result.exit_code == ExitCode.INVALID_INPUT
+    assert "--block-tokens" in result.output
+    assert list(tmp_path.iterdir()) == []

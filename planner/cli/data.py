@@ -391,20 +391,25 @@ def _parse_start(text: str | None) -> datetime | None:
     """planner ingest data/samples/azure_llm_2023/AzureLLMInferenceTrace_code.csv \\
     --format azure --region us-west --model llama-3.1-8b \\
     --traffic-class standard --out azure.parquet""",
+    """planner ingest data/samples/mooncake/conversation_trace_6001_7000.jsonl \\
+    --format mooncake --start 2024-06-01T00:00:00Z --region ap-northeast \\
+    --model kimi --traffic-class interactive --out kimi.csv""",
 ))
 @guarded
 def ingest(
     inputs: Annotated[list[str], typer.Argument(help="Request-log files or globs (CSV, Parquet, JSONL).")],
     out: Annotated[Path, typer.Option("--out", "-o", help="Demand history to write (.csv or .parquet).")],
     fmt: Annotated[
-        str, typer.Option("--format", "-f", help="Log format: azure, mooncake or generic.")
+        str, typer.Option("--format", "-f", help="Log format: azure, mooncake or generic; or rates, for tables of "
+                                                 "request counts or rates per interval.")
     ] = "generic",
     mapping: Annotated[
         str | None,
         typer.Option(
             "--map",
             help="Column mapping for --format generic: ts=COL,prompt_tokens=COL,output_tokens=COL"
-            "[,region=COL,model=COL,traffic_class=COL].",
+            "[,region=COL,model=COL,traffic_class=COL][,prefix_hashes=COL][,session_id=COL]; for --format rates: "
+            "start=COL[,end=COL],requests=COL or rps=COL[,region=COL,...] (default: the key's own name).",
         ),
     ] = None,
     start: Annotated[
@@ -420,28 +425,79 @@ def ingest(
         Path | None,
         typer.Option(help="Token-length histogram to write (default: <out>.histogram.csv)."),
     ] = None,
+    block_tokens: Annotated[
+        int | None,
+        typer.Option(help="Prompt tokens per prefix hash (default 512 for mooncake; needed with prefix_hashes=)."),
+    ] = None,
+    reuse_out: Annotated[
+        Path | None,
+        typer.Option(help="Prefix-reuse statistics to write when the logs carry block hashes or session ids "
+                          "(default: <out>.reuse.json)."),
+    ] = None,
+    lengths: Annotated[
+        Path | None,
+        typer.Option(help="For --format rates: the token-length histogram (.histogram.csv of `planner ingest`) "
+                          "whose mean lengths fill the token sums."),
+    ] = None,
     as_json: JsonFlag = False,
     run: RunContext | None = None,
 ) -> None:
-    """Turn raw request logs into demand history per (bucket, region, model, traffic class), with DuckDB."""
-    from planner.ingest import output_paths
+    """Turn raw request logs (or tables of counts per interval) into demand history per (bucket, region, model,
+    traffic class), with DuckDB."""
+    from planner.ingest import output_paths, reuse_path
     from planner.workflows.data import ingest as ingest_workflow
 
+    labels = {key: value for key, value in {"region": region, "model": model, "traffic_class": traffic_class}.items()
+              if value is not None}
+    if fmt.strip().lower() == "rates":
+        _refuse_log_options(start=start, histogram_out=histogram_out, block_tokens=block_tokens,
+                            reuse_out=reuse_out)
+        _ingest_rates(inputs, out, mapping=mapping, labels=labels, freq=freq, lengths=lengths, as_json=as_json,
+                      run=run)
+        return
+    if lengths is not None:
+        raise InputError("--lengths only applies to --format rates (request logs carry their own lengths)",
+                         where="--lengths", fix="drop --lengths")
     out, histogram_path = output_paths(out, histogram_out)  # before reading gigabytes of logs
+    reuse_file = reuse_path(out, histogram_path, reuse_out)
     # A glob is expanded (and each match checked) by the reader; a plain path is checked here.
     check_paths(inputs={"LOGS": [Path(p) for p in inputs if not glob.has_magic(p)]},
-                outputs={"--out": out, "--histogram-out": histogram_path})
-    labels = {
-        key: value
-        for key, value in {"region": region, "model": model, "traffic_class": traffic_class}.items()
-        if value is not None
-    }
+                outputs={"--out": out, "--histogram-out": histogram_path, "--reuse-out": reuse_file})
     with stderr.status(f"Reading {len(inputs)} input pattern(s) with DuckDB..."):
         done = ingest_workflow(inputs, fmt, out, mapping=mapping, start=_parse_start(start), labels=labels, freq=freq,
-                               histogram_out=histogram_out, run=run)
+                               histogram_out=histogram_out, block_tokens=block_tokens, reuse_out=reuse_out, run=run)
     result, written = done.result, done.written
+    if result.reuse is not None and not as_json:
+        print_table(result.reuse_rows(), title="Prefix reuse (an ideal cache that never evicts)")
     print_outputs(
         result.summary_rows(),
         title=f"Ingested {result.rows_read:,} requests from {len(result.files)} file(s)",
-        as_json=as_json, written=written, rows_read=result.rows_read, files=result.files,
+        as_json=as_json, written=written, rows_read=result.rows_read, files=result.files, reuse=result.reuse,
     )
+
+
+def _refuse_log_options(**given: Any) -> None:
+    """Options of request logs that a rates table cannot use: each one given is exit 3."""
+    for name, value in given.items():
+        if value is not None:
+            option = "--" + name.replace("_", "-")
+            raise InputError(f"{option} applies to request logs, not to --format rates", where=option,
+                             fix=f"drop {option}")
+
+
+def _ingest_rates(inputs: list[str], out: Path, *, mapping: str | None, labels: dict[str, str], freq: str,
+                  lengths: Path | None, as_json: bool, run: RunContext | None) -> None:
+    """``planner ingest --format rates``: tables of counts or rates per interval to demand history."""
+    from planner.storage import check_table_suffix
+    from planner.workflows.data import ingest_rates
+
+    check_table_suffix(out)
+    check_paths(inputs={"TABLES": [Path(p) for p in inputs if not glob.has_magic(p)],
+                        "--lengths": lengths}, outputs={"--out": out})
+    done = ingest_rates(inputs, out, mapping=mapping, labels=labels, freq=freq, lengths_file=lengths, run=run)
+    result = done.result
+    print_outputs(result.summary_rows(),
+                  title=f"Ingested {result.rows_read:,} intervals ({result.measure}) from {len(result.files)} file(s); "
+                        f"token lengths from {result.length_source}",
+                  as_json=as_json, written=done.written, rows_read=result.rows_read, files=result.files,
+                  measure=result.measure, lengths=result.lengths)

@@ -14,13 +14,17 @@ Presets name the columns of traces whose layout is fixed:
   marker), ``ContextTokens``, ``GeneratedTokens``.
 * ``mooncake`` (Kimi's Mooncake trace, FAST 2025): JSONL with ``timestamp`` in
   milliseconds since the trace start (which the user must supply), ``input_length``,
-  ``output_length``.
+  ``output_length`` and ``hash_ids`` (hashes of the prompt's 512-token blocks, read
+  for the prefix-reuse statistics, :mod:`planner.ingest.reuse`).
 * ``generic``: any CSV/TSV/Parquet/JSONL, with a mapping
   ``ts=COL,prompt_tokens=COL,output_tokens=COL[,region=COL,model=COL,traffic_class=COL][,ts_unit=U]``.
   Without ``ts_unit`` the timestamp column holds ISO-8601 date-times (naive ones are
   read as UTC, ones with an offset are converted to UTC). With ``ts_unit`` (s, ms,
   us or ns) it holds numbers: seconds/milliseconds/... since the Unix epoch, or since
-  ``start`` when one is given.
+  ``start`` when one is given. Two optional keys carry prefix reuse:
+  ``prefix_hashes=COL`` (each request's prompt-block hashes, a JSON list or a space or
+  comma separated string; the block size is ``--block-tokens``) and ``session_id=COL``
+  (requests sharing it are turns of one conversation).
 """
 
 from __future__ import annotations
@@ -39,7 +43,10 @@ OUTPUT = "output_tokens"
 LABELS: tuple[str, ...] = SERIES_KEY
 REQUIRED_FIELDS: tuple[str, ...] = (TS, PROMPT, OUTPUT)
 TS_UNIT_KEY = "ts_unit"
-MAPPING_KEYS: tuple[str, ...] = (*REQUIRED_FIELDS, *LABELS, TS_UNIT_KEY)
+PREFIX_HASHES = "prefix_hashes"
+SESSION = "session_id"
+REUSE_FIELDS: tuple[str, ...] = (PREFIX_HASHES, SESSION)
+MAPPING_KEYS: tuple[str, ...] = (*REQUIRED_FIELDS, *LABELS, TS_UNIT_KEY, *REUSE_FIELDS)
 
 # Microseconds per unit; timestamps are held as integer microseconds since the epoch.
 TS_UNITS_US: dict[str, int] = {"s": 1_000_000, "ms": 1_000, "us": 1}
@@ -68,6 +75,8 @@ class Preset:
     ts_unit: str | None
     needs_start: bool
     description: str
+    block_tokens: int | None = None
+    """Tokens per prompt block of its prefix hashes, if it has them."""
 
 
 PRESETS: dict[str, Preset] = {
@@ -80,13 +89,16 @@ PRESETS: dict[str, Preset] = {
     ),
     "mooncake": Preset(
         name="mooncake",
-        columns={TS: "timestamp", PROMPT: "input_length", OUTPUT: "output_length"},
+        columns={TS: "timestamp", PROMPT: "input_length", OUTPUT: "output_length", PREFIX_HASHES: "hash_ids"},
         ts_unit="ms",
         needs_start=True,
-        description="Mooncake trace: JSONL timestamp (ms since --start), input_length, output_length",
+        description="Mooncake trace: JSONL timestamp (ms since --start), input_length, output_length, hash_ids",
+        block_tokens=512,
     ),
 }
 FORMATS: tuple[str, ...] = (*PRESETS, "generic")
+TABLE_FORMATS: tuple[str, ...] = ("rates",)
+"""Formats of aggregated tables, not request logs (:mod:`planner.ingest.rates_read`)."""
 
 
 @dataclass(frozen=True)
@@ -96,7 +108,8 @@ class LogSpec:
     ``columns`` maps canonical field -> source column; ``constants`` maps label ->
     constant value for labels the log does not carry. ``origin_us`` is the instant
     numeric timestamps count from (microseconds since the Unix epoch), ``None`` for
-    ISO-8601 text timestamps.
+    ISO-8601 text timestamps. ``block_tokens`` is the prompt-block size of the
+    ``prefix_hashes`` column, set exactly when that column is mapped.
     """
 
     format_name: str
@@ -104,6 +117,12 @@ class LogSpec:
     constants: Mapping[str, str] = field(default_factory=dict)
     ts_unit: str | None = None
     origin_us: int | None = None
+    block_tokens: int | None = None
+
+    @property
+    def carries_reuse(self) -> bool:
+        """Whether the log has prefix hashes or session ids, so prefix reuse can be measured."""
+        return any(key in self.columns for key in REUSE_FIELDS)
 
     def label_source(self, label: str) -> tuple[str, str]:
         """('column', name) or ('constant', value) for one of region/model/traffic_class."""
@@ -112,13 +131,17 @@ class LogSpec:
         return "constant", self.constants[label]
 
 
-def parse_mapping(text: str) -> dict[str, str]:
+def parse_mapping(
+    text: str,
+    keys: tuple[str, ...] = MAPPING_KEYS,
+    example: str = "ts=timestamp,prompt_tokens=input_tokens,output_tokens=output_tokens",
+) -> dict[str, str]:
     """Parse ``"ts=COL,prompt_tokens=COL,output_tokens=COL[,region=COL,...]"`` into a dict.
 
-    Keys must be canonical field names (or ``ts_unit``); each may appear once; values
-    are column names (spaces around ``=`` and ``,`` are ignored).
+    Keys must be among ``keys`` (by default the request-log fields and ``ts_unit``);
+    each may appear once; values are column names (spaces around ``=`` and ``,`` are
+    ignored).
     """
-    example = "ts=timestamp,prompt_tokens=input_tokens,output_tokens=output_tokens"
     if not text or not text.strip():
         raise InputError("the column mapping is empty", where="--map", fix=f"pass e.g. --map {example}")
     mapping: dict[str, str] = {}
@@ -138,11 +161,11 @@ def parse_mapping(text: str) -> dict[str, str]:
                 where="--map",
                 fix=f"write each entry as KEY=COLUMN, e.g. {example}",
             )
-        if key not in MAPPING_KEYS:
+        if key not in keys:
             raise InputError(
                 f"unknown mapping key {key!r}",
                 where="--map",
-                fix=f"use only these keys: {', '.join(MAPPING_KEYS)}",
+                fix=f"use only these keys: {', '.join(keys)}",
             )
         if key in mapping:
             raise InputError(f"mapping key {key!r} is given twice", where="--map", fix="give each key once")
@@ -176,19 +199,78 @@ def _start_us(start: datetime) -> int:
     return (delta.days * 86_400 + delta.seconds) * 1_000_000 + delta.microseconds
 
 
+def _block_tokens(fmt: str, columns: Mapping[str, str], block_tokens: int | None) -> int | None:
+    """The prompt-block size of the prefix hashes: ``--block-tokens``, else the preset's; None without hashes."""
+    if block_tokens is not None and block_tokens <= 0:
+        raise InputError(
+            f"--block-tokens must be a positive number of tokens, got {block_tokens}",
+            where="--block-tokens",
+            fix="give the tokens each prefix hash covers, e.g. --block-tokens 512 (vLLM's default block is 16)",
+        )
+    if PREFIX_HASHES not in columns:
+        if block_tokens is not None:
+            raise InputError(
+                "--block-tokens only applies to logs with prefix hashes, and this one has none",
+                where="--block-tokens",
+                fix="drop --block-tokens, or map the hash column with --map prefix_hashes=COLUMN",
+            )
+        return None
+    if block_tokens is not None:
+        return block_tokens
+    preset = PRESETS.get(fmt)
+    if preset is None or preset.block_tokens is None:
+        raise InputError(
+            "the prefix hashes need a block size: how many prompt tokens each hash covers",
+            where="--block-tokens",
+            fix="pass --block-tokens N with the block size the hashes were computed over, e.g. --block-tokens 512",
+        )
+    return preset.block_tokens
+
+
+def _constants(labels: Mapping[str, str | None], given: Mapping[str, str]) -> dict[str, str]:
+    """Constant labels, each checked: known, non-empty, and not also a mapped column; every label from one place."""
+    constants: dict[str, str] = {}
+    for key, value in labels.items():
+        if key not in LABELS:
+            raise InputError(f"unknown label {key!r}", fix=f"constant labels are {', '.join(LABELS)}")
+        if value is None:
+            continue
+        if not str(value).strip():
+            raise InputError(
+                f"the constant {key} label is empty", where=LABEL_OPTIONS[key], fix="pass a non-empty value"
+            )
+        if key in given:
+            raise InputError(
+                f"{key} is given both as column {given[key]!r} and as the constant {value!r}",
+                where=LABEL_OPTIONS[key],
+                fix=f"drop {LABEL_OPTIONS[key]} to use the column, or drop {key}= from --map",
+            )
+        constants[key] = str(value)
+    absent = [key for key in LABELS if key not in given and key not in constants]
+    if absent:
+        options = " ".join(f"{LABEL_OPTIONS[key]} VALUE" for key in absent)
+        raise InputError(
+            f"no {', '.join(absent)} for the requests: the log has no such column and no constant was given",
+            fix=f"pass {options}, or map a column with --map {absent[0]}=COLUMN",
+        )
+    return constants
+
+
 def resolve_spec(
     fmt: str,
     mapping: Mapping[str, str] | None,
     start: datetime | None,
     labels: Mapping[str, str | None],
+    block_tokens: int | None = None,
 ) -> LogSpec:
-    """Check the format, mapping, start and constant labels together; return the reader's spec.
+    """Check the format, mapping, start, constant labels and block size together; return the reader's spec.
 
     Every label must come from exactly one place: a mapped column or a constant.
     """
     fmt = fmt.strip().lower()
     if fmt not in FORMATS:
-        raise InputError(f"unknown log format {fmt!r}", where="--format", fix=f"use one of: {', '.join(FORMATS)}")
+        raise InputError(f"unknown log format {fmt!r}", where="--format",
+                         fix=f"use one of: {', '.join((*FORMATS, *TABLE_FORMATS))}")
     given = dict(mapping or {})
     for key in given:
         if key not in MAPPING_KEYS:
@@ -223,29 +305,6 @@ def resolve_spec(
             fix="drop --start, or add ts_unit=ms (or s, us, ns) to --map if the column holds offsets",
         )
     origin_us = None if ts_unit is None else (_start_us(start) if start is not None else 0)
-
-    constants: dict[str, str] = {}
-    for key, value in labels.items():
-        if key not in LABELS:
-            raise InputError(f"unknown label {key!r}", fix=f"constant labels are {', '.join(LABELS)}")
-        if value is None:
-            continue
-        if not str(value).strip():
-            raise InputError(
-                f"the constant {key} label is empty", where=LABEL_OPTIONS[key], fix="pass a non-empty value"
-            )
-        if key in given:
-            raise InputError(
-                f"{key} is given both as column {given[key]!r} and as the constant {value!r}",
-                where=LABEL_OPTIONS[key],
-                fix=f"drop {LABEL_OPTIONS[key]} to use the column, or drop {key}= from --map",
-            )
-        constants[key] = str(value)
-    absent = [key for key in LABELS if key not in given and key not in constants]
-    if absent:
-        options = " ".join(f"{LABEL_OPTIONS[key]} VALUE" for key in absent)
-        raise InputError(
-            f"no {', '.join(absent)} for the requests: the log has no such column and no constant was given",
-            fix=f"pass {options}, or map a column with --map {absent[0]}=COLUMN",
-        )
-    return LogSpec(format_name=fmt, columns=given, constants=constants, ts_unit=ts_unit, origin_us=origin_us)
+    constants = _constants(labels, given)
+    return LogSpec(format_name=fmt, columns=given, constants=constants, ts_unit=ts_unit, origin_us=origin_us,
+                   block_tokens=_block_tokens(fmt, given, block_tokens))

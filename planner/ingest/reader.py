@@ -47,7 +47,7 @@ import duckdb
 
 from planner.ceilings import MAX_TOKENS_PER_REQUEST
 from planner.errors import InputError
-from planner.ingest.formats import LABELS, OUTPUT, PROMPT, TS, LogSpec, file_kind
+from planner.ingest.formats import LABELS, OUTPUT, PROMPT, REUSE_FIELDS, TS, LogSpec, file_kind
 
 # The exact quantile states of the 50M-row benchmark log fit in one scan (1.05 GiB peak resident set).
 MEMORY_LIMIT = "1.5GB"
@@ -192,9 +192,10 @@ def parsed_sql(source: str, spec: LogSpec, types: dict[str, str], scan: bool = F
     """SELECT over ``source`` giving raw text and parsed values for every canonical field.
 
     Columns: file, raw_ts, raw_prompt_tokens, raw_output_tokens, raw_<label> (for
-    mapped labels), ts_parsed_us, prompt_real, output_real, and each label's value
-    (NULL if blank). With ``scan`` (the aggregation's form, ``source`` read without
-    its file name): no file column, and labels as read.
+    mapped labels), ts_parsed_us, prompt_real, output_real, each label's value
+    (NULL if blank), and raw_prefix_hashes and raw_session_id as text when mapped (a
+    Parquet list as JSON). With ``scan`` (the aggregation's form, ``source`` read
+    without its file name): no file column, labels as read, and no reuse columns.
     """
     cols = spec.columns
     raw = {field: quote_ident(cols[field]) for field in (TS, PROMPT, OUTPUT)}
@@ -222,6 +223,11 @@ def parsed_sql(source: str, spec: LogSpec, types: dict[str, str], scan: bool = F
             )
         else:
             select.append(f"{quote_literal(value)} AS {label}")
+    for field in REUSE_FIELDS if not scan else ():
+        if field in cols:
+            column = quote_ident(cols[field])
+            listed = types.get(cols[field], "VARCHAR").endswith("[]")
+            select.append(f"CAST({f'to_json({column})' if listed else column} AS VARCHAR) AS raw_{field}")
     return f"SELECT {', '.join(select)} FROM {source}"
 
 

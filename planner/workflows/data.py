@@ -14,6 +14,7 @@ from planner.storage import write_table_atomic
 
 if TYPE_CHECKING:
     from planner.ingest.pipeline import IngestResult
+    from planner.ingest.rates_pipeline import RatesResult
     from planner.profiles.measurements import Measurements
     from planner.profiles.user_fit import UserFit
     from planner.runs import RunContext
@@ -27,16 +28,63 @@ class Ingested:
 
 def ingest(inputs: Sequence[str], fmt: str, out: Path, *, mapping: str | None = None, start: datetime | None = None,
            labels: Mapping[str, str] | None = None, freq: str = "1h", histogram_out: Path | None = None,
+           block_tokens: int | None = None, reuse_out: Path | None = None,
            run: RunContext | None = None) -> Ingested:
-    """Aggregate raw request logs into demand history (and a token-length histogram beside it), both or neither."""
+    """Aggregate raw request logs into demand history, a token-length histogram beside it and, when the logs
+    carry block hashes or session ids, the prefix-reuse statistics: all or none."""
     from planner.ingest import ingest_logs, parse_mapping, write_ingest_outputs
 
     result = ingest_logs(inputs, fmt, mapping=parse_mapping(mapping) if mapping else None, start=start,
-                         labels=dict(labels or {}), freq=freq)
-    written = write_ingest_outputs(result, out, histogram_out)
+                         labels=dict(labels or {}), freq=freq, block_tokens=block_tokens)
+    written = write_ingest_outputs(result, out, histogram_out, reuse_out)
     if run is not None:
         run.add_output(*written)
+        if result.reuse is not None:
+            run.add_figures(ideal_reuse_share={f"{s['model']}/{s['traffic_class']}": s["ideal_share"]
+                                               for s in result.reuse["series"]})
     return Ingested(result, written)
+
+
+@dataclass(frozen=True)
+class IngestedRates:
+    result: RatesResult
+    written: list[Path]
+
+
+def histogram_lengths(lengths_file: Path | None) -> tuple[dict[tuple[str, str], tuple[float, float]], str]:
+    """(model, class) -> (mean prompt, mean output tokens) from an ingest histogram, and its source."""
+    from planner.errors import InputError
+    from planner.ingest.rates import lengths_from_histogram
+    from planner.ingest.rates_read import checked_histogram
+    from planner.workflows.common import read_named
+
+    if lengths_file is None:
+        raise InputError("a rates table has no token lengths, and the token statistics of the history need them",
+                         where="--lengths",
+                         fix="pass --lengths HISTOGRAM: a .histogram.csv that `planner ingest` wrote from request "
+                             "logs of the same models and classes")
+    histogram = checked_histogram(read_named(lengths_file))
+    return lengths_from_histogram(histogram), f"ingest histogram {lengths_file} (bin means)"
+
+
+def ingest_rates(inputs: Sequence[str], out: Path, *, mapping: str | None = None,
+                 labels: Mapping[str, str] | None = None, freq: str = "1h", lengths_file: Path | None = None,
+                 run: RunContext | None = None) -> IngestedRates:
+    """Spread aggregated demand tables (counts or rates per interval) into demand history, with token sums
+    from the mean lengths of an ingest histogram; write it."""
+    from planner.ingest import ingest_rates as ingest_rates_core
+    from planner.ingest import parse_mapping, write_rates_output
+    from planner.ingest.rates_read import RATES_EXAMPLE, RATES_KEYS
+
+    parsed = parse_mapping(mapping, keys=RATES_KEYS, example=RATES_EXAMPLE) if mapping else None
+    lengths, source = histogram_lengths(lengths_file)
+    result = ingest_rates_core(inputs, lengths=lengths, length_source=source, mapping=parsed,
+                               labels=dict(labels or {}), freq=freq)
+    written = write_rates_output(result, out)
+    if run is not None:
+        run.add_output(*written)
+        run.add_figures(length_source=source, requests=float(result.demand["requests"].sum()))
+    return IngestedRates(result, written)
 
 
 @dataclass(frozen=True)
