@@ -9,9 +9,9 @@ from typing import Any
 import numpy as np
 import pandas as pd
 import pytest
+from conftest import REPO_ROOT
 from hypothesis import given
 from hypothesis import strategies as st
-from conftest import REPO_ROOT
 from typer.testing import CliRunner
 
 from planner import cli
