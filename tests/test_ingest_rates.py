@@ -231,3 +231,24 @@ def test_a_constant_label_and_a_column_of_that_name_are_refused_together(tmp_pat
     with pytest.raises(InputError, match="has a 'region' column and --region was given") as caught:
         ingest_rates([path], lengths=LENGTHS, length_source=SOURCE, labels={"region": "eu"})
     assert caught.value.where == f"{path}, column 'region'"
+
+
+def test_cli_rates_with_a_scenarios_declared_lengths(tmp_path: Path, repo_root: Path) -> None:
+    """The demo scenario declares each class's lengths (built-in laws by name): their means fill the token sums,
+    and a --lengths histogram replaces them for the pairs it has."""
+    from planner.workflows.data import declared_lengths
+
+    scenario = repo_root / "scenarios" / "demo.toml"
+    path = table(tmp_path / "rates.csv", ["2024-06-01T00:00:00Z,2024-06-01T01:00:00Z,us-east,llama-3.1-8b,batch,10"])
+    out = tmp_path / "demand.csv"
+    result = runner.invoke(cli.app, ["ingest", path, "--format", "rates", "--scenario", str(scenario), "--out",
+                                     str(out), "--json"])
+    assert result.exit_code == 0, result.output
+    prompt, output = declared_lengths(scenario)[("llama-3.1-8b", "batch")]
+    history = pd.read_csv(out)
+    assert history["prompt_tokens_sum"].tolist() == [pytest.approx(10 * prompt)]
+    assert history["output_tokens_sum"].tolist() == [pytest.approx(10 * output)]
+    assert "scenario" in json.loads(result.stdout)["lengths"][0]["length_source"]
+    logs = runner.invoke(cli.app, ["ingest", path, "--format", "generic", "--scenario", str(scenario), "--out",
+                                   str(tmp_path / "other.csv")])
+    assert logs.exit_code == ExitCode.INVALID_INPUT and "--scenario only applies to --format rates" in logs.output

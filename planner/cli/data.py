@@ -439,6 +439,11 @@ def ingest(
         typer.Option(help="For --format rates: the token-length histogram (.histogram.csv of `planner ingest`) "
                           "whose mean lengths fill the token sums."),
     ] = None,
+    scenario: Annotated[
+        Path | None,
+        typer.Option(help="For --format rates: a scenario whose declared token lengths fill the token sums (a "
+                          "--lengths histogram replaces them for the pairs it has)."),
+    ] = None,
     as_json: JsonFlag = False,
     run: RunContext | None = None,
 ) -> None:
@@ -452,12 +457,13 @@ def ingest(
     if fmt.strip().lower() == "rates":
         _refuse_log_options(start=start, histogram_out=histogram_out, block_tokens=block_tokens,
                             reuse_out=reuse_out)
-        _ingest_rates(inputs, out, mapping=mapping, labels=labels, freq=freq, lengths=lengths, as_json=as_json,
-                      run=run)
+        _ingest_rates(inputs, out, mapping=mapping, labels=labels, freq=freq, lengths=lengths, scenario=scenario,
+                      as_json=as_json, run=run)
         return
-    if lengths is not None:
-        raise InputError("--lengths only applies to --format rates (request logs carry their own lengths)",
-                         where="--lengths", fix="drop --lengths")
+    for option, given in (("--lengths", lengths), ("--scenario", scenario)):
+        if given is not None:
+            raise InputError(f"{option} only applies to --format rates (request logs carry their own lengths)",
+                             where=option, fix=f"drop {option}")
     out, histogram_path = output_paths(out, histogram_out)  # before reading gigabytes of logs
     reuse_file = reuse_path(out, histogram_path, reuse_out)
     # A glob is expanded (and each match checked) by the reader; a plain path is checked here.
@@ -486,15 +492,16 @@ def _refuse_log_options(**given: Any) -> None:
 
 
 def _ingest_rates(inputs: list[str], out: Path, *, mapping: str | None, labels: dict[str, str], freq: str,
-                  lengths: Path | None, as_json: bool, run: RunContext | None) -> None:
+                  lengths: Path | None, scenario: Path | None, as_json: bool, run: RunContext | None) -> None:
     """``planner ingest --format rates``: tables of counts or rates per interval to demand history."""
     from planner.storage import check_table_suffix
     from planner.workflows.data import ingest_rates
 
     check_table_suffix(out)
     check_paths(inputs={"TABLES": [Path(p) for p in inputs if not glob.has_magic(p)],
-                        "--lengths": lengths}, outputs={"--out": out})
-    done = ingest_rates(inputs, out, mapping=mapping, labels=labels, freq=freq, lengths_file=lengths, run=run)
+                        "--lengths": lengths, "--scenario": scenario}, outputs={"--out": out})
+    done = ingest_rates(inputs, out, mapping=mapping, labels=labels, freq=freq, lengths_file=lengths,
+                        scenario_file=scenario, run=run)
     result = done.result
     print_outputs(result.summary_rows(),
                   title=f"Ingested {result.rows_read:,} intervals ({result.measure}) from {len(result.files)} file(s); "

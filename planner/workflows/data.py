@@ -61,23 +61,51 @@ def histogram_lengths(lengths_file: Path | None) -> tuple[dict[tuple[str, str], 
     if lengths_file is None:
         raise InputError("a rates table has no token lengths, and the token statistics of the history need them",
                          where="--lengths",
-                         fix="pass --lengths HISTOGRAM: a .histogram.csv that `planner ingest` wrote from request "
+                         fix="pass --scenario S whose classes declare their lengths, or --lengths HISTOGRAM: a "
+                             ".histogram.csv that `planner ingest` wrote from request "
                              "logs of the same models and classes")
     histogram = checked_histogram(read_named(lengths_file))
     return lengths_from_histogram(histogram), f"ingest histogram {lengths_file} (bin means)"
 
 
+def declared_lengths(scenario_file: Path) -> dict[tuple[str, str], tuple[float, float]]:
+    """(model, class) -> (mean prompt, mean output tokens) of every pair whose lengths the scenario declares (or
+    names a built-in law for): :func:`planner.workloads.resolve_workloads` over every (model, class)."""
+    from planner.scenario import load_scenario
+    from planner.workloads import resolve_workloads
+
+    scenario = load_scenario(scenario_file)
+    every = {m: dict.fromkeys(scenario.class_names, 0.0) for m in scenario.model_names}
+    workloads = resolve_workloads(scenario, every, include_idle=True)
+    return {pair: (w.lengths.prompt.mean(), w.lengths.output.mean()) for pair, w in workloads.items()}
+
+
+def rates_lengths(lengths_file: Path | None, scenario_file: Path | None) -> tuple[
+        dict[tuple[str, str], tuple[float, float]], str]:
+    """The mean lengths a rates table's token sums use, and their source: the scenario's declarations, with the
+    histogram's means over them for the (model, class) pairs it has; one of the two is needed."""
+    if scenario_file is None:
+        return histogram_lengths(lengths_file)
+    lengths = declared_lengths(scenario_file)
+    source = f"scenario {scenario_file} (declared laws' means)"
+    if lengths_file is not None:
+        measured, measured_source = histogram_lengths(lengths_file)
+        lengths.update(measured)
+        source = f"{measured_source} where it has the (model, class), else {source}"
+    return lengths, source
+
+
 def ingest_rates(inputs: Sequence[str], out: Path, *, mapping: str | None = None,
                  labels: Mapping[str, str] | None = None, freq: str = "1h", lengths_file: Path | None = None,
-                 run: RunContext | None = None) -> IngestedRates:
+                 scenario_file: Path | None = None, run: RunContext | None = None) -> IngestedRates:
     """Spread aggregated demand tables (counts or rates per interval) into demand history, with token sums
-    from the mean lengths of an ingest histogram; write it."""
+    from the mean lengths of an ingest histogram and/or a scenario's declared lengths; write it."""
     from planner.ingest import ingest_rates as ingest_rates_core
     from planner.ingest import parse_mapping, write_rates_output
     from planner.ingest.rates_read import RATES_EXAMPLE, RATES_KEYS
 
     parsed = parse_mapping(mapping, keys=RATES_KEYS, example=RATES_EXAMPLE) if mapping else None
-    lengths, source = histogram_lengths(lengths_file)
+    lengths, source = rates_lengths(lengths_file, scenario_file)
     result = ingest_rates_core(inputs, lengths=lengths, length_source=source, mapping=parsed,
                                labels=dict(labels or {}), freq=freq)
     written = write_rates_output(result, out)
