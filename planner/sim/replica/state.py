@@ -141,6 +141,18 @@ def _prefix_arrays(prefix: PrefixInput, n_rep: int) -> dict[str, np.ndarray]:
     }
 
 
+def _request_ints(cls: np.ndarray, prompt: np.ndarray, output: np.ndarray, prefix: PrefixInput) -> np.ndarray:
+    """``req_i`` before the run: class, lengths, the first prefill's target, no replica, its block count."""
+    req_i = np.zeros((cls.size, N_REQ_I), dtype=np.int64)
+    req_i[:, I_CLS] = cls
+    req_i[:, I_PROMPT] = prompt
+    req_i[:, I_OUT] = output
+    req_i[:, I_TARGET] = prompt
+    req_i[:, I_REP] = -1
+    req_i[:, I_NBLK] = np.diff(prefix.block_ptr)
+    return req_i
+
+
 def build_state(
     *,
     arrival: np.ndarray,
@@ -169,14 +181,8 @@ def build_state(
     n = int(arrival.size)
     n_rep = int(replica_steps.shape[0])
     n_cls = int(class_f.shape[0])
-    req_i = np.zeros((n, N_REQ_I), dtype=np.int64)
-    req_i[:, I_CLS] = cls
-    req_i[:, I_PROMPT] = prompt
-    req_i[:, I_OUT] = output
-    req_i[:, I_TARGET] = prompt
-    req_i[:, I_REP] = -1
     prefix = no_prefix(n, n_rep) if prefix is None else prefix
-    req_i[:, I_NBLK] = np.diff(prefix.block_ptr)
+    req_i = _request_ints(cls, prompt, output, prefix)
     req_f = np.full((n, N_REQ_F), np.nan)
     req_f[:, F_PRED] = predicted
     rep_i = np.zeros((n_rep, N_REP_I), dtype=np.int64)
