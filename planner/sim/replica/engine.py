@@ -204,7 +204,7 @@ def run_pool(owner: State, hkey_owner: np.ndarray, hid_owner: np.ndarray) -> tup
     for r in range(n_rep):
         if rep_i[r, P_MAXB] + 1 > margin:
             margin = rep_i[r, P_MAXB] + 1
-    nxt = 0
+    nxt = NO_INDEX + 1  # request 0, an int64 and not a literal (see NO_INDEX): it is passed to cache_scores
     while True:
         r_min = NO_INDEX
         t_min = np.inf

@@ -8,11 +8,11 @@ prompt and answer). Only full blocks are cached: block i of j once j holds (i + 
 of KV, and only the blocks its list names.
 
 **The cache of replica r** is the set of blocks with ``c_in[r, b]``. A block enters when a
-running request fills it (:func:`register`) and stays after that request leaves or is
+running request fills it (:func:`note_full_blocks`) and stays after that request leaves or is
 preempted, until evicted. ``c_ref[r, b]`` counts the running requests that use it; a cached
 block nobody uses sits in an LRU list (``c_prev``/``c_next``, head ``P_LRU_HEAD``, tail
 ``P_LRU_TAIL``), and eviction takes the head, the least recently released. A request releases
-its blocks last first (:func:`release`), so its tail blocks are evicted before its head ones,
+its blocks last first (:func:`free_kv`), so its tail blocks are evicted before its head ones,
 as vLLM's free-block queue does. A block a running request completes while it is already
 cached (two requests computing the same prefix at once) is used from the cache and the
 request's own copy freed: the cache holds one copy of each block (vLLM may keep both for a
@@ -39,6 +39,8 @@ prefix data no function of this module is called and the engine does exactly wha
 
 from __future__ import annotations
 
+import numpy as np
+
 from planner.sim.jit import compiled_only
 from planner.sim.replica.inline import inlined
 from planner.sim.replica.state import (
@@ -59,138 +61,159 @@ from planner.sim.replica.state import (
 
 
 @inlined
-def _unlink(st: State, r: int, b: int) -> None:
+def _unlink(rep_i: np.ndarray, c_prev: np.ndarray, c_next: np.ndarray, r: int, b: int) -> None:
     """Take block b out of replica r's LRU list."""
-    prev = st.c_prev[r, b]
-    nxt = st.c_next[r, b]
+    prev = c_prev[r, b]
+    nxt = c_next[r, b]
     if prev >= 0:
-        st.c_next[r, prev] = nxt
+        c_next[r, prev] = nxt
     else:
-        st.rep_i[r, P_LRU_HEAD] = nxt
+        rep_i[r, P_LRU_HEAD] = nxt
     if nxt >= 0:
-        st.c_prev[r, nxt] = prev
+        c_prev[r, nxt] = prev
     else:
-        st.rep_i[r, P_LRU_TAIL] = prev
-    st.c_prev[r, b] = -1
-    st.c_next[r, b] = -1
+        rep_i[r, P_LRU_TAIL] = prev
+    c_prev[r, b] = -1
+    c_next[r, b] = -1
 
 
 @inlined
-def _append(st: State, r: int, b: int) -> None:
+def _append(rep_i: np.ndarray, c_prev: np.ndarray, c_next: np.ndarray, r: int, b: int) -> None:
     """Put block b at the tail of replica r's LRU list (the last to be evicted)."""
-    tail = st.rep_i[r, P_LRU_TAIL]
-    st.c_prev[r, b] = tail
-    st.c_next[r, b] = -1
+    tail = rep_i[r, P_LRU_TAIL]
+    c_prev[r, b] = tail
+    c_next[r, b] = -1
     if tail >= 0:
-        st.c_next[r, tail] = b
+        c_next[r, tail] = b
     else:
-        st.rep_i[r, P_LRU_HEAD] = b
-    st.rep_i[r, P_LRU_TAIL] = b
+        rep_i[r, P_LRU_HEAD] = b
+    rep_i[r, P_LRU_TAIL] = b
+
+
+# The compiled functions below take the arrays they use, not the State: a call copies its
+# arguments, and the State is some forty arrays (registering a block is on the decode path).
 
 
 @compiled_only
-def leading_run(st: State, r: int, j: int, limit: int) -> tuple[int, int]:
-    """(h, free): request j's longest leading run of blocks cached on replica r, at most ``limit``
-    blocks, and how many of them no running request uses (they would come out of the LRU list)."""
-    start = st.blk_ptr[j]
-    stop = st.req_i[j, I_NBLK]
+def _leading_run(req_i: np.ndarray, blk_ptr: np.ndarray, blk_ids: np.ndarray, c_in: np.ndarray, c_ref: np.ndarray,
+                 r: int, j: int, limit: int) -> tuple[int, int]:
+    start = blk_ptr[j]
+    stop = req_i[j, I_NBLK]
     if limit < stop:
         stop = limit
     h = 0
     free = 0
     while h < stop:
-        b = st.blk_ids[start + h]
-        if not st.c_in[r, b]:
+        b = blk_ids[start + h]
+        if not c_in[r, b]:
             break
-        if st.c_ref[r, b] == 0:
+        if c_ref[r, b] == 0:
             free += 1
         h += 1
     return h, free
 
 
+@inlined
+def leading_run(st: State, r: int, j: int, limit: int) -> tuple[int, int]:
+    """(h, free): request j's longest leading run of blocks cached on replica r, at most ``limit``
+    blocks, and how many of them no running request uses (they would come out of the LRU list)."""
+    return _leading_run(st.req_i, st.blk_ptr, st.blk_ids, st.c_in, st.c_ref, r, j, limit)
+
+
 @compiled_only
+def _take(req_i: np.ndarray, rep_i: np.ndarray, blk_ptr: np.ndarray, blk_ids: np.ndarray, c_ref: np.ndarray,
+          c_prev: np.ndarray, c_next: np.ndarray, r: int, j: int, h: int) -> None:
+    size = rep_i[r, P_BLOCK]
+    start = blk_ptr[j]
+    for i in range(h):
+        b = blk_ids[start + i]
+        if c_ref[r, b] == 0:
+            _unlink(rep_i, c_prev, c_next, r, b)
+            rep_i[r, P_CFREE] -= size
+            rep_i[r, P_KV] += size
+        c_ref[r, b] += 1
+    req_i[j, I_CREF] = h
+    req_i[j, I_HELD] = h * size
+
+
+@inlined
 def take(st: State, r: int, j: int, h: int) -> None:
     """Request j (holding no KV) starts using its first h blocks, all cached on replica r."""
-    size = st.rep_i[r, P_BLOCK]
-    start = st.blk_ptr[j]
-    for i in range(h):
-        b = st.blk_ids[start + i]
-        if st.c_ref[r, b] == 0:
-            _unlink(st, r, b)
-            st.rep_i[r, P_CFREE] -= size
-            st.rep_i[r, P_KV] += size
-        st.c_ref[r, b] += 1
-    st.req_i[j, I_CREF] = h
-    st.req_i[j, I_HELD] = h * size
+    _take(st.req_i, st.rep_i, st.blk_ptr, st.blk_ids, st.c_ref, st.c_prev, st.c_next, r, j, h)
 
 
 @compiled_only
-def evict(st: State, r: int, need: int) -> None:
-    """Evict LRU blocks of replica r until ``need`` more tokens fit, or none is left to evict."""
-    size = st.rep_i[r, P_BLOCK]
-    rep_i = st.rep_i
+def _evict(rep_i: np.ndarray, c_in: np.ndarray, c_prev: np.ndarray, c_next: np.ndarray, r: int, need: int) -> None:
+    size = rep_i[r, P_BLOCK]
     while rep_i[r, P_KV] + rep_i[r, P_CFREE] + need > rep_i[r, P_CAP] and rep_i[r, P_LRU_HEAD] >= 0:
         b = rep_i[r, P_LRU_HEAD]
-        _unlink(st, r, b)
-        st.c_in[r, b] = False
+        _unlink(rep_i, c_prev, c_next, r, b)
+        c_in[r, b] = False
         rep_i[r, P_CFREE] -= size
 
 
+@inlined
+def evict(st: State, r: int, need: int) -> None:
+    """Evict LRU blocks of replica r until ``need`` more tokens fit, or none is left to evict."""
+    _evict(st.rep_i, st.c_in, st.c_prev, st.c_next, r, need)
+
+
 @compiled_only
-def register(st: State, r: int, j: int, full: int) -> None:
-    """Request j now holds ``full`` full blocks (at most its list): cache those past the ones it uses."""
-    size = st.rep_i[r, P_BLOCK]
-    start = st.blk_ptr[j]
-    for i in range(st.req_i[j, I_CREF], full):
-        b = st.blk_ids[start + i]
-        if st.c_in[r, b]:  # computed twice at once: use the cached copy, free this one
-            if st.c_ref[r, b] == 0:
-                _unlink(st, r, b)
-                st.rep_i[r, P_CFREE] -= size
+def _register(req_i: np.ndarray, rep_i: np.ndarray, blk_ptr: np.ndarray, blk_ids: np.ndarray, c_in: np.ndarray,
+              c_ref: np.ndarray, c_prev: np.ndarray, c_next: np.ndarray, r: int, j: int, full: int) -> None:
+    size = rep_i[r, P_BLOCK]
+    start = blk_ptr[j]
+    for i in range(req_i[j, I_CREF], full):
+        b = blk_ids[start + i]
+        if c_in[r, b]:  # computed twice at once: use the cached copy, free this one
+            if c_ref[r, b] == 0:
+                _unlink(rep_i, c_prev, c_next, r, b)
+                rep_i[r, P_CFREE] -= size
             else:
-                st.rep_i[r, P_KV] -= size
+                rep_i[r, P_KV] -= size
         else:
-            st.c_in[r, b] = True
-        st.c_ref[r, b] += 1
-    st.req_i[j, I_CREF] = full
-
-
-@compiled_only
-def release(st: State, r: int, j: int) -> None:
-    """Request j leaves the batch (done or preempted): its own KV is freed, its cached blocks stay,
-    released last first (those no one else uses go to the LRU tail)."""
-    size = st.rep_i[r, P_BLOCK]
-    start = st.blk_ptr[j]
-    used = st.req_i[j, I_CREF]
-    st.rep_i[r, P_KV] -= st.req_i[j, I_HELD] - used * size
-    for i in range(used - 1, -1, -1):
-        b = st.blk_ids[start + i]
-        st.c_ref[r, b] -= 1
-        if st.c_ref[r, b] == 0:
-            _append(st, r, b)
-            st.rep_i[r, P_KV] -= size
-            st.rep_i[r, P_CFREE] += size
-    st.req_i[j, I_CREF] = 0
-    st.req_i[j, I_HELD] = 0
+            c_in[r, b] = True
+        c_ref[r, b] += 1
+    req_i[j, I_CREF] = full
 
 
 @inlined
 def note_full_blocks(st: State, r: int, j: int) -> None:
-    """After a step: cache the blocks request j has just filled (a cheap test on the hot path)."""
+    """After a step: cache the blocks request j has just filled, up to its list (a cheap test on the
+    hot path; the blocks past those it uses already are registered by a call)."""
     size = st.rep_i[r, P_BLOCK]
     if size > 0:
         full = st.req_i[j, I_HELD] // size
         if full > st.req_i[j, I_NBLK]:
             full = st.req_i[j, I_NBLK]
         if full > st.req_i[j, I_CREF]:
-            register(st, r, j, full)
+            _register(st.req_i, st.rep_i, st.blk_ptr, st.blk_ids, st.c_in, st.c_ref, st.c_prev, st.c_next, r, j, full)
+
+
+@compiled_only
+def _release(req_i: np.ndarray, rep_i: np.ndarray, blk_ptr: np.ndarray, blk_ids: np.ndarray, c_ref: np.ndarray,
+             c_prev: np.ndarray, c_next: np.ndarray, r: int, j: int) -> None:
+    size = rep_i[r, P_BLOCK]
+    start = blk_ptr[j]
+    used = req_i[j, I_CREF]
+    rep_i[r, P_KV] -= req_i[j, I_HELD] - used * size
+    for i in range(used - 1, -1, -1):
+        b = blk_ids[start + i]
+        c_ref[r, b] -= 1
+        if c_ref[r, b] == 0:
+            _append(rep_i, c_prev, c_next, r, b)
+            rep_i[r, P_KV] -= size
+            rep_i[r, P_CFREE] += size
+    req_i[j, I_CREF] = 0
+    req_i[j, I_HELD] = 0
 
 
 @inlined
 def free_kv(st: State, r: int, j: int) -> None:
-    """Free request j's KV on replica r (it is done or preempted), keeping its cached blocks."""
+    """Free request j's KV on replica r (it is done or preempted): its own tokens are freed, its cached
+    blocks stay, released last first (those no one else uses go to the LRU tail)."""
     if st.req_i[j, I_CREF] > 0:
-        release(st, r, j)
+        _release(st.req_i, st.rep_i, st.blk_ptr, st.blk_ids, st.c_ref, st.c_prev, st.c_next, r, j)
     else:
         st.rep_i[r, P_KV] -= st.req_i[j, I_HELD]
         st.req_i[j, I_HELD] = 0
@@ -211,7 +234,7 @@ def cache_scores(st: State, j: int) -> None:
     for r in range(n_rep):
         overlap = 0.0
         if rep_i[r, P_BLOCK] > 0:
-            h, _ = leading_run(st, r, j, st.req_i[j, I_NBLK])
+            h, _ = _leading_run(st.req_i, st.blk_ptr, st.blk_ids, st.c_in, st.c_ref, r, j, st.req_i[j, I_NBLK])
             overlap = float(h * rep_i[r, P_BLOCK]) / prompt
         score = weight * overlap - float(rep_i[r, P_KV]) / float(rep_i[r, P_CAP])
         if most_waiting > 0:
