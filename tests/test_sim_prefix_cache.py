@@ -17,6 +17,8 @@ from dataclasses import replace
 
 import numpy as np
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st_
 from prefix_fixtures import mooncake_frame, mooncake_sample, one_class_pool
 from replica_fixtures import outputs, pool, run
 
@@ -24,12 +26,14 @@ from planner.sim.prefix_workload import SharedPrompt, session_sample
 from planner.sim.replica.engine import run_pool
 from planner.sim.replica.metrics import replication_metrics
 from planner.sim.replica.pool import draw_sample, engine_state, run_sample
+from planner.sim.replica.routing import ROUTERS
 from planner.sim.replica.run import simulate_pool
 from planner.sim.replica.state import (
     DONE,
     F_ADMIT,
     F_EXIT,
     I_COMPUTED,
+    I_GEN,
     I_HIT,
     I_PRE_KV,
     I_PRE_POL,
@@ -37,10 +41,14 @@ from planner.sim.replica.state import (
     I_REP,
     I_SAVED,
     I_STATUS,
+    P_BLOCK,
     P_CAP,
     P_CFREE,
     P_KV,
+    P_LRU_HEAD,
+    P_LRU_TAIL,
     P_MAXKV,
+    REJECTED,
 )
 from planner.sim.workload import default_workload
 
@@ -160,8 +168,8 @@ def test_prefill_computed_plus_cached_is_the_prompt(kv):
     assert (st.req_i[again, I_COMPUTED] + st.req_i[again, I_SAVED] >= st.req_i[again, I_PROMPT]).all()
     assert (st.req_i[again, I_SAVED] >= st.req_i[again, I_HIT]).all()
     assert (st.rep_i[:, P_MAXKV] <= st.rep_i[:, P_CAP]).all()
-    assert (st.rep_i[:, P_KV] == 0).all()  # every request left: only unused cached blocks remain
     assert (st.rep_i[:, P_CFREE] <= st.rep_i[:, P_CAP]).all()
+    _cache_is_consistent(st)  # every request left: only unused cached blocks remain
 
 
 def test_the_hit_rate_never_falls_as_the_cache_grows():
@@ -233,3 +241,45 @@ def test_the_pool_summary_reports_hit_rates_per_class_and_per_replica():
     assert 0 < result.pool["prefix_hit_rate"] < 1
     plain = simulate_pool(replace(config, prefix=None), replications=1, seed=np.random.SeedSequence(1))
     assert "prefix_hit_rate" not in plain.per_class.columns and "prefix_hit_rate" not in plain.pool
+
+
+def _cache_is_consistent(st) -> None:
+    """At the end of a run no request holds KV; every cached block is in its replica's LRU list, once,
+    in a list whose links agree both ways, and P_CFREE counts them."""
+    size = st.rep_i[:, P_BLOCK]
+    assert (st.c_ref == 0).all() and (st.rep_i[:, P_KV] == 0).all()
+    for r in range(st.rep_i.shape[0]):
+        walked, b, prev = [], st.rep_i[r, P_LRU_HEAD], -1
+        while b >= 0:
+            assert st.c_prev[r, b] == prev
+            walked.append(int(b))
+            prev, b = b, st.c_next[r, b]
+        assert prev == st.rep_i[r, P_LRU_TAIL]
+        assert sorted(walked) == np.flatnonzero(st.c_in[r]).tolist()
+        assert st.rep_i[r, P_CFREE] == size[r] * len(walked)
+
+
+@settings(max_examples=10, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    policy=st_.sampled_from(["fcfs", "srpt", "drr-wspt", "cmu"]),
+    router=st_.sampled_from(sorted(ROUTERS)),
+    rate=st_.floats(4.0, 20.0),
+    kv=st_.integers(15_000, 120_000),
+    system=st_.integers(0, 4096),
+    variants=st_.integers(1, 4),
+    block=st_.sampled_from([16, 64, 256]),
+    seed=st_.integers(0, 10_000),
+)
+def test_the_cache_stays_consistent_under_any_pool(policy, router, rate, kv, system, variants, block, seed):
+    config = replace(pool(rate, policy, router, kv=kv, kv_fraction=1.0, reserve=0.3, duration=40.0),
+                     prefix=SharedPrompt(system, variants, block_tokens=block))
+    sample = draw_sample(config, np.random.SeedSequence(seed))
+    st = run_sample(config, sample).state
+    status = st.req_i[:, I_STATUS]
+    done = status == DONE
+    assert set(np.unique(status)) <= {DONE, REJECTED}
+    assert np.array_equal(st.req_i[done, I_GEN], sample.output_tokens[done])
+    never = done & (st.req_i[:, I_PRE_KV] + st.req_i[:, I_PRE_POL] == 0)
+    np.testing.assert_array_equal(st.req_i[never, I_COMPUTED] + st.req_i[never, I_HIT], st.req_i[never, I_PROMPT])
+    assert (st.rep_i[:, P_MAXKV] <= st.rep_i[:, P_CAP]).all()
+    _cache_is_consistent(st)
