@@ -5,7 +5,9 @@ batches, ``heapq`` on (−key, arrival, id) for the waiting queues (the policy c
 order), eager removal of rejected requests, and the round-by-round DRR loop
 (``drr_select_class_reference``). It follows the documented rules (batching.py,
 engine.py, routing.py) step by step, doing the same floating-point operations in the same
-order, so on a shared sample both must agree bit for bit. ``benchmarks/sim_replica_speed.py``
+order, so on a shared sample both must agree bit for bit. It has no prefix cache: it checks
+the engine on samples without prefix data (with them, ``tests/test_sim_prefix_cache.py`` holds
+the engine to its own oracles). ``benchmarks/sim_replica_speed.py``
 also times it as the pure-Python step loop.
 """
 
@@ -19,7 +21,7 @@ import numpy as np
 
 from planner.profiles.step_model import ATTENTION_COLUMNS, StepModel
 from planner.sim.policies.drr import drr_select_class_reference
-from planner.sim.replica.state import P_CHUNK
+from planner.sim.replica.state import P_BLOCK, P_CHUNK
 
 PENDING, WAITING, RUNNING, DONE, REJECTED = 0, 1, 2, 3, 4
 
@@ -103,6 +105,8 @@ class Reference:
         self.drr, self.preemptive, self.remaining = bool(drr), bool(preemptive), bool(remaining)
         _, self.trail, self.w0, self.w1 = st.pol_f.tolist()
         self.form = st.pol_key.tolist()
+        self.overlap_weight = float(st.pfx_f[0])
+        assert not st.rep_i[:, P_BLOCK].any() and not (st.sess >= 0).any(), "the reference has no prefix cache"
         k = len(self.weight)
         self.reps = [Rep(_step_model(st.rep_step[r]), *st.rep_i[r, 4:8].tolist(), k, int(st.rep_i[r, P_CHUNK]))
                      for r in range(st.rep_i.shape[0])]
@@ -341,6 +345,13 @@ class Reference:
             return min(range(n), key=lambda r: (present[r], r))
         if self.router == 4:
             return min(range(n), key=lambda r: (self.reps[r].work, r))
+        if self.router == 5:  # cache-aware without prefix data: no overlap, KV usage and queues only
+            most = max(rep.n_wait for rep in self.reps)
+            score = [self.overlap_weight * 0.0 - float(rep.kv) / float(rep.cap)
+                     - (float(rep.n_wait) / float(most) if most > 0 else 0.0) for rep in self.reps]
+            return max(range(n), key=lambda r: (score[r], -r))
+        if self.router == 6:  # session affinity without sessions: JSQ
+            return min(range(n), key=lambda r: (present[r], r))
         free = list(range(n))
         best = -1
         for i in range(min(self.d, n)):

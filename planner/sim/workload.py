@@ -351,7 +351,14 @@ def arrival_times(kind: str, rate_rps: float, duration_s: float, rng: np.random.
 # ---------------------------------------------------------------------------- requests
 @dataclass(frozen=True)
 class RequestSample:
-    """One replication's requests, in arrival order (ids 0..n-1)."""
+    """One replication's requests, in arrival order (ids 0..n-1).
+
+    Optional prefix data (all or none; :mod:`planner.sim.prefix_workload` makes it): request j's
+    KV blocks of ``block_tokens`` tokens have the content ids ``block_ids[block_ptr[j]:block_ptr[j+1]]``
+    (int64, ``block_ptr`` has n + 1 offsets), in order from the start of its prompt; two requests
+    whose lists start with the same ids share that prefix. The list covers the prompt's full
+    blocks and may go on over the output. ``session[j]`` is its conversation (−1: none).
+    """
 
     arrival_s: np.ndarray
     cls: np.ndarray
@@ -359,13 +366,28 @@ class RequestSample:
     output_tokens: np.ndarray
     predicted_output_tokens: np.ndarray
     route_u: np.ndarray
+    block_ptr: np.ndarray | None = None
+    block_ids: np.ndarray | None = None
+    block_tokens: int = 0
+    session: np.ndarray | None = None
 
     @property
     def n(self) -> int:
         return int(self.arrival_s.size)
 
+    @property
+    def has_prefix(self) -> bool:
+        """Whether the requests carry their blocks (the prefix cache then runs)."""
+        return self.block_ptr is not None and self.block_ids is not None and self.block_tokens > 0
 
-STREAMS = ("arrivals", "classes", "prompt", "output", "prediction", "routing")
+
+class PrefixLaw(Protocol):
+    """Gives sampled requests their blocks (e.g. :class:`planner.sim.prefix_workload.SharedPrompt`)."""
+
+    def attach(self, sample: RequestSample, seed: np.random.SeedSequence) -> RequestSample: ...
+
+
+STREAMS = ("arrivals", "classes", "prompt", "output", "prediction", "routing", "prefix")
 
 
 def sample_requests(
@@ -379,6 +401,7 @@ def sample_requests(
     trace_s: np.ndarray | None = None,
     prediction_sigma: float = 0.0,
     route_draws: int = 2,
+    prefix: PrefixLaw | None = None,
 ) -> RequestSample:
     """Draw arrivals, classes, lengths and noisy predictions, one stream per distribution.
 
@@ -386,6 +409,8 @@ def sample_requests(
     streams spawn one child per class, so a class's lengths do not depend on how many
     requests the other classes drew. Predictions are p̂ = p·exp(N(0, σ²)).
     ``route_u`` holds ``route_draws`` uniforms per request for the random routers.
+    ``prefix``, when given, attaches the requests' blocks from a stream of its own (the other
+    streams, so every other draw, are the same with or without it).
     """
     rates = np.asarray(rates_rps, dtype=np.float64)
     streams = dict(zip(STREAMS, seed.spawn(len(STREAMS)), strict=True))
@@ -406,7 +431,8 @@ def sample_requests(
         noise = np.random.default_rng(children["prediction"][k]).standard_normal(idx.size)
         predicted[idx] = output[idx] * np.exp(prediction_sigma * noise)
     route_u = np.random.default_rng(streams["routing"]).random((n, max(route_draws, 1)))
-    return RequestSample(times, cls, prompt, output, predicted, route_u)
+    sample = RequestSample(times, cls, prompt, output, predicted, route_u)
+    return sample if prefix is None else prefix.attach(sample, streams["prefix"])
 
 
 def class_means(workloads: Mapping[str, ClassWorkload]) -> dict[str, tuple[float, float]]:

@@ -11,8 +11,9 @@ completed at t + t_step (:func:`finish_step`). Forming a step, in order:
    The chunk cap is vLLM's ``--long-prefill-token-threshold`` (0: none): with it a long prompt
    takes at most that many tokens of each step, and the rest of the budget goes on to admit
    new requests, whose first chunk is capped alike.
-3. Whenever a request needs KV the cache does not have, the **most recently admitted**
-   running request is preempted by recompute (vLLM's default): its KV is freed, its
+3. Whenever a request needs KV the cache does not have, cached blocks no running request uses
+   are evicted first (:mod:`.prefix`, least recently used first); if that is not enough, the
+   **most recently admitted** running request is preempted by recompute (vLLM's default): its KV is freed, its
    reservation released, and it goes back to the waiting queue with prompt + generated
    tokens to prefill again; generated tokens are kept.
 4. **Admission** from the waiting queues in the policy's order (DRR picks the class first)
@@ -23,9 +24,14 @@ completed at t + t_step (:func:`finish_step`). Forming a step, in order:
    does not fit may preempt running requests with a larger predicted remaining output
    p̂ − generated, but only those that have generated fewer than trail_c · p̂ tokens
    (Trail: Shahout et al., arXiv:2410.01035): the worst first, and only if that makes it fit.
+   With a prefix cache, a candidate whose first h blocks (B tokens each) are cached on the
+   replica uses them: its prefill starts at h·B tokens, its reservation and its KV need drop
+   by h·B (the cached blocks no one uses count as free KV it may reclaim, those it takes
+   excepted), and h·B tokens count as saved (:mod:`.prefix`).
 
 KV tokens read: a decode reads its whole context (prompt + generated); a prefill chunk of q
-tokens after p already prefilled for its request attends to q·(p + (q + 1)/2) query-key pairs.
+tokens after p already prefilled (or found cached) for its request attends to q·(p + (q + 1)/2)
+query-key pairs: a cached prefix is context, not prefill tokens.
 At the end of a step every decode yields one token, and a prefill that reaches its target
 yields one (the first token, or the next one after a recompute). A request leaves when it
 has generated its output length.
@@ -52,6 +58,7 @@ from planner.sim.policies.drr import drr_cost, drr_note_dequeue, drr_select_clas
 from planner.sim.policies.keys import precedes
 from planner.sim.replica.heap import heap_clean_top, heap_remove_top
 from planner.sim.replica.inline import inlined
+from planner.sim.replica.prefix import evict, free_kv, leading_run, note_full_blocks, take
 from planner.sim.replica.requests import outstanding, preempt
 from planner.sim.replica.state import (
     B_NSYS,
@@ -65,18 +72,24 @@ from planner.sim.replica.state import (
     H_W0,
     H_W1,
     I_CLS,
+    I_COMPUTED,
     I_GEN,
     I_HELD,
+    I_HIT,
+    I_NBLK,
     I_OUT,
     I_PRE_KV,
     I_PREFILLED,
     I_PROMPT,
     I_RESERVED,
+    I_SAVED,
     I_STATUS,
     I_TARGET,
     NO_INDEX,
+    P_BLOCK,
     P_BUDGET,
     P_CAP,
+    P_CFREE,
     P_CHUNK,
     P_DRRPTR,
     P_KV,
@@ -130,7 +143,10 @@ def _schedule_running(st: State, hkey: np.ndarray, hid: np.ndarray, r: int) -> i
                 i += 1
                 continue
             evicted_self = False
-            while rep_i[r, P_KV] + need > cap:
+            while rep_i[r, P_KV] + rep_i[r, P_CFREE] + need > cap:
+                if rep_i[r, P_CFREE] > 0:  # unused cached blocks go before anyone is preempted
+                    evict(st, r, need)
+                    continue
                 last = rep_i[r, P_NRUN] - 1
                 req_i[run_ids[r, last], I_PRE_KV] += 1
                 budget += preempt(st, hkey, hid, r, last)
@@ -194,8 +210,9 @@ def _reservation(req_i: np.ndarray, reserve: np.ndarray, j: int) -> int:
 
 @inlined
 def _admit(st: State, hkey: np.ndarray, hid: np.ndarray, r: int, k: int, cand: int, need_res: int, chunk: int,
-           now: float) -> None:
-    """Move ``cand`` (the head of class k's queue) into the batch with a first chunk."""
+           hit: int, now: float) -> None:
+    """Move ``cand`` (the head of class k's queue) into the batch with a first chunk, using its
+    first ``hit`` blocks from the prefix cache."""
     req_i = st.req_i
     rep_i = st.rep_i
     h = r * st.cls_f.shape[0] + k
@@ -206,6 +223,16 @@ def _admit(st: State, hkey: np.ndarray, hid: np.ndarray, r: int, k: int, cand: i
     req_i[cand, I_STATUS] = RUNNING
     req_i[cand, I_RESERVED] = need_res
     rep_i[r, P_RES] += need_res
+    if hit > 0:
+        take(st, r, cand, hit)
+        cached = req_i[cand, I_HELD]
+        req_i[cand, I_PREFILLED] = cached
+        req_i[cand, I_SAVED] += cached
+        st.rep_f[r, Q_WORK] -= float(cached)  # prefill it no longer needs (``outstanding``)
+        if math.isnan(st.req_f[cand, F_ADMIT]):
+            req_i[cand, I_HIT] = cached
+    if rep_i[r, P_CFREE] > 0:
+        evict(st, r, chunk)
     if math.isnan(st.req_f[cand, F_ADMIT]):
         st.req_f[cand, F_ADMIT] = now
     slot = rep_i[r, P_NRUN]
@@ -260,16 +287,22 @@ def start_step(st: State, hkey: np.ndarray, hid: np.ndarray, r: int, now: float)
         cand, k = _candidate(st, hkey, hid, r)
         if cand < 0:
             break
-        need_res = _reservation(req_i, reserve, cand)
-        chunk = req_i[cand, I_TARGET]
+        hit = 0
+        hit_free = 0
+        if rep_i[r, P_BLOCK] > 0 and req_i[cand, I_NBLK] > 0:
+            hit, hit_free = leading_run(st, r, cand, (req_i[cand, I_TARGET] - 1) // rep_i[r, P_BLOCK])
+        skip = hit * rep_i[r, P_BLOCK]
+        need_res = _reservation(req_i, reserve, cand) - skip
+        chunk = req_i[cand, I_TARGET] - skip
         if chunk > budget:
             chunk = budget
         if 0 < rep_i[r, P_CHUNK] < chunk:
             chunk = rep_i[r, P_CHUNK]
         fits_batch = rep_i[r, P_NRUN] < rep_i[r, P_MAXB]
         fits_res = rep_i[r, P_RES] + need_res <= rep_i[r, P_KVLIM]
-        if fits_batch and fits_res and rep_i[r, P_KV] + chunk <= rep_i[r, P_CAP]:
-            _admit(st, hkey, hid, r, k, cand, need_res, chunk, now)
+        # the cached blocks it uses need no new KV; unused cached blocks it does not use can be evicted
+        if fits_batch and fits_res and rep_i[r, P_KV] + hit_free * rep_i[r, P_BLOCK] + chunk <= rep_i[r, P_CAP]:
+            _admit(st, hkey, hid, r, k, cand, need_res, chunk, hit, now)
             budget -= chunk
             continue
         if is_drr:  # not dispatched: undo the arbiter's charge
@@ -328,6 +361,7 @@ def finish_step(st: State, r: int, now: float) -> None:
                 produced = True
             else:
                 req_i[j, I_PREFILLED] += run_tok[r, i]
+                req_i[j, I_COMPUTED] += run_tok[r, i]
                 if req_i[j, I_PREFILLED] == req_i[j, I_TARGET]:
                     req_i[j, I_GEN] += 1
                     produced = True
@@ -336,12 +370,12 @@ def finish_step(st: State, r: int, now: float) -> None:
             rep_f[r, Q_WORK] += outstanding(req_i, req_f, j) - before
             if produced and w0 <= now < w1:
                 tokens_win[req_i[j, I_CLS]] += 1
+            note_full_blocks(st, r, j)
             if req_i[j, I_GEN] == req_i[j, I_OUT]:
                 keep = False
                 req_i[j, I_STATUS] = DONE
                 req_f[j, F_EXIT] = now
-                rep_i[r, P_KV] -= req_i[j, I_HELD]
-                req_i[j, I_HELD] = 0
+                free_kv(st, r, j)
                 rep_i[r, P_RES] -= req_i[j, I_RESERVED]
                 req_i[j, I_RESERVED] = 0
                 rep_f[r, Q_WORK] -= outstanding(req_i, req_f, j)

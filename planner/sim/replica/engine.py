@@ -37,8 +37,9 @@ from planner.sim.replica.batching import finish_step, start_step
 from planner.sim.replica.borrow import borrow
 from planner.sim.replica.heap import grow
 from planner.sim.replica.inline import inlined
+from planner.sim.replica.prefix import cache_scores
 from planner.sim.replica.requests import enqueue, outstanding
-from planner.sim.replica.routing import choose_replica
+from planner.sim.replica.routing import CACHE_AWARE, SESSION_AFFINITY, choose_replica
 from planner.sim.replica.state import (
     A_AREA,
     A_LAST,
@@ -123,8 +124,17 @@ def _arrive(st: State, hkey: np.ndarray, hid: np.ndarray, j: int, now: float) ->
     present = st.present
     for r in range(rep_i.shape[0]):
         present[r] = rep_i[r, P_NWAIT] + rep_i[r, P_NRUN]
-    r = choose_replica(st.pol_i[G_ROUTER], st.pol_i[G_D], st.route_u[j], st.acc_i[B_RR:B_RR + 1],
-                       present, rep_f[:, Q_WORK])
+    code = st.pol_i[G_ROUTER]
+    s = st.sess[j]
+    if code == SESSION_AFFINITY and s >= 0 and st.sess_rep[s] >= 0:
+        r = st.sess_rep[s]
+    else:
+        if code == CACHE_AWARE:
+            cache_scores(st, j)
+        r = choose_replica(code, st.pol_i[G_D], st.route_u[j], st.acc_i[B_RR:B_RR + 1], present, rep_f[:, Q_WORK],
+                           st.tmp_score)
+        if s >= 0:
+            st.sess_rep[s] = r
     if req_i[j, I_PROMPT] + st.reserve[req_i[j, I_CLS]] > rep_i[r, P_KVLIM]:
         req_i[j, I_REP] = r
         req_i[j, I_STATUS] = REJECTED
@@ -174,7 +184,8 @@ def _borrowed(s: State) -> State:
         borrow(s.drr_def), borrow(s.cls_f), borrow(s.reserve), borrow(s.class_order), borrow(s.class_start),
         borrow(s.exp_ptr), borrow(s.pol_i), borrow(s.pol_f), borrow(s.pol_key), borrow(s.acc_f), borrow(s.acc_i),
         borrow(s.tokens_win), borrow(s.heap_n), borrow(s.tmp_def), borrow(s.tmp_cost), borrow(s.tmp_mask),
-        borrow(s.tmp_mark), borrow(s.present),
+        borrow(s.tmp_mark), borrow(s.present), borrow(s.blk_ptr), borrow(s.blk_ids), borrow(s.c_ref), borrow(s.c_in),
+        borrow(s.c_prev), borrow(s.c_next), borrow(s.sess), borrow(s.sess_rep), borrow(s.pfx_f), borrow(s.tmp_score),
     )
 
 
@@ -193,7 +204,7 @@ def run_pool(owner: State, hkey_owner: np.ndarray, hid_owner: np.ndarray) -> tup
     for r in range(n_rep):
         if rep_i[r, P_MAXB] + 1 > margin:
             margin = rep_i[r, P_MAXB] + 1
-    nxt = 0
+    nxt = NO_INDEX + 1  # request 0, an int64 and not a literal (see NO_INDEX): it is passed to cache_scores
     while True:
         r_min = NO_INDEX
         t_min = np.inf

@@ -27,11 +27,19 @@ continuous batching is whenever it holds a request), mean batch = time-average r
 a replica's running batch, KV utilisation = time-average KV tokens held / capacity, KV peak =
 the largest KV occupancy of any step / capacity, and cost per million output tokens =
 pool USD per hour × window hours / (window output tokens / 10⁶).
+
+With prefix data (:mod:`.prefix`), over the window arrivals that were admitted: per class
+``prompt_tokens``, ``prefix_cached_tokens`` (served from the cache at their first admission),
+``prefix_hit_rate`` = cached / prompt tokens, ``prefill_tokens_computed`` (every prefill token
+run, recompute after preemption included) and ``prefill_tokens_saved`` (cached tokens over
+every admission); per pool ``prefix_hit_rate`` and ``prefix_hit_rate_by_replica`` (one rate per
+replica, in the order of ``PoolConfig.expanded``). Without prefix data these columns are absent.
 """
 
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import numpy as np
 
@@ -44,10 +52,15 @@ from planner.sim.replica.state import (
     F_EXIT,
     F_FIRST,
     I_CLS,
+    I_COMPUTED,
+    I_HIT,
     I_OUT,
     I_PRE_KV,
     I_PRE_POL,
+    I_PROMPT,
     I_REASON,
+    I_REP,
+    I_SAVED,
     I_STATUS,
     P_CAP,
     P_MAXKV,
@@ -57,6 +70,7 @@ from planner.sim.replica.state import (
     Q_KVAREA,
     REASON_TOO_LARGE,
     REASON_WAIT,
+    State,
 )
 from planner.sim.stats import littles_law, replication_ci
 from planner.slo import SLO_METRICS, ClassSlo, p99_column
@@ -94,7 +108,26 @@ def good_requests(latency_s: dict[str, np.ndarray], slo: ClassSlo) -> int:
     return int(good.sum())
 
 
-def replication_metrics(rep: Replication) -> tuple[list[dict[str, float]], dict[str, float]]:
+def _prefix_figures(st: State, mine: np.ndarray) -> dict[str, float]:
+    """Prefix-cache figures of the admitted requests among ``mine`` (module docstring)."""
+    took = mine & ~np.isnan(st.req_f[:, F_ADMIT])
+    prompt = int(st.req_i[took, I_PROMPT].sum())
+    cached = int(st.req_i[took, I_HIT].sum())
+    return {"prompt_tokens": prompt, "prefix_cached_tokens": cached,
+            "prefix_hit_rate": cached / prompt if prompt else math.nan,
+            "prefill_tokens_computed": int(st.req_i[took, I_COMPUTED].sum()),
+            "prefill_tokens_saved": int(st.req_i[took, I_SAVED].sum())}
+
+
+def _pool_prefix(st: State, in_window: np.ndarray) -> dict[str, Any]:
+    figures = _prefix_figures(st, in_window)
+    by_replica = tuple(_prefix_figures(st, in_window & (st.req_i[:, I_REP] == r))["prefix_hit_rate"]
+                       for r in range(st.rep_i.shape[0]))
+    return {"prefix_hit_rate": figures["prefix_hit_rate"], "prefix_hit_rate_by_replica": by_replica,
+            "prefill_tokens_saved": figures["prefill_tokens_saved"]}
+
+
+def replication_metrics(rep: Replication) -> tuple[list[dict[str, float]], dict[str, Any]]:
     """(one dict per class, pool-level dict) for one replication."""
     cfg, st = rep.config, rep.state
     w0, w1 = cfg.warmup_s, cfg.duration_s
@@ -124,6 +157,9 @@ def replication_metrics(rep: Replication) -> tuple[list[dict[str, float]], dict[
     lam_w = sojourn_sum / t_end if t_end > 0 else math.nan
     pool["littles_residual_run"] = (st.acc_f[A_AREA] / t_end - lam_w) / lam_w if lam_w > 0 else math.nan
     pool["littles_residual_window"] = littles_law(arrival, exit_, w0, w1).relative_residual
+    with_prefix = rep.sample.has_prefix
+    if with_prefix:
+        pool.update(_pool_prefix(st, in_window))
     rows = []
     for k, klass in enumerate(cfg.classes):
         mine = in_window & (st.req_i[:, I_CLS] == k)
@@ -154,6 +190,8 @@ def replication_metrics(rep: Replication) -> tuple[list[dict[str, float]], dict[
             "goodput_rps": good / window,
             "goodput_fraction": good / arrived if arrived else math.nan,
         }
+        if with_prefix:
+            row.update(_prefix_figures(st, mine))
         for metric in SLO_METRICS:
             row[p99_column(metric)] = _p99_with_rejections(measured[metric], rej_wait + rej_large)
         for name, values in (("ttft", ttft), ("tpot", tpot), ("e2e", e2e), ("queue_wait", wait)):

@@ -32,8 +32,8 @@ from planner.profiles.throughput import ceiling
 from planner.sim.policies import PolicySpec
 from planner.sim.replica.engine import run_pool
 from planner.sim.replica.routing import POWER_OF_D, router_code
-from planner.sim.replica.state import State, build_state
-from planner.sim.workload import ClassWorkload, RequestSample, sample_requests
+from planner.sim.replica.state import DEFAULT_OVERLAP_WEIGHT, PrefixInput, State, build_state
+from planner.sim.workload import ClassWorkload, PrefixLaw, RequestSample, sample_requests
 from planner.slo import ClassSlo
 
 DEFAULT_TOKEN_BUDGET = 8192
@@ -48,6 +48,7 @@ class ReplicaSpec:
     ``max_batch`` is the engine's batch cap (vLLM ``--max-num-seqs``), ``token_budget`` its
     tokens per step (``--max-num-batched-tokens``) and ``prefill_chunk_cap`` the most prompt
     tokens one request prefills in a step (``--long-prefill-token-threshold``; 0: no cap).
+    ``prefix_caching`` off is vLLM's ``--no-enable-prefix-caching`` on these replicas.
     """
 
     sku: str
@@ -59,6 +60,7 @@ class ReplicaSpec:
     usd_per_replica_hour: float = 0.0
     tp: int = 1
     prefill_chunk_cap: int = 0
+    prefix_caching: bool = True
 
     @classmethod
     def of(cls, profile: Any, count: int, *, max_batch: int | None = None, token_budget: int | None = None,
@@ -95,7 +97,13 @@ class ClassSpec:
 class PoolConfig:
     """One pool to simulate. ``policy_params`` holds the policy's parameter values by name (the
     scenario's ``[policy.params]``, :func:`planner.sim.policies.policy_values`); the policy's own
-    defaults stand for the ones missing."""
+    defaults stand for the ones missing.
+
+    Prefix caching (:mod:`.prefix`) runs on every replica whose ``prefix_caching`` is on, when
+    ``prefix_caching`` here is on (the default) and the requests carry their blocks: those of
+    ``prefix`` (a :class:`~planner.sim.workload.PrefixLaw` that :func:`draw_sample` applies), or
+    of a sample given to :func:`run_sample`. ``router_overlap_weight`` is the cache-aware
+    router's w (:mod:`.routing`)."""
 
     replicas: tuple[ReplicaSpec, ...]
     classes: tuple[ClassSpec, ...]
@@ -111,6 +119,9 @@ class PoolConfig:
     arrival_kind: str = "poisson"
     arrival_cv: float = 1.0
     arrival_trace_s: tuple[float, ...] | None = None
+    prefix_caching: bool = True
+    router_overlap_weight: float = DEFAULT_OVERLAP_WEIGHT
+    prefix: PrefixLaw | None = None
 
     @property
     def n_replicas(self) -> int:
@@ -173,7 +184,45 @@ def engine_state(config: PoolConfig, sample: RequestSample) -> tuple[State, np.n
                                for s, lim in zip(reps, kv_limit, strict=True)], dtype=np.int64),
         mu=service_rates(config), class_f=class_f, reserve=config.reserve_tokens(),
         policy_i=policy_i, policy_f=policy_f, policy_key=encoding.key.packed(),
+        prefix=prefix_input(config, sample, reps),
     )
+
+
+MAX_CACHE_CELLS = 500_000_000
+"""Replicas × distinct blocks the prefix cache may hold (10 bytes each: 5 GB)."""
+
+
+def _dense_sessions(sample: RequestSample) -> tuple[np.ndarray, int]:
+    """Session indices 0..S−1 (−1: none) and S."""
+    session = np.full(sample.n, -1, dtype=np.int64)
+    if sample.session is None:
+        return session, 0
+    raw = np.asarray(sample.session, dtype=np.int64)
+    has = raw >= 0
+    names, dense = np.unique(raw[has], return_inverse=True)
+    session[has] = dense.ravel()
+    return session, int(names.size)
+
+
+def prefix_input(config: PoolConfig, sample: RequestSample, reps: list[ReplicaSpec]) -> PrefixInput | None:
+    """The sample's blocks and sessions as dense indices (``np.unique``), so the engine indexes
+    arrays, not dicts; None without prefix data."""
+    if not sample.has_prefix and sample.session is None:
+        return None
+    ptr, dense, n_blocks = np.zeros(sample.n + 1, dtype=np.int64), np.zeros(0, dtype=np.int64), 0
+    tokens = np.zeros(len(reps), dtype=np.int64)
+    if sample.has_prefix:
+        assert sample.block_ptr is not None and sample.block_ids is not None
+        uniq, dense = np.unique(np.asarray(sample.block_ids, dtype=np.int64), return_inverse=True)
+        ptr, n_blocks = np.asarray(sample.block_ptr, dtype=np.int64), int(uniq.size)
+        on = [config.prefix_caching and s.prefix_caching for s in reps]
+        tokens = np.array([sample.block_tokens if o else 0 for o in on], dtype=np.int64)
+    if n_blocks * len(reps) > MAX_CACHE_CELLS:
+        raise InputError(f"{n_blocks:,} distinct blocks on {len(reps)} replicas: too large a prefix cache",
+                         where="prefix data", fix="use larger blocks or a shorter run")
+    session, n_sessions = _dense_sessions(sample)
+    return PrefixInput(ptr, dense.astype(np.int64).ravel(), n_blocks, tokens, session, n_sessions,
+                       float(config.router_overlap_weight))
 
 
 def draw_sample(config: PoolConfig, seed: np.random.SeedSequence) -> RequestSample:
@@ -183,6 +232,7 @@ def draw_sample(config: PoolConfig, seed: np.random.SeedSequence) -> RequestSamp
         seed, arrival_kind=config.arrival_kind, cv=config.arrival_cv,
         trace_s=np.asarray(config.arrival_trace_s) if config.arrival_trace_s is not None else None,
         prediction_sigma=config.prediction_sigma, route_draws=max(1, min(d, config.n_replicas)),
+        prefix=config.prefix,
     )
 
 

@@ -5,8 +5,9 @@
   that grows with the time waited grows alike for every waiting request, so the order is the
   same at any evaluation time.
 * :func:`enqueue` — into its class's heap at a replica.
-* :func:`preempt` — out of the batch by recompute: KV freed, reservation released, prompt +
-  generated tokens to prefill again, generated tokens kept, back into the queue.
+* :func:`preempt` — out of the batch by recompute: KV freed (its blocks in the prefix cache
+  stay cached), reservation released, prompt + generated tokens to prefill again, generated
+  tokens kept, back into the queue.
 * :func:`outstanding` — the tokens it still needs (the ``least-tokens`` router's measure).
 
 See :mod:`.batching` for why these take the state tuple but read its fields into locals.
@@ -23,6 +24,7 @@ from planner.sim.jit import njit
 from planner.sim.policies.keys import priority_key
 from planner.sim.replica.heap import heap_push
 from planner.sim.replica.inline import inlined
+from planner.sim.replica.prefix import free_kv
 from planner.sim.replica.state import (
     C_JUMP,
     C_WEIGHT,
@@ -30,14 +32,12 @@ from planner.sim.replica.state import (
     G_REMAINING,
     I_CLS,
     I_GEN,
-    I_HELD,
     I_PREFILLED,
     I_PROMPT,
     I_REP,
     I_RESERVED,
     I_STATUS,
     I_TARGET,
-    P_KV,
     P_NRUN,
     P_NWAIT,
     P_RES,
@@ -96,8 +96,7 @@ def preempt(st: State, hkey: np.ndarray, hid: np.ndarray, r: int, slot: int) -> 
     j = run_ids[r, slot]
     before = outstanding(req_i, req_f, j)
     given_back = run_tok[r, slot] if run_kind[r, slot] != SLOT_IDLE else 0
-    rep_i[r, P_KV] -= req_i[j, I_HELD]
-    req_i[j, I_HELD] = 0
+    free_kv(st, r, j)  # its cached blocks stay cached
     rep_i[r, P_RES] -= req_i[j, I_RESERVED]
     req_i[j, I_RESERVED] = 0
     req_i[j, I_PREFILLED] = 0

@@ -48,7 +48,9 @@ class PoolResult:
     pool: dict[str, Any]
 
 
-ReplicationMetrics = tuple[list[dict[str, float]], dict[str, float]]
+ReplicationMetrics = tuple[list[dict[str, float]], dict[str, Any]]
+PREFIX_POOL_METRICS = ("prefix_hit_rate", "prefill_tokens_saved")
+"""Pool figures present only with prefix data (:mod:`.metrics`), summarised like :data:`POOL_METRICS`."""
 
 
 @dataclass(frozen=True)
@@ -87,6 +89,17 @@ def slo_checks(klass: ClassSpec, row: dict[str, Any], reps: list[dict[str, float
     return out
 
 
+def _summarise_prefix(per_rep_pool: list[dict[str, Any]], pool_summary: dict[str, Any]) -> None:
+    """The prefix-cache pool figures: mean and 95 % half-width, and the per-replica hit rates' means."""
+    for name in PREFIX_POOL_METRICS:
+        mean, half = combine([p[name] for p in per_rep_pool])
+        pool_summary[name] = mean
+        pool_summary[f"{name}_ci95"] = half
+    by_replica = np.array([p["prefix_hit_rate_by_replica"] for p in per_rep_pool], dtype=np.float64)
+    pool_summary["prefix_hit_rate_by_replica"] = tuple(
+        float(np.nanmean(col)) if np.isfinite(col).any() else math.nan for col in by_replica.T)
+
+
 def summarise_pool(config: PoolConfig, metrics: list[ReplicationMetrics],
                    labels: dict[str, str] | None = None) -> PoolResult:
     """Per-class rows with means and 95 % half-widths over ``metrics`` (one entry per replication)."""
@@ -97,6 +110,8 @@ def summarise_pool(config: PoolConfig, metrics: list[ReplicationMetrics],
         mean, half = combine([p[name] for p in per_rep_pool])
         pool_summary[name] = mean
         pool_summary[f"{name}_ci95"] = half
+    if "prefix_hit_rate" in per_rep_pool[0]:
+        _summarise_prefix(per_rep_pool, pool_summary)
     residuals = np.abs([p["littles_residual_run"] for p in per_rep_pool])
     residuals = residuals[np.isfinite(residuals)]
     pool_summary["littles_residual_run_max_abs"] = float(residuals.max()) if residuals.size else math.nan

@@ -12,18 +12,30 @@ Per request j (rows of ``req_i``/``req_f``, ids in arrival order):
   decode step (prompt + generated − 1 between steps; the token being fed is counted while
   its step runs).
 * ``reserved`` is its admission reservation: prompt + max(reserve_k, generated + 1), with
-  reserve_k the class's output-length quantile (``output_quantile_reserve``).
+  reserve_k the class's output-length quantile (``output_quantile_reserve``), less the tokens
+  its admission found in the prefix cache.
+* ``cref`` is the number of its leading blocks it references in its replica's prefix cache
+  (:mod:`.prefix`); ``hit`` the tokens its first admission found cached, ``saved`` those of
+  every admission (recompute included), ``computed`` the prefill tokens it ran.
 
 Per replica r (rows of ``rep_i``/``rep_f``/``rep_step``): KV capacity and admission limit
 (tokens), max batch, token budget per step, the cap on one request's prefill chunk, live
 counters, the time-integrals used for utilisation (measured on the window [w0, w1)), and
 the step model packed as :mod:`.step_time` reads it.
+
+Prefix cache (:mod:`.prefix`): request j's content blocks are ``blk_ids[blk_ptr[j]:blk_ptr[j+1]]``
+(dense indices 0..U−1), replica r's cache is row r of ``c_ref`` (running requests referencing
+each block), ``c_in`` (cached or not), ``c_prev``/``c_next`` (the LRU list of cached blocks no
+running request references, head ``P_LRU_HEAD``, tail ``P_LRU_TAIL``), in blocks of
+``P_BLOCK`` tokens (0: caching off on that replica). ``P_KV`` counts KV used by running
+requests (a shared block once), ``P_CFREE`` the tokens of cached unreferenced blocks.
+``sess``/``sess_rep`` are each request's session (−1: none) and each session's replica.
 """
 
 from __future__ import annotations
 
 import collections
-from typing import cast
+from typing import NamedTuple, cast
 
 import numpy as np
 
@@ -40,13 +52,15 @@ REASON_NONE, REASON_WAIT, REASON_TOO_LARGE = 0, 1, 2
 # req_i columns
 I_CLS, I_PROMPT, I_OUT, I_REP, I_STATUS, I_PREFILLED, I_TARGET, I_GEN, I_HELD, I_RESERVED = range(10)
 I_PRE_KV, I_PRE_POL, I_REASON = 10, 11, 12
-N_REQ_I = 13
+I_NBLK, I_CREF, I_HIT, I_SAVED, I_COMPUTED = 13, 14, 15, 16, 17
+N_REQ_I = 18
 # req_f columns
 F_PRED, F_ADMIT, F_FIRST, F_EXIT = range(4)
 N_REQ_F = 4
 # rep_i columns
 P_NRUN, P_KV, P_RES, P_NWAIT, P_CAP, P_KVLIM, P_MAXB, P_BUDGET, P_DRRPTR, P_STEPS, P_MAXKV, P_CHUNK = range(12)
-N_REP_I = 12
+P_BLOCK, P_CFREE, P_LRU_HEAD, P_LRU_TAIL = 12, 13, 14, 15
+N_REP_I = 16
 # rep_f columns
 Q_END, Q_WORK, Q_BUSY, Q_KVAREA, Q_BATCHAREA = range(5)
 N_REP_F = 5
@@ -64,6 +78,8 @@ H_TRAIL, H_W0, H_W1 = 1, 2, 3
 # acc_f: area under N(t), time of the last event; acc_i: requests present, round-robin counter
 A_AREA, A_LAST = 0, 1
 B_NSYS, B_RR = 0, 1
+# pfx_f: the cache-aware router's overlap weight
+X_OVERLAP = 0
 
 State = collections.namedtuple(
     "State",
@@ -73,11 +89,68 @@ State = collections.namedtuple(
         "cls_f", "reserve", "class_order", "class_start", "exp_ptr",
         "pol_i", "pol_f", "pol_key", "acc_f", "acc_i", "tokens_win", "heap_n",
         "tmp_def", "tmp_cost", "tmp_mask", "tmp_mark", "present",
+        "blk_ptr", "blk_ids", "c_ref", "c_in", "c_prev", "c_next", "sess", "sess_rep", "pfx_f", "tmp_score",
     ],
 )
 
 INITIAL_HEAP_CAP = 256
 FCFS_KEY = KeyForm(waited=1.0).packed()
+DEFAULT_OVERLAP_WEIGHT = 2.0
+"""The cache-aware router's overlap weight: Dynamo's KV router's default cost function,
+2 · overlap − KV usage − normalised waiting (:mod:`.routing`)."""
+
+
+class PrefixInput(NamedTuple):
+    """The prefix data of one sample in the engine's terms (:func:`planner.sim.replica.pool.engine_state`).
+
+    ``block_ids`` are dense indices 0..``n_blocks``−1 (content ids mapped by ``np.unique``),
+    request j's being ``block_ids[block_ptr[j]:block_ptr[j+1]]``; ``block_tokens[r]`` is replica
+    r's cache block in tokens, 0 where caching is off; ``session`` dense session indices
+    0..``n_sessions``−1, −1 for none.
+    """
+
+    block_ptr: np.ndarray
+    block_ids: np.ndarray
+    n_blocks: int
+    block_tokens: np.ndarray
+    session: np.ndarray
+    n_sessions: int
+    overlap_weight: float = DEFAULT_OVERLAP_WEIGHT
+
+
+def no_prefix(n: int, n_rep: int) -> PrefixInput:
+    """No prefix data: no request has blocks, no replica caches, no sessions."""
+    return PrefixInput(np.zeros(n + 1, dtype=np.int64), np.zeros(0, dtype=np.int64), 0,
+                       np.zeros(n_rep, dtype=np.int64), np.full(n, -1, dtype=np.int64), 0)
+
+
+def _prefix_arrays(prefix: PrefixInput, n_rep: int) -> dict[str, np.ndarray]:
+    """The cache arrays of :class:`State`, int32 where they are (replicas × blocks) to halve their memory."""
+    shape = (n_rep, prefix.n_blocks)
+    return {
+        "blk_ptr": np.ascontiguousarray(prefix.block_ptr, dtype=np.int64),
+        "blk_ids": np.ascontiguousarray(prefix.block_ids, dtype=np.int64),
+        "c_ref": np.zeros(shape, dtype=np.int32),
+        "c_in": np.zeros(shape, dtype=np.bool_),
+        "c_prev": np.full(shape, -1, dtype=np.int32),
+        "c_next": np.full(shape, -1, dtype=np.int32),
+        "sess": np.ascontiguousarray(prefix.session, dtype=np.int64),
+        "sess_rep": np.full(max(prefix.n_sessions, 0), -1, dtype=np.int64),
+        "pfx_f": np.array([prefix.overlap_weight], dtype=np.float64),
+        "tmp_score": np.zeros(n_rep, dtype=np.float64),
+    }
+
+
+def _request_ints(cls: np.ndarray, prompt: np.ndarray, output: np.ndarray, prefix: PrefixInput) -> np.ndarray:
+    """``req_i`` before the run: class, lengths, the first prefill's target, no replica, its block count."""
+    req_i = np.zeros((cls.size, N_REQ_I), dtype=np.int64)
+    req_i[:, I_CLS] = cls
+    req_i[:, I_PROMPT] = prompt
+    req_i[:, I_OUT] = output
+    req_i[:, I_TARGET] = prompt
+    req_i[:, I_REP] = -1
+    req_i[:, I_NBLK] = np.diff(prefix.block_ptr)
+    return req_i
 
 
 def build_state(
@@ -96,28 +169,28 @@ def build_state(
     policy_i: np.ndarray,
     policy_f: np.ndarray,
     policy_key: np.ndarray | None = None,
+    prefix: PrefixInput | None = None,
 ) -> tuple[State, np.ndarray, np.ndarray]:
     """Fresh engine state and empty heaps for one replication of one pool.
 
     ``replica_steps[r]`` = replica r's packed step model (``StepModel.packed``), ``replica_ints[r] =
     (kv_capacity_tokens, admission limit, max_batch, token budget, prefill chunk cap)``, the chunk cap being the
     most prompt tokens one request prefills in a step (0: the budget left); ``policy_key`` is the policy's packed
-    key form (FCFS's when not given).
+    key form (FCFS's when not given); ``prefix`` the sample's prefix data (none when not given).
     """
     n = int(arrival.size)
     n_rep = int(replica_steps.shape[0])
     n_cls = int(class_f.shape[0])
-    req_i = np.zeros((n, N_REQ_I), dtype=np.int64)
-    req_i[:, I_CLS] = cls
-    req_i[:, I_PROMPT] = prompt
-    req_i[:, I_OUT] = output
-    req_i[:, I_TARGET] = prompt
-    req_i[:, I_REP] = -1
+    prefix = no_prefix(n, n_rep) if prefix is None else prefix
+    req_i = _request_ints(cls, prompt, output, prefix)
     req_f = np.full((n, N_REQ_F), np.nan)
     req_f[:, F_PRED] = predicted
     rep_i = np.zeros((n_rep, N_REP_I), dtype=np.int64)
     rep_i[:, [P_CAP, P_KVLIM, P_MAXB, P_BUDGET, P_CHUNK]] = replica_ints[:, :5]
     rep_i[:, P_DRRPTR] = -1
+    rep_i[:, P_BLOCK] = prefix.block_tokens
+    rep_i[:, P_LRU_HEAD] = -1
+    rep_i[:, P_LRU_TAIL] = -1
     rep_f = np.zeros((n_rep, N_REP_F))
     rep_f[:, Q_END] = np.inf
     max_batch = int(replica_ints[:, 2].max())
@@ -154,6 +227,7 @@ def build_state(
         tmp_mask=np.zeros(n_cls, dtype=np.bool_),
         tmp_mark=np.zeros(max_batch, dtype=np.bool_),
         present=np.zeros(n_rep, dtype=np.int64),
+        **_prefix_arrays(prefix, n_rep),
     )
     cap = max(INITIAL_HEAP_CAP, 2 * max_batch + 2)
     return state, np.zeros((n_rep * n_cls, cap)), np.zeros((n_rep * n_cls, cap), dtype=np.int64)

@@ -1,0 +1,285 @@
+"""The prefix cache of the replica engine (planner/sim/replica/prefix.py) against its oracles.
+
+* one replica, a cache that never evicts, the Mooncake slice replayed slowly enough that each
+  request has left before the next arrives: the tokens served from the cache equal the ideal
+  reuse, counted here by brute force over the trace's own hash lists;
+* with caching off, with no prefix data, or with no prefix shared: the same times, request for
+  request, as the engine at the branch point (digests stored below) and as without prefix data;
+* the hit rate never falls as the cache grows;
+* the cache-aware router finds at least random routing's hit rate on multi-turn sessions;
+* per request, prefill tokens computed + tokens served from the cache = prompt tokens.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import replace
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st_
+from prefix_fixtures import mooncake_frame, mooncake_sample, one_class_pool
+from replica_fixtures import outputs, pool, run
+
+from planner.sim.prefix_workload import SharedPrompt, session_sample
+from planner.sim.replica.engine import run_pool
+from planner.sim.replica.metrics import replication_metrics
+from planner.sim.replica.pool import draw_sample, engine_state, run_sample
+from planner.sim.replica.routing import ROUTERS
+from planner.sim.replica.run import simulate_pool
+from planner.sim.replica.state import (
+    DONE,
+    F_ADMIT,
+    F_EXIT,
+    I_COMPUTED,
+    I_GEN,
+    I_HIT,
+    I_PRE_KV,
+    I_PRE_POL,
+    I_PROMPT,
+    I_REP,
+    I_SAVED,
+    I_STATUS,
+    P_BLOCK,
+    P_CAP,
+    P_CFREE,
+    P_KV,
+    P_LRU_HEAD,
+    P_LRU_TAIL,
+    P_MAXKV,
+    REJECTED,
+)
+from planner.sim.workload import default_workload
+
+BLOCK = 512
+
+
+def brute_force_ideal(frame) -> int:
+    """Σ over requests (arrival order) of the longest leading run of its full blocks that some earlier
+    request's list starts with, at most ⌊(prompt − 1)/512⌋ blocks, × 512: pair by pair."""
+    order = np.argsort(frame["timestamp"].to_numpy(), kind="stable")
+    lists = [list(frame["hash_ids"].iloc[i])[: int(frame["input_length"].iloc[i]) // BLOCK] for i in order]
+    prompts = [int(frame["input_length"].iloc[i]) for i in order]
+    total = 0
+    for j, mine in enumerate(lists):
+        best = 0
+        for earlier in lists[:j]:
+            h = 0
+            while h < min(len(mine), len(earlier)) and mine[h] == earlier[h]:
+                h += 1
+            best = max(best, h)
+        total += min(best, (prompts[j] - 1) // BLOCK) * BLOCK
+    return total
+
+
+def test_one_replica_that_never_evicts_serves_the_ideal_reuse_of_the_mooncake_slice():
+    """Blocks are cached once the step that computes them ends, so a running request's computed
+    blocks are visible, as in vLLM. The trace has bursts of requests at the same millisecond, which
+    a time scaling keeps together; the exact oracle therefore replays the trace's order one request
+    a minute, and every request has left before the next arrives (checked): each sees every block
+    of every earlier one."""
+    scaled = mooncake_sample(rate_rps=0.02)
+    sample = replace(scaled, arrival_s=60.0 * np.arange(scaled.n))
+    rep = run_sample(one_class_pool(sample, kv=50_000_000), sample)
+    st = rep.state
+    assert (st.req_i[:, I_STATUS] == DONE).all()
+    assert (st.req_f[1:, F_ADMIT] >= np.maximum.accumulate(st.req_f[:-1, F_EXIT])).all()  # one at a time
+    ideal = brute_force_ideal(mooncake_frame())
+    assert ideal > 0.1 * sample.prompt_tokens.sum()  # the slice does share prefixes
+    assert int(st.req_i[:, I_HIT].sum()) == ideal
+    rows, pool_figures = replication_metrics(rep)
+    assert rows[0]["prefix_hit_rate"] == pytest.approx(ideal / sample.prompt_tokens.sum(), rel=1e-12)
+    assert pool_figures["prefix_hit_rate_by_replica"] == (pool_figures["prefix_hit_rate"],)
+    # the trace's own times at 0.02 req/s: a request of a burst cannot see blocks not yet computed
+    bursty = run_sample(one_class_pool(scaled, kv=50_000_000), scaled).state
+    assert 0.9 * ideal <= int(bursty.req_i[:, I_HIT].sum()) <= ideal
+
+
+# outputs() of replica_fixtures.run(pool(...), 7) with the engine at the branch point (commit 919c90e)
+BRANCH_POINT = [
+    ((25.0, "fcfs", "jsq", {}), "6a5c07a2b246880f"),
+    ((12.0, "srpt", "round-robin", {"kv": 40_000, "kv_fraction": 1.0, "reserve": 0.3}), "ee2641103ffc3bbd"),
+    ((20.0, "drr-wspt", "power-of-d", {"chunk_cap": 512}), "d9b8ccf4b5699fc6"),
+    ((14.0, "cmu", "least-tokens", {}), "79836abea1d55da2"),
+    ((10.0, "wspt", "random", {}), "01077925580cf093"),
+]
+
+
+def _digest(st) -> str:
+    h = hashlib.sha256()
+    for name, value in outputs(st).items():
+        h.update(name.encode())
+        h.update(np.ascontiguousarray(value).tobytes())
+    return h.hexdigest()[:16]
+
+
+@pytest.mark.parametrize(("case", "digest"), BRANCH_POINT)
+def test_without_prefix_data_the_engine_is_the_one_at_the_branch_point(case, digest):
+    rate, policy, router, kwargs = case
+    _, st = run(pool(rate, policy, router, **kwargs), 7)
+    assert _digest(st) == digest
+
+
+def _same_times(a, b) -> None:
+    for name, value in outputs(a).items():
+        assert np.array_equal(value, outputs(b)[name], equal_nan=True), name
+
+
+@pytest.mark.parametrize("policy", ["fcfs", "srpt", "drr-wspt"])
+def test_caching_off_gives_the_times_of_a_sample_without_blocks(policy):
+    config = pool(12.0, policy, "jsq", kv=40_000, kv_fraction=1.0, reserve=0.3)  # preemptions by recompute
+    plain = draw_sample(config, np.random.SeedSequence(7))
+    with_blocks = draw_sample(replace(config, prefix=SharedPrompt(1024, 2)), np.random.SeedSequence(7))
+    assert np.array_equal(with_blocks.prompt_tokens, plain.prompt_tokens)  # the other streams are untouched
+    off = run_sample(replace(config, prefix_caching=False), with_blocks).state
+    base = run_sample(config, plain).state
+    _same_times(off, base)
+    assert base.req_i[:, I_PRE_KV].sum() > 0
+    assert (off.req_i[:, I_HIT] == 0).all()
+
+
+def test_no_shared_prefix_gives_the_same_times_as_no_cache():
+    """Every block unique: nothing hits (no request is preempted, so none recomputes its own blocks),
+    and the unique blocks left cached are evicted before anyone would be preempted."""
+    config = pool(14.0, "fcfs", "jsq", kv=120_000, kv_fraction=1.0)
+    plain = draw_sample(config, np.random.SeedSequence(3))
+    unique = draw_sample(replace(config, prefix=SharedPrompt(0, 1)), np.random.SeedSequence(3))
+    on = run_sample(config, unique).state
+    base = run_sample(config, plain).state
+    assert base.req_i[:, I_PRE_KV].sum() == 0
+    _same_times(on, base)
+    assert (on.rep_i[:, P_CFREE] > 0).all()  # blocks did stay cached
+
+
+@pytest.mark.parametrize("kv", [20_000, 28_000])
+def test_prefill_computed_plus_cached_is_the_prompt(kv):
+    """A shared 2k-token system prompt in 3 variants on a small KV cache: hits, evictions and preemptions."""
+    config = replace(pool(12.0, "srpt", "jsq", kv=kv, kv_fraction=1.0, reserve=0.3),
+                     prefix=SharedPrompt(2048, 3, block_tokens=16))
+    st = run_sample(config, draw_sample(config, np.random.SeedSequence(5))).state
+    done = st.req_i[:, I_STATUS] == DONE
+    never = done & (st.req_i[:, I_PRE_KV] + st.req_i[:, I_PRE_POL] == 0)
+    again = done & ~never
+    assert never.sum() > 0 and again.sum() > 0 and st.req_i[:, I_HIT].sum() > 0
+    np.testing.assert_array_equal(st.req_i[never, I_COMPUTED] + st.req_i[never, I_HIT], st.req_i[never, I_PROMPT])
+    np.testing.assert_array_equal(st.req_i[never, I_SAVED], st.req_i[never, I_HIT])
+    # recompute counts apart: every admission's prefill is computed or cached, so the prompt at least
+    assert (st.req_i[again, I_COMPUTED] + st.req_i[again, I_SAVED] >= st.req_i[again, I_PROMPT]).all()
+    assert (st.req_i[again, I_SAVED] >= st.req_i[again, I_HIT]).all()
+    assert (st.rep_i[:, P_MAXKV] <= st.rep_i[:, P_CAP]).all()
+    assert (st.rep_i[:, P_CFREE] <= st.rep_i[:, P_CAP]).all()
+    _cache_is_consistent(st)  # every request left: only unused cached blocks remain
+
+
+def test_the_hit_rate_never_falls_as_the_cache_grows():
+    sample = mooncake_sample(rate_rps=0.05)
+    rates = []
+    for kv in (140_000, 200_000, 400_000, 1_000_000, 4_000_000):
+        st = run_sample(one_class_pool(sample, kv=kv), sample).state
+        assert (st.req_i[:, I_STATUS] == DONE).all()
+        rates.append(st.req_i[:, I_HIT].sum() / st.req_i[:, I_PROMPT].sum())
+    assert all(b >= a for a, b in zip(rates, rates[1:], strict=False)), rates
+    assert rates[-1] > rates[0]
+
+
+def _sessions(seed: int = 1):
+    workload = default_workload("interactive", "llama-3.1-8b")
+    return session_sample(0.5, 600.0, workload, np.random.SeedSequence(seed), turns=5, think_s=20.0)
+
+
+def test_cache_aware_routing_finds_at_least_random_routings_hits_on_sessions():
+    sample = _sessions()
+    hits = {}
+    for router in ("random", "jsq", "cache-aware", "session-affinity"):
+        config = one_class_pool(sample, replicas=4, router=router, kv=200_000)
+        st = run_sample(config, sample).state
+        hits[router] = st.req_i[:, I_HIT].sum() / st.req_i[:, I_PROMPT].sum()
+    assert hits["cache-aware"] >= hits["random"], hits
+    assert hits["session-affinity"] >= hits["random"], hits
+    assert hits["cache-aware"] > 0.5  # a session's turns mostly hit their previous turn's blocks
+
+
+def test_session_affinity_keeps_every_turn_on_its_first_turns_replica():
+    sample = _sessions(2)
+    st = run_sample(one_class_pool(sample, replicas=3, router="session-affinity"), sample).state
+    assert sample.session is not None
+    for s in np.unique(sample.session):
+        assert np.unique(st.req_i[sample.session == s, I_REP]).size == 1
+    assert np.unique(st.req_i[:, I_REP]).size == 3
+
+
+def test_cache_aware_routing_reads_the_cache_at_the_arrival_instant():
+    """Request 0 (long) takes replica 0; request 1, with a prefix, goes to the idle replica 1; both
+    leave; request 2 shares request 1's prefix: JSQ sends it to replica 0 (a tie, lowest index), the
+    cache-aware router to replica 1, where its prefix is."""
+    base = mooncake_sample()
+    ids = np.arange(100, dtype=np.int64)
+    sample = replace(base, arrival_s=np.array([0.0, 0.001, 500.0]), cls=np.zeros(3, dtype=np.int64),
+                     prompt_tokens=np.array([8192, 8192, 8192]), output_tokens=np.array([400, 10, 10]),
+                     predicted_output_tokens=np.array([400.0, 10.0, 10.0]), route_u=np.zeros((3, 1)),
+                     block_ptr=np.array([0, 16, 32, 48]),
+                     block_ids=np.concatenate([ids[50:66], ids[:16], ids[:16]]), block_tokens=BLOCK)
+    chosen = {}
+    for router in ("jsq", "cache-aware"):
+        config = one_class_pool(sample, replicas=2, router=router)
+        state, hkey, hid = engine_state(config, sample)
+        run_pool(state, hkey, hid)
+        chosen[router] = state.req_i[:, I_REP].tolist()
+        hit = state.req_i[2, I_HIT]
+        assert hit == (15 * BLOCK if router == "cache-aware" else 0)  # at most (8192 - 1) // 512 blocks
+    assert chosen == {"jsq": [0, 1, 0], "cache-aware": [0, 1, 1]}
+
+
+def test_the_pool_summary_reports_hit_rates_per_class_and_per_replica():
+    config = replace(pool(6.0, "fcfs", "cache-aware", duration=60.0), prefix=SharedPrompt(1024, 4))
+    result = simulate_pool(config, replications=2, seed=np.random.SeedSequence(1))
+    frame = result.per_class
+    assert (frame["prefix_hit_rate"] > 0).all() and (frame["prefix_hit_rate"] < 1).all()
+    assert (frame["prefill_tokens_saved"] > 0).all()
+    assert len(result.pool["prefix_hit_rate_by_replica"]) == config.n_replicas
+    assert 0 < result.pool["prefix_hit_rate"] < 1
+    plain = simulate_pool(replace(config, prefix=None), replications=1, seed=np.random.SeedSequence(1))
+    assert "prefix_hit_rate" not in plain.per_class.columns and "prefix_hit_rate" not in plain.pool
+
+
+def _cache_is_consistent(st) -> None:
+    """At the end of a run no request holds KV; every cached block is in its replica's LRU list, once,
+    in a list whose links agree both ways, and P_CFREE counts them."""
+    size = st.rep_i[:, P_BLOCK]
+    assert (st.c_ref == 0).all() and (st.rep_i[:, P_KV] == 0).all()
+    for r in range(st.rep_i.shape[0]):
+        walked, b, prev = [], st.rep_i[r, P_LRU_HEAD], -1
+        while b >= 0:
+            assert st.c_prev[r, b] == prev
+            walked.append(int(b))
+            prev, b = b, st.c_next[r, b]
+        assert prev == st.rep_i[r, P_LRU_TAIL]
+        assert sorted(walked) == np.flatnonzero(st.c_in[r]).tolist()
+        assert st.rep_i[r, P_CFREE] == size[r] * len(walked)
+
+
+@settings(max_examples=10, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    policy=st_.sampled_from(["fcfs", "srpt", "drr-wspt", "cmu"]),
+    router=st_.sampled_from(sorted(ROUTERS)),
+    rate=st_.floats(4.0, 20.0),
+    kv=st_.integers(15_000, 120_000),
+    system=st_.integers(0, 4096),
+    variants=st_.integers(1, 4),
+    block=st_.sampled_from([16, 64, 256]),
+    seed=st_.integers(0, 10_000),
+)
+def test_the_cache_stays_consistent_under_any_pool(policy, router, rate, kv, system, variants, block, seed):
+    config = replace(pool(rate, policy, router, kv=kv, kv_fraction=1.0, reserve=0.3, duration=40.0),
+                     prefix=SharedPrompt(system, variants, block_tokens=block))
+    sample = draw_sample(config, np.random.SeedSequence(seed))
+    st = run_sample(config, sample).state
+    status = st.req_i[:, I_STATUS]
+    done = status == DONE
+    assert set(np.unique(status)) <= {DONE, REJECTED}
+    assert np.array_equal(st.req_i[done, I_GEN], sample.output_tokens[done])
+    never = done & (st.req_i[:, I_PRE_KV] + st.req_i[:, I_PRE_POL] == 0)
+    np.testing.assert_array_equal(st.req_i[never, I_COMPUTED] + st.req_i[never, I_HIT], st.req_i[never, I_PROMPT])
+    assert (st.rep_i[:, P_MAXKV] <= st.rep_i[:, P_CAP]).all()
+    _cache_is_consistent(st)
