@@ -37,6 +37,7 @@ from planner.contracts.columns import HISTOGRAM_COLUMNS
 from planner.errors import InputError
 from planner.scenario import Scenario
 from planner.scenario.lengths import BUILTIN_LAWS, LengthDecl
+from planner.sim.class_reuse import ClassReuse
 from planner.sim.workload import (
     CONTEXT_TOKENS,
     DEFAULT_CONTEXT_TOKENS,
@@ -70,6 +71,8 @@ class Workload:
     prompt_source: str
     output_source: str
     defaulted: tuple[str, ...] = ()
+    reuse: ClassReuse | None = None
+    reuse_source: str = "none declared"
 
     def describe(self) -> dict[str, object]:
         """The effective workload, as ``planner validate`` and the outputs show it."""
@@ -79,7 +82,8 @@ class Workload:
                                      ("output", self.lengths.output, self.output_source)):
             row.update({f"{measure}_mean_tokens": round(law.mean(), 1), f"{measure}_p50_tokens": law.quantile(0.5),
                         f"{measure}_p99_tokens": law.quantile(0.99), f"{measure}_source": source})
-        row["reuse"] = "none modelled"
+        row["reuse"] = self.reuse.describe() if self.reuse is not None else "none"
+        row["reuse_source"] = self.reuse_source
         return row
 
 
@@ -149,6 +153,23 @@ def _law_and_source(scenario: Scenario, model: str, klass: str, measure: str, co
     return None
 
 
+def _reuse(scenario: Scenario, model: str, klass: str) -> tuple[ClassReuse | None, str]:
+    """The pair's declared prefix reuse (the model's, else the class's) and its source."""
+    own, shared = scenario.declared_lengths(model, klass)
+    for decl, where in ((own.reuse, f"models[{model}].workloads.{klass}.reuse"), (shared.reuse,
+                                                                                 f"classes[{klass}].reuse")):
+        if decl is None:
+            continue
+        user = None
+        if decl.user_tokens is not None:
+            cap = prompt_cap_tokens(model, scenario.prompt_caps().get(klass))
+            user = _declared_law(decl.user_tokens, "prompt", model, cap)
+        return ClassReuse(prompt_cap_tokens(model, scenario.prompt_caps().get(klass)),
+                          decl.system_prompt_tokens or 0, decl.variants, decl.turns or 0, decl.think_time_s,
+                          user), f"scenario {where}: {decl.describe()}"
+    return None, "none declared"
+
+
 def check_histogram(histogram: pd.DataFrame | None, scenario: Scenario) -> None:
     """Refuse a histogram whose columns or bins are broken, or that names a model or class the scenario lacks."""
     if histogram is None:
@@ -194,8 +215,9 @@ def resolve_workloads(scenario: Scenario, mixes: Mapping[str, Mapping[str, float
             source = p_source if p_source == o_source else f"prompt: {p_source}; output: {o_source}"
             lengths = ClassWorkload(prompt, output, source)
             defaulted = tuple(m for m, flag in (("prompt", p_default), ("output", o_default)) if flag)
+            reuse, reuse_source = _reuse(scenario, model, klass)
             result[(model, klass)] = Workload(model, klass, share, share_source, lengths, p_source, o_source,
-                                              defaulted)
+                                              defaulted, reuse, reuse_source)
     if missing:
         raise InputError(f"no token lengths for {'; '.join(missing)}", where="scenario, traffic classes",
                          fix="declare them on the class ([[classes]] prompt_tokens = { median = ..., p99 = ... }, "

@@ -32,6 +32,7 @@ from planner import __version__
 from planner.calibrate.inputs import UnitTask
 from planner.calibrate.search import FLOOR_FRACTION, GROWTH, MAX_GROWTHS
 from planner.calibrate.unit import CEILING_MARGIN
+from planner.sim.class_reuse import ClassReuse
 from planner.sim.workload import EmpiricalLength, LognormalLength
 
 CALIBRATION_VERSION = 3
@@ -66,6 +67,15 @@ def law_fingerprint(law: object) -> dict[str, Any]:
     return {"law": type(law).__name__, "repr": repr(law)}
 
 
+def reuse_fingerprint(reuse: ClassReuse | None) -> dict[str, Any] | None:
+    """What identifies a class's declared prefix reuse (None: none)."""
+    if reuse is None:
+        return None
+    user = law_fingerprint(reuse.user_tokens) if reuse.user_tokens is not None else None
+    return {"max_prompt_tokens": reuse.max_prompt_tokens, "system_tokens": reuse.system_tokens,
+            "variants": reuse.variants, "turns": reuse.turns, "think_s": reuse.think_s, "user_tokens": user}
+
+
 def key_material(task: UnitTask) -> dict[str, Any]:
     r = task.candidates[0]
     return {
@@ -76,13 +86,14 @@ def key_material(task: UnitTask) -> dict[str, Any]:
         "tp_degree": task.tp,
         "engine": task.engine,
         "profile": {"step": r.step.packed().tolist(), "kv_capacity_tokens": r.kv_capacity_tokens,
-                    "replicas": r.count},
+                    "replicas": r.count, "prefix_caching": r.prefix_caching},
         "engine_settings": [[c.max_batch, c.token_budget, c.prefill_chunk_cap] for c in task.candidates],
         "classes": [{"name": c.name, "share": c.share, "weight": c.spec.weight, "priority_jump": c.spec.priority_jump,
                      "drr_quantum_tokens": c.spec.drr_quantum_tokens, "max_queue_wait_ms": c.spec.max_queue_wait_ms,
                      "slo": dict(c.spec.slo.targets()),
                      "prompt": law_fingerprint(c.spec.workload.prompt),
-                     "output": law_fingerprint(c.spec.workload.output)}
+                     "output": law_fingerprint(c.spec.workload.output),
+                     "reuse": reuse_fingerprint(c.spec.reuse)}
                     for c in task.classes],
         "settings": asdict(task.settings),
         "search": {"floor_fraction": FLOOR_FRACTION, "growth": GROWTH, "max_growths": MAX_GROWTHS,

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import pandas as pd
 
@@ -25,6 +25,7 @@ from planner.profiles.throughput import ceiling
 from planner.scenario import SKU_NAMES, Scenario, usable_profiles
 from planner.sim.policies import get_policy
 from planner.sim.replica.pool import ClassSpec, ReplicaSpec
+from planner.sim.replica.state import DEFAULT_OVERLAP_WEIGHT
 from planner.sim.work import SIM_DURATION_OPTION
 from planner.workloads import Workload, resolve_workloads
 
@@ -34,7 +35,8 @@ MIN_CLASS_REQUESTS = 1000
 MAX_REQUESTS = 200_000
 """Expected requests per replication above which a run is not lengthened further (a class with a tiny share)."""
 ROUTER = "jsq"
-"""How a pool of several replicas spreads requests (``pool_replicas`` > 1); one replica needs no router."""
+"""How a pool of several replicas spreads requests (``pool_replicas`` > 1) unless the scenario's
+``[policy.routing]`` says otherwise; one replica needs no router."""
 MAX_NUM_SEQS = (64, 128, 256, 512)
 MAX_NUM_BATCHED_TOKENS = (2048, 8192)
 LONG_PREFILL_TOKEN_THRESHOLDS = (0, 2048)
@@ -70,6 +72,7 @@ class Settings:
     min_class_requests: int = MIN_CLASS_REQUESTS
     max_requests: int = MAX_REQUESTS
     router: str = ROUTER
+    router_overlap_weight: float = DEFAULT_OVERLAP_WEIGHT
     search_settings: bool = True
     prune: bool = True
 
@@ -263,11 +266,12 @@ def build_unit_tasks(scenario: Scenario, units: pd.DataFrame, workloads: Mapping
     tasks = []
     for row in units.to_dict("records"):
         model = str(row["model"])
-        classes = tuple(ClassInput(ClassSpec.of(k, scenario.slo(model, k.name), 0.0, w.lengths), w.share,
+        classes = tuple(ClassInput(ClassSpec.of(k, scenario.slo(model, k.name), 0.0, w.lengths, w.reuse), w.share,
                                    w.lengths.prompt.mean(), w.lengths.output.mean())
                         for k in scenario.classes if (w := workloads.get((model, k.name))) is not None)
-        candidates = tuple(ReplicaSpec.of(row, settings.pool_replicas, max_batch=seqs, token_budget=tokens,
-                                          prefill_chunk_cap=cap)
+        caching = scenario.model(model).prefix_caching
+        candidates = tuple(replace(ReplicaSpec.of(row, settings.pool_replicas, max_batch=seqs, token_budget=tokens,
+                                                  prefill_chunk_cap=cap), prefix_caching=caching)
                            for seqs, tokens, cap in setting_grid(row, settings.search_settings))
         tasks.append(UnitTask(model, str(row["sku"]), int(row["tp_degree"]), str(row["engine"]), candidates,
                               str(row["source"]), classes, settings))

@@ -66,6 +66,7 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from planner.calibrate.inputs import UnitTask
+from planner.sim.class_reuse import ENGINE_BLOCK_TOKENS
 from planner.sim.policies import get_policy
 from planner.sim.replica.metrics import replication_metrics
 from planner.sim.replica.pool import PoolConfig, ReplicaSpec, run_replication
@@ -105,7 +106,8 @@ def pool_config(task: UnitTask, replica: ReplicaSpec, rate_rps_per_replica: floa
     return PoolConfig(
         (replica,), classes, get_policy(s.policy), duration_s=duration, warmup_s=s.warmup_fraction * duration,
         kv_fraction=s.kv_fraction, output_quantile_reserve=s.output_quantile_reserve,
-        policy_params=dict(s.policy_params), prediction_sigma=s.prediction_sigma, router=s.router)
+        policy_params=dict(s.policy_params), prediction_sigma=s.prediction_sigma, router=s.router,
+        router_overlap_weight=s.router_overlap_weight, block_tokens=ENGINE_BLOCK_TOKENS[task.engine])
 
 
 @dataclass(frozen=True)

@@ -111,7 +111,8 @@ def calibrate(
         seed=seed, rel_tol=float(rel_tol), confidence=float(confidence), pool_replicas=pool_replicas,
         policy=policy_name, prediction_sigma=params.prediction_noise_sigma,
         policy_params=tuple(policy_values(params.model_dump()).items()), kv_fraction=admission.kv_fraction,
-        output_quantile_reserve=admission.output_quantile_reserve, search_settings=search_settings, prune=prune)
+        output_quantile_reserve=admission.output_quantile_reserve, search_settings=search_settings, prune=prune,
+        router=scenario.policy.routing.router, router_overlap_weight=scenario.policy.routing.overlap_weight)
     tasks = build_unit_tasks(scenario, units, workloads, settings)
     check_unit_work(tasks)
     tasks = [replace(t, key=cache_key(t)) for t in tasks]

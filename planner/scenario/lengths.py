@@ -112,8 +112,50 @@ class LengthDecl(Frozen):
         return f"histogram {self.histogram}"
 
 
+class ReuseDecl(Frozen):
+    """Declared prefix reuse of a class (``reuse = { ... }``): a shared system prompt, multi-turn sessions, or both.
+
+    * ``system_prompt_tokens`` N in ``variants`` K: every request (every session, with sessions) starts with one of
+      K system prompts of N tokens, drawn uniformly.
+    * ``turns`` T with ``think_time_s``: requests come as conversations of T turns; a turn arrives an
+      exponential think time after the previous one, and its prompt is the previous turn's prompt and answer plus
+      ``user_tokens`` new tokens (default: the class's prompt law), so it starts with every block of the last.
+      The class's prompt law is then the first turn's prompt.
+    """
+
+    system_prompt_tokens: Annotated[int, Field(strict=True, ge=1)] | None = Field(
+        default=None, description="tokens of the shared system prompt every request starts with")
+    variants: Annotated[int, Field(strict=True, ge=1)] = Field(
+        default=1, description="distinct system prompts, drawn uniformly per request (or per session)")
+    turns: Annotated[int, Field(strict=True, ge=1)] | None = Field(
+        default=None, description="turns per conversation (multi-turn sessions)")
+    think_time_s: Annotated[float, Field(ge=0)] = Field(
+        default=30.0, description="mean seconds from one turn's arrival to the next's (exponential)")
+    user_tokens: LengthDecl | None = Field(
+        default=None, description="new tokens a later turn adds (default: the class's prompt law)")
+
+    @model_validator(mode="after")
+    def _declares_reuse(self) -> ReuseDecl:
+        if self.system_prompt_tokens is None and self.turns is None:
+            raise rule_error([Issue((), "declares no reuse", "give system_prompt_tokens (and variants), turns (and "
+                                                             "think_time_s), or both")])
+        if self.turns is None and self.user_tokens is not None:
+            raise rule_error([Issue(("user_tokens",), "applies to multi-turn sessions only", "set turns, or drop it")])
+        return self
+
+    def describe(self) -> str:
+        parts = []
+        if self.system_prompt_tokens is not None:
+            parts.append(f"system prompt of {self.system_prompt_tokens} tokens in {self.variants} variant(s)")
+        if self.turns is not None:
+            parts.append(f"sessions of {self.turns} turns, {self.think_time_s:g} s apart")
+        return "; ".join(parts)
+
+
 class WorkloadDecl(Frozen):
-    """A class's declared lengths (``[[classes]]`` fields, or ``[models.workloads.<class>]`` for one model)."""
+    """A class's declared lengths and reuse (``[[classes]]`` fields, or ``[models.workloads.<class>]`` for one
+    model)."""
 
     prompt_tokens: LengthDecl | None = Field(default=None, description="prompt length law (tokens)")
     output_tokens: LengthDecl | None = Field(default=None, description="output length law (tokens)")
+    reuse: ReuseDecl | None = Field(default=None, description="prefix reuse: shared system prompt, sessions")

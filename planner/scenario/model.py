@@ -39,9 +39,11 @@ from planner.scenario.fields import (
     horizon_to_hours,
     rule_error,
 )
-from planner.scenario.lengths import LengthDecl, WorkloadDecl
+from planner.scenario.lengths import LengthDecl, ReuseDecl, WorkloadDecl
 from planner.scenario.regions import Frozen, Origin, Quotas, Regions, ServingRegion
 from planner.sim.policies.registry import POLICIES
+from planner.sim.replica.routing import ROUTERS
+from planner.sim.replica.state import DEFAULT_OVERLAP_WEIGHT
 from planner.slo import ClassSlo, slo_field_names
 
 SHARE_TOLERANCE = 1e-6
@@ -49,6 +51,15 @@ SHARE_TOLERANCE = 1e-6
 _Item = TypeVar("_Item")
 
 SloMs = Annotated[float, Field(strict=True, gt=0)]
+
+
+def _check_router(value: str) -> str:
+    if value not in ROUTERS:
+        raise custom_error("scenario_router", f"unknown router {value!r}", f"use one of: {', '.join(ROUTERS)}")
+    return value
+
+
+RouterName = Annotated[str, AfterValidator(_check_router)]
 
 
 class SloOverride(Frozen):
@@ -98,6 +109,10 @@ class ModelSpec(Frozen):
     )
     workloads: dict[Str, WorkloadDecl] = Field(
         default_factory=dict, description="this model's own token lengths of a class, [models.workloads.<class>]"
+    )
+    prefix_caching: Bool = Field(
+        default=True, description="whether the engine keeps finished requests' KV blocks to serve later prompts' "
+                                  "shared prefixes (on by default in vLLM, SGLang and TensorRT-LLM)"
     )
 
 
@@ -153,6 +168,9 @@ class TrafficClass(Frozen):
     )
     output_tokens: LengthDecl | None = Field(
         default=None, description="output length law in tokens, in the same forms as prompt_tokens"
+    )
+    reuse: ReuseDecl | None = Field(
+        default=None, description="prefix reuse: { system_prompt_tokens, variants } and/or { turns, think_time_s }"
     )
 
     @model_validator(mode="after")
@@ -220,10 +238,21 @@ class Admission(Frozen):
     )
 
 
+class Routing(Frozen):
+    """How a pool of replicas spreads its requests (``[policy.routing]``; :mod:`planner.sim.replica.routing`)."""
+
+    router: RouterName = Field(default="jsq", description="jsq, round-robin, random, power-of-d, least-tokens, "
+                                                          "cache-aware or session-affinity")
+    overlap_weight: Annotated[float, Field(ge=0)] = Field(
+        default=DEFAULT_OVERLAP_WEIGHT, description="cache-aware: weight of the cached share of a request's blocks "
+                                                    "against KV usage and the normalised queue")
+
+
 class Policy(Frozen):
     name: PolicyName = Field(description="scheduling policy the fleet runs")
     params: PolicyParams = Field(default_factory=PolicyParams, description="policy tuning parameters")
     admission: Admission = Field(default_factory=Admission, description="token-level admission control")
+    routing: Routing = Field(default_factory=Routing, description="how a pool's router picks a replica")
 
 
 def _check_quantile(value: float) -> float:
@@ -484,7 +513,8 @@ class Scenario(Frozen):
         """(the model's own declaration, the class's) of a pair's token lengths; either may declare nothing."""
         klass = self.traffic_class(traffic_class)
         own = self.model(model).workloads.get(traffic_class, WorkloadDecl())
-        return own, WorkloadDecl(prompt_tokens=klass.prompt_tokens, output_tokens=klass.output_tokens)
+        return own, WorkloadDecl(prompt_tokens=klass.prompt_tokens, output_tokens=klass.output_tokens,
+                                 reuse=klass.reuse)
 
     def prompt_caps(self) -> dict[str, int | None]:
         """Each class's ``max_prompt_tokens`` (None: the model's context)."""

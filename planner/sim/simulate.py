@@ -44,6 +44,7 @@ from planner.engine import check_engine, run_tasks
 from planner.errors import InputError
 from planner.profiles import profile_for
 from planner.scenario import Scenario
+from planner.sim.class_reuse import ENGINE_BLOCK_TOKENS
 from planner.sim.plan_input import validated_plan, validated_rates
 from planner.sim.policies import get_policy, policy_values
 from planner.sim.replica.pool import (
@@ -206,7 +207,7 @@ def simulate_plan(
     scheduler: str | None = None,
     progress: Callable[[int, int], None] | None = None,
     period: str | None = None,
-    routing: str = "jsq",
+    routing: str | None = None,
     router_d: int = 2,
     warmup_s: float | None = None,
     arrival: str = "poisson",
@@ -219,7 +220,8 @@ def simulate_plan(
     ``arrival`` is ``poisson``, ``gamma`` (with ``arrival_cv``) or ``trace``: replay
     ``arrival_trace_s`` (e.g. :func:`planner.workflows.inputs.read_trace_times` of an Azure log),
     time-scaled to each pool's total rate. ``routing`` is a rule of
-    :data:`planner.sim.replica.routing.ROUTERS`; the warm-up defaults to 10 % of the duration and
+    :data:`planner.sim.replica.routing.ROUTERS` (default: the scenario's ``[policy.routing]``); the warm-up
+    defaults to 10 % of the duration and
     is excluded from every metric.
 
     A model's pools simulate the classes it has traffic in: a positive share in ``mixes`` (model -> class ->
@@ -235,6 +237,7 @@ def simulate_plan(
     if not duration_s > 0 or replications < 1:
         raise InputError("duration must be > 0 and replications >= 1", where=f"{SIM_DURATION_OPTION}/--replications",
                          fix=f"e.g. {SIM_DURATION_OPTION} 1h --replications 5")
+    routing = scenario.policy.routing.router if routing is None else routing
     router_code(routing)
     spec = get_policy(policy if policy is not None else scenario.policy.name)
     warmup = WARMUP_FRACTION * duration_s if warmup_s is None else float(warmup_s)
@@ -249,7 +252,8 @@ def simulate_plan(
     template = PoolConfig(
         (), (), spec, duration_s=duration_s, warmup_s=warmup, kv_fraction=admission.kv_fraction,
         output_quantile_reserve=admission.output_quantile_reserve, policy_params=policy_params,
-        prediction_sigma=params.prediction_noise_sigma, router=routing, router_d=router_d, arrival_kind=arrival,
+        prediction_sigma=params.prediction_noise_sigma, router=routing, router_d=router_d,
+        router_overlap_weight=scenario.policy.routing.overlap_weight, arrival_kind=arrival,
         arrival_cv=arrival_cv, arrival_trace_s=trace)
     configs = _pool_configs(scenario, pools, rates, workloads, served, template)
     check_work([PoolWork(f"{region} / {model}", sum(s.count * s.max_batch for s in config.replicas),
@@ -308,8 +312,10 @@ def _pool_configs(scenario: Scenario, pools: dict[tuple[str, str], list[ReplicaS
         pool_rates = rates.get(key, {})
         laws = {k: workloads[(model, k)].lengths for k in served[model]}
         classes = tuple(ClassSpec.of(scenario.traffic_class(k), scenario.slo(model, k), pool_rates.get(k, 0.0),
-                                     laws[k]) for k in served[model])
-        config = replace(template, replicas=tuple(pools[key]), classes=classes)
+                                     laws[k], workloads[(model, k)].reuse) for k in served[model])
+        spec = scenario.model(model)
+        replicas = tuple(replace(r, prefix_caching=spec.prefix_caching) for r in pools[key])
+        config = replace(template, replicas=replicas, classes=classes, block_tokens=ENGINE_BLOCK_TOKENS[spec.engine])
         check_config(config)
         configs[key] = (config, laws)
     return configs

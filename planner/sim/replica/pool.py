@@ -29,6 +29,7 @@ import numpy as np
 from planner.errors import InputError
 from planner.profiles.step_model import StepModel
 from planner.profiles.throughput import ceiling
+from planner.sim.class_reuse import ClassReuse, PoolReuse
 from planner.sim.policies import PolicySpec
 from planner.sim.replica.engine import run_pool
 from planner.sim.replica.routing import POWER_OF_D, router_code
@@ -36,6 +37,8 @@ from planner.sim.replica.state import DEFAULT_OVERLAP_WEIGHT, PrefixInput, State
 from planner.sim.workload import ClassWorkload, PrefixLaw, RequestSample, sample_requests
 from planner.slo import ClassSlo
 
+DEFAULT_BLOCK_TOKENS = 16
+"""KV block size in tokens the classes' declared reuse is cut into: vLLM's default ``--block-size``."""
 DEFAULT_TOKEN_BUDGET = 8192
 """Tokens per step (prefill chunk + decodes): vLLM's ``--max-num-batched-tokens`` default for
 its API server on H100-class GPUs, and the production config in the practitioners' guide."""
@@ -84,13 +87,15 @@ class ClassSpec:
     max_queue_wait_ms: float
     slo: ClassSlo
     workload: ClassWorkload
+    reuse: ClassReuse | None = None
 
     @classmethod
-    def of(cls, klass: Any, slo: ClassSlo, rate_rps: float, workload: ClassWorkload) -> ClassSpec:
+    def of(cls, klass: Any, slo: ClassSlo, rate_rps: float, workload: ClassWorkload,
+           reuse: ClassReuse | None = None) -> ClassSpec:
         """A scenario traffic class (``planner.scenario.TrafficClass``) with the SLOs in effect for the pool's
-        model (``Scenario.slo``), at ``rate_rps`` with its length laws."""
+        model (``Scenario.slo``), at ``rate_rps`` with its length laws and declared prefix reuse."""
         return cls(klass.name, float(rate_rps), float(klass.weight), float(klass.priority_jump),
-                   float(klass.drr_quantum_tokens), float(klass.max_queue_wait_ms), slo, workload)
+                   float(klass.drr_quantum_tokens), float(klass.max_queue_wait_ms), slo, workload, reuse)
 
 
 @dataclass(frozen=True)
@@ -122,6 +127,7 @@ class PoolConfig:
     prefix_caching: bool = True
     router_overlap_weight: float = DEFAULT_OVERLAP_WEIGHT
     prefix: PrefixLaw | None = None
+    block_tokens: int = DEFAULT_BLOCK_TOKENS
 
     @property
     def n_replicas(self) -> int:
@@ -225,6 +231,17 @@ def prefix_input(config: PoolConfig, sample: RequestSample, reps: list[ReplicaSp
                        float(config.router_overlap_weight))
 
 
+def class_prefix(config: PoolConfig) -> PrefixLaw | None:
+    """The pool's prefix law: ``config.prefix``, else the classes' declared reuse (:mod:`planner.sim.class_reuse`)
+    in the engine's block size, else None (no prefix data: the engine runs exactly as without a cache)."""
+    if config.prefix is not None or not any(c.reuse is not None for c in config.classes):
+        return config.prefix
+    return PoolReuse(tuple(c.reuse for c in config.classes), tuple(c.workload for c in config.classes),
+                     tuple(c.rate_rps for c in config.classes),
+                     tuple(c.reuse.max_prompt_tokens if c.reuse is not None else 0 for c in config.classes),
+                     config.duration_s, config.block_tokens, config.prediction_sigma)
+
+
 def draw_sample(config: PoolConfig, seed: np.random.SeedSequence) -> RequestSample:
     d = config.router_d if router_code(config.router) == POWER_OF_D else 1
     return sample_requests(
@@ -232,7 +249,7 @@ def draw_sample(config: PoolConfig, seed: np.random.SeedSequence) -> RequestSamp
         seed, arrival_kind=config.arrival_kind, cv=config.arrival_cv,
         trace_s=np.asarray(config.arrival_trace_s) if config.arrival_trace_s is not None else None,
         prediction_sigma=config.prediction_sigma, route_draws=max(1, min(d, config.n_replicas)),
-        prefix=config.prefix,
+        prefix=class_prefix(config),
     )
 
 
