@@ -418,10 +418,22 @@ CASES = [
              lambda d: ["simulate", "--scenario", _demo(), "--plan", _file(d, "plan.csv"),
                         "--flows", _file(d, "plan.flows.csv"), "--out", _file(d, "blocker") + "/slo.csv"],
              mentions=("--out", "blocker", "is a file")),
-    BadInput("calibrate: the --histogram is a folder",
+    BadInput("calibrate: the --histogram folder holds no histogram",
              lambda d: (d.joinpath("hist.csv").mkdir(),
                         ["calibrate", "--scenario", _demo(), "--histogram", "hist.csv", "--out", "cap.csv"])[1],
-             mentions=("--histogram", "hist.csv", "is a folder"), earlier=("cap.csv", "cap.json")),
+             mentions=("--histogram", "hist.csv", "holds no token-length histogram"), earlier=("cap.csv", "cap.json")),
+    BadInput("calibrate: a --histogram for a model the scenario lacks",
+             lambda d: (d.joinpath("q.histogram.csv").write_text(
+                 "model,traffic_class,measure,bin_lo_tokens,bin_hi_tokens,count\n"
+                 "qwen3-32b,interactive,prompt_tokens,64,128,5\n"),
+                 ["calibrate", "--scenario", _demo(), "--histogram", ".", "--out", "cap.csv"])[1],
+             mentions=("--histogram", "qwen3-32b", "does not declare"), earlier=("cap.csv", "cap.json")),
+    BadInput("calibrate: a zero-length bin in a --histogram",
+             lambda d: (d.joinpath("z.histogram.csv").write_text(
+                 "model,traffic_class,measure,bin_lo_tokens,bin_hi_tokens,count\n"
+                 "llama-3.1-8b,interactive,prompt_tokens,0,0,5\n"),
+                 ["calibrate", "--scenario", _demo(), "--histogram", "z.histogram.csv", "--out", "cap.csv"])[1],
+             mentions=("z.histogram.csv", "bin_hi_tokens"), earlier=("cap.csv", "cap.json")),
     BadInput("calibrate: --out inside a file",
              lambda d: ["calibrate", "--scenario", _demo(), "--out", _file(d, "blocker") + "/cap.csv"],
              mentions=("--out", "blocker", "is a file")),

@@ -460,10 +460,7 @@ def ingest(
         _ingest_rates(inputs, out, mapping=mapping, labels=labels, freq=freq, lengths=lengths, scenario=scenario,
                       as_json=as_json, run=run)
         return
-    for option, given in (("--lengths", lengths), ("--scenario", scenario)):
-        if given is not None:
-            raise InputError(f"{option} only applies to --format rates (request logs carry their own lengths)",
-                             where=option, fix=f"drop {option}")
+    _refuse_rates_options(lengths=lengths, scenario=scenario)
     out, histogram_path = output_paths(out, histogram_out)  # before reading gigabytes of logs
     reuse_file = reuse_path(out, histogram_path, reuse_out)
     # A glob is expanded (and each match checked) by the reader; a plain path is checked here.
@@ -480,6 +477,15 @@ def ingest(
         title=f"Ingested {result.rows_read:,} requests from {len(result.files)} file(s)",
         as_json=as_json, written=written, rows_read=result.rows_read, files=result.files, reuse=result.reuse,
     )
+
+
+def _refuse_rates_options(**given: Any) -> None:
+    """Options of rates tables that request logs cannot use (they carry their own lengths): each one given is
+    exit 3."""
+    for name, value in given.items():
+        if value is not None:
+            raise InputError(f"--{name} only applies to --format rates (request logs carry their own lengths)",
+                             where=f"--{name}", fix=f"drop --{name}")
 
 
 def _refuse_log_options(**given: Any) -> None:

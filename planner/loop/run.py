@@ -32,6 +32,7 @@ import hashlib
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
 import pandas as pd
@@ -178,7 +179,12 @@ class _Inputs:
     input_hashes: dict[str, str] | None
     planning_window: PlanningWindow | None
     say: Notify
-    mixes: dict[str, dict[str, float]]
+
+    @cached_property
+    def mixes(self) -> dict[str, dict[str, float]]:
+        """Each model's class mix in the forecast (:func:`planner.workloads.forecast_mixes`): what it is calibrated
+        and simulated with."""
+        return forecast_mixes(self.forecast, self.scenario.model_names, self.scenario.class_names)
 
 
 @dataclass
@@ -267,8 +273,7 @@ def run_loop(scenario: Scenario, forecast: pd.DataFrame, catalog: Catalog, profi
     if settings.max_rounds < 1:
         raise ValueError(f"the loop needs at least one round, got max_rounds={settings.max_rounds}")
     run = _Inputs(scenario, forecast, catalog, profiles, settings, policy or scenario.policy.name, histogram,
-                  input_hashes, planning_window, notify or (lambda _text: None),
-                  forecast_mixes(forecast, scenario.model_names, scenario.class_names))
+                  input_hashes, planning_window, notify or (lambda _text: None))
     calibration = None
     if capacity is None:
         calibration = _calibrated(run, store)

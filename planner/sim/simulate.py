@@ -46,7 +46,7 @@ from planner.profiles import profile_for
 from planner.scenario import Scenario
 from planner.sim.class_reuse import ENGINE_BLOCK_TOKENS
 from planner.sim.plan_input import validated_plan, validated_rates
-from planner.sim.policies import get_policy, policy_values
+from planner.sim.policies import PolicySpec, get_policy, policy_values
 from planner.sim.replica.pool import (
     ClassSpec,
     PoolConfig,
@@ -246,15 +246,9 @@ def simulate_plan(
     rates = _demand_rates(demand, scenario)
     served = served_classes(scenario, rates, mixes)
     workloads = resolve_workloads(scenario, {m: dict.fromkeys(k, 1.0) for m, k in served.items()}, histogram=histogram)
-    params, admission = scenario.policy.params, scenario.policy.admission
-    policy_params = policy_values(params.model_dump())
     trace = tuple(np.asarray(arrival_trace_s, dtype=float)) if arrival_trace_s is not None else None
-    template = PoolConfig(
-        (), (), spec, duration_s=duration_s, warmup_s=warmup, kv_fraction=admission.kv_fraction,
-        output_quantile_reserve=admission.output_quantile_reserve, policy_params=policy_params,
-        prediction_sigma=params.prediction_noise_sigma, router=routing, router_d=router_d,
-        router_overlap_weight=scenario.policy.routing.overlap_weight, arrival_kind=arrival,
-        arrival_cv=arrival_cv, arrival_trace_s=trace)
+    template = replace(_template(scenario, spec, duration_s, warmup), router=routing, router_d=router_d,
+                       arrival_kind=arrival, arrival_cv=arrival_cv, arrival_trace_s=trace)
     configs = _pool_configs(scenario, pools, rates, workloads, served, template)
     check_work([PoolWork(f"{region} / {model}", sum(s.count * s.max_batch for s in config.replicas),
                          sum(c.rate_rps for c in config.classes)) for (region, model), (config, _) in configs.items()],
@@ -270,16 +264,33 @@ def simulate_plan(
     meta = {
         "scenario": scenario.name, "period": period_label, "policy": spec.name, "routing": routing,
         "router_d": router_d, "duration_s": duration_s, "warmup_s": warmup, "replications": replications,
-        "seed": seed, "arrival": arrival, "arrival_cv": arrival_cv,
-        "kv_fraction": admission.kv_fraction, "output_quantile_reserve": admission.output_quantile_reserve,
-        "prediction_noise_sigma": params.prediction_noise_sigma, **policy_params, "version": __version__,
-        "length_source": "ingest histogram" if histogram is not None else "scenario declarations or built-in laws",
+        "seed": seed, "arrival": arrival, "arrival_cv": arrival_cv, "version": __version__,
+        **_workload_meta(scenario, template, workloads, served, histogram is not None), "pools": pool_meta,
+    }
+    return SimulationResult(per_class, meta)
+
+
+def _template(scenario: Scenario, spec: PolicySpec, duration_s: float, warmup_s: float) -> PoolConfig:
+    """A pool without replicas or classes under the scenario's policy, admission control and router weights."""
+    params, admission = scenario.policy.params, scenario.policy.admission
+    return PoolConfig(
+        (), (), spec, duration_s=duration_s, warmup_s=warmup_s, kv_fraction=admission.kv_fraction,
+        output_quantile_reserve=admission.output_quantile_reserve, policy_params=policy_values(params.model_dump()),
+        prediction_sigma=params.prediction_noise_sigma, router=scenario.policy.routing.router,
+        router_overlap_weight=scenario.policy.routing.overlap_weight)
+
+
+def _workload_meta(scenario: Scenario, template: PoolConfig, workloads: Mapping[tuple[str, str], Workload],
+                   served: Mapping[str, tuple[str, ...]], histogram: bool) -> dict[str, Any]:
+    """The admission and policy settings, where the lengths came from, and the pairs without traffic."""
+    return {
+        "kv_fraction": template.kv_fraction, "output_quantile_reserve": template.output_quantile_reserve,
+        "prediction_noise_sigma": template.prediction_sigma, **template.policy_params,
+        "length_source": "ingest histogram" if histogram else "scenario declarations or built-in laws",
         "length_defaults": default_notes(workloads),
         "no_traffic": [{"model": m, "traffic_class": k} for m in scenario.model_names for k in scenario.class_names
                        if k not in served.get(m, ())],
-        "pools": pool_meta,
     }
-    return SimulationResult(per_class, meta)
 
 
 PoolConfigs = dict[tuple[str, str], tuple[PoolConfig, dict[str, ClassWorkload]]]
