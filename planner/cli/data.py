@@ -452,8 +452,7 @@ def ingest(
     from planner.ingest import output_paths, reuse_path
     from planner.workflows.data import ingest as ingest_workflow
 
-    labels = {key: value for key, value in {"region": region, "model": model, "traffic_class": traffic_class}.items()
-              if value is not None}
+    labels = _labels(region=region, model=model, traffic_class=traffic_class)
     if fmt.strip().lower() == "rates":
         _refuse_log_options(start=start, histogram_out=histogram_out, block_tokens=block_tokens,
                             reuse_out=reuse_out)
@@ -477,6 +476,11 @@ def ingest(
         title=f"Ingested {result.rows_read:,} requests from {len(result.files)} file(s)",
         as_json=as_json, written=written, rows_read=result.rows_read, files=result.files, reuse=result.reuse,
     )
+
+
+def _labels(**given: str | None) -> dict[str, str]:
+    """The constant labels given (``--region``, ``--model``, ``--traffic-class``)."""
+    return {key: value for key, value in given.items() if value is not None}
 
 
 def _refuse_rates_options(**given: Any) -> None:
