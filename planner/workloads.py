@@ -37,7 +37,8 @@ from planner.contracts.columns import HISTOGRAM_COLUMNS
 from planner.errors import InputError
 from planner.scenario import Scenario
 from planner.scenario.lengths import BUILTIN_LAWS, LengthDecl
-from planner.sim.class_reuse import ClassReuse
+from planner.sim.class_reuse import ClassReuse, PoolReuse
+from planner.sim.prefix_workload import ideal_cached_tokens
 from planner.sim.workload import (
     CONTEXT_TOKENS,
     DEFAULT_CONTEXT_TOKENS,
@@ -48,6 +49,7 @@ from planner.sim.workload import (
     LognormalLength,
     builtin_law,
     prompt_cap_tokens,
+    sample_requests,
     validate_histogram,
 )
 
@@ -84,7 +86,24 @@ class Workload:
                         f"{measure}_p99_tokens": law.quantile(0.99), f"{measure}_source": source})
         row["reuse"] = self.reuse.describe() if self.reuse is not None else "none"
         row["reuse_source"] = self.reuse_source
+        if self.reuse is not None:
+            row.update(expected_reuse(self.lengths, self.reuse))
         return row
+
+
+REUSE_PREVIEW_REQUESTS = 4000
+"""Requests drawn to preview a declared reuse (:func:`expected_reuse`): the ideal share to about ±1 %."""
+
+
+def expected_reuse(lengths: ClassWorkload, reuse: ClassReuse, block_tokens: int = 16) -> dict[str, float]:
+    """What a declared reuse means for the class's requests, measured on a seeded sample of them: the mean prompt
+    over every turn (sessions grow it) and the share of prompt tokens a cache that never evicts would serve."""
+    rate, duration = 1.0, float(REUSE_PREVIEW_REQUESTS)
+    law = PoolReuse((reuse,), (lengths,), (rate,), (reuse.max_prompt_tokens,), duration, block_tokens)
+    sample = sample_requests(np.array([rate]), [lengths], duration, np.random.SeedSequence(0), prefix=law)
+    prompt = float(sample.prompt_tokens.sum())
+    return {"prompt_mean_tokens_all_turns": round(prompt / max(sample.n, 1), 1),
+            "ideal_reuse_share": round(float(ideal_cached_tokens(sample).sum()) / prompt, 3) if prompt else 0.0}
 
 
 def _declared_law(decl: LengthDecl, measure: str, model: str, cap: int) -> LengthLaw:

@@ -66,7 +66,9 @@ def _workload_row(row: dict[str, Any]) -> dict[str, Any]:
     for measure in ("prompt", "output"):
         out[f"{measure} mean/p50/p99"] = (f"{row[f'{measure}_mean_tokens']:,.0f} / {row[f'{measure}_p50_tokens']:,} / "
                                           f"{row[f'{measure}_p99_tokens']:,}")
-    out["reuse"] = row["reuse"]
+    out["reuse"] = row["reuse"] if "ideal_reuse_share" not in row else (
+        f"{row['reuse']}: ideal share {row['ideal_reuse_share']:.0%}, prompts "
+        f"{row['prompt_mean_tokens_all_turns']:,.0f} tokens over all turns")
     sources = dict.fromkeys((row["prompt_source"], row["output_source"]))
     out["lengths from"] = " | ".join(f"{m}: {src}" for m, src in zip(("prompt", "output"), sources, strict=False)) \
         if len(sources) > 1 else next(iter(sources))

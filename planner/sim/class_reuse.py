@@ -27,7 +27,6 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from planner.sim.prefix_workload import session_sample
 from planner.sim.workload import ClassWorkload, LengthLaw, RequestSample
 
 ENGINE_BLOCK_TOKENS = {"vllm": 16, "sglang": 16, "trtllm": 32}
@@ -59,10 +58,11 @@ class ClassReuse:
 
 @dataclass(frozen=True)
 class _Part:
-    """The requests of one class, with their block lists (``lists[i]``) and session ids (−1: none)."""
+    """The requests of one class with their blocks in CSR form (``ptr``, ``ids``) and session ids (−1: none)."""
 
     sample: RequestSample
-    lists: list[np.ndarray]
+    ptr: np.ndarray
+    ids: np.ndarray
     session: np.ndarray
 
 
@@ -85,56 +85,84 @@ class PoolReuse:
     def attach(self, sample: RequestSample, seed: np.random.SeedSequence) -> RequestSample:
         children = seed.spawn(len(self.classes))
         parts = [self._part(sample, k, children[k]) for k in range(len(self.classes))]
-        return _merged(parts, sample.route_u.shape[1], self.block_tokens)
+        return _merged(parts, self.block_tokens)
 
     def _part(self, sample: RequestSample, k: int, seed: np.random.SeedSequence) -> _Part:
         reuse = self.classes[k]
         streams = seed.spawn(2)
         if reuse is not None and reuse.turns > 0:
-            own = session_sample(self.rates_rps[k] / reuse.turns, self.duration_s, self.workloads[k], streams[0],
-                                 turns=reuse.turns, think_s=reuse.think_s, user_tokens=reuse.user_tokens,
-                                 block_tokens=self.block_tokens, max_prompt_tokens=self.max_prompt_tokens[k],
-                                 prediction_sigma=self.prediction_sigma, route_draws=sample.route_u.shape[1])
-            ptr, ids, session = own.block_ptr, own.block_ids, own.session
-            assert ptr is not None and ids is not None and session is not None
-            own = _with_class(own, k)
-            lists = [ids[ptr[i]:ptr[i + 1]] for i in range(own.n)]
-            session = np.asarray(session, dtype=np.int64)
+            own, sizes, session = _sessions(self, k, reuse, sample.route_u.shape[1], streams[0])
+            ptr, ids = _stream_blocks(sizes, session)
         else:
             own = _subset(sample, np.flatnonzero(sample.cls == k))
-            full = np.asarray(own.prompt_tokens, dtype=np.int64) // self.block_tokens
             has = reuse is not None and reuse.system_tokens > 0
-            lists = [np.arange(int(f), dtype=np.int64) if has else np.zeros(0, np.int64) for f in full]
-            lists = _fresh(lists)
+            sizes = own.prompt_tokens // self.block_tokens if has else np.zeros(own.n, dtype=np.int64)
             session = np.full(own.n, -1, dtype=np.int64)
+            ptr, ids = _stream_blocks(sizes, np.arange(own.n))  # each request its own stream: fresh ids
         if reuse is not None and reuse.system_tokens > 0:
-            lists = _with_system_prompt(lists, session, reuse, self.block_tokens, np.random.default_rng(streams[1]))
-        return _Part(own, lists, session)
+            ids = _with_system_prompt(ptr, ids, session, reuse, self.block_tokens, np.random.default_rng(streams[1]))
+        return _Part(own, ptr, ids, session)
 
 
-def _fresh(lists: list[np.ndarray]) -> list[np.ndarray]:
-    """Each request's blocks renumbered to ids no other request has."""
-    out, base = [], 0
-    for blocks in lists:
-        out.append(base + np.arange(blocks.size, dtype=np.int64))
-        base += blocks.size
-    return out
+def _sessions(law: PoolReuse, k: int, reuse: ClassReuse, route_draws: int,
+              seed: np.random.SeedSequence) -> tuple[RequestSample, np.ndarray, np.ndarray]:
+    """Class k's conversations, vectorised: (requests in arrival order, each one's blocks, its session).
+
+    Sessions start as a Poisson process at λ_k / T on [0, D); turn t + 1 arrives an exponential think time after
+    turn t; P_1 ~ the prompt law, P_{t+1} = P_t + O_t + U_{t+1} (U: the user-token law); a session ends before
+    a prompt would pass the class's cap. A turn lists the stream's full blocks up to the end of its output.
+    """
+    workload, turns = law.workloads[k], reuse.turns
+    rng = [np.random.default_rng(s) for s in seed.spawn(6)]
+    n = int(rng[0].poisson(law.rates_rps[k] / turns * law.duration_s)) if law.rates_rps[k] > 0 else 0
+    starts = np.sort(rng[0].uniform(0.0, law.duration_s, size=n))
+    first = workload.prompt.sample_from_uniform(rng[1].random(n))
+    output = np.maximum(workload.output.sample_from_uniform(rng[2].random(n * turns)).reshape(n, turns), 1)
+    user = (reuse.user_tokens or workload.prompt).sample_from_uniform(rng[3].random(n * turns)).reshape(n, turns)
+    gaps = rng[4].exponential(reuse.think_s, size=(n, turns)) if reuse.think_s > 0 else np.zeros((n, turns))
+    gaps[:, 0] = 0.0
+    grow = np.concatenate([first[:, None], output[:, :-1] + user[:, 1:]], axis=1)
+    prompt = np.cumsum(grow, axis=1)
+    arrival = starts[:, None] + np.cumsum(gaps, axis=1)
+    keep = (np.cumprod(prompt <= reuse.max_prompt_tokens, axis=1) > 0) & (arrival < law.duration_s)
+    session = np.broadcast_to(np.arange(n)[:, None], (n, turns))[keep]
+    arrival, prompt, output = arrival[keep], prompt[keep], output[keep]
+    order = np.argsort(arrival, kind="stable")
+    predicted = output * np.exp(law.prediction_sigma * rng[5].standard_normal(output.size))
+    route_u = rng[5].random((order.size, max(route_draws, 1)))
+    sample = RequestSample(arrival[order], np.full(order.size, k, dtype=np.int64), prompt[order].astype(np.int64),
+                           output[order].astype(np.int64), predicted[order], route_u)
+    sizes = (prompt[order] + output[order]) // law.block_tokens
+    return sample, sizes.astype(np.int64), session[order].astype(np.int64)
 
 
-def _with_system_prompt(lists: list[np.ndarray], session: np.ndarray, reuse: ClassReuse, block_tokens: int,
-                        rng: np.random.Generator) -> list[np.ndarray]:
+def _stream_blocks(sizes: np.ndarray, stream: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """CSR blocks: request j lists the first ``sizes[j]`` blocks of its stream (``stream[j]``); every stream has
+    ids of its own, so requests of one stream share leading runs and no others do."""
+    ptr = np.zeros(sizes.size + 1, dtype=np.int64)
+    np.cumsum(sizes, out=ptr[1:])
+    if not sizes.size:
+        return ptr, np.zeros(0, dtype=np.int64)
+    streams, inverse = np.unique(stream, return_inverse=True)
+    longest = np.zeros(streams.size, dtype=np.int64)
+    np.maximum.at(longest, inverse.ravel(), sizes)
+    base = np.concatenate([[0], np.cumsum(longest)[:-1]])
+    position = np.arange(int(ptr[-1]), dtype=np.int64) - np.repeat(ptr[:-1], sizes)
+    return ptr, np.repeat(base[inverse.ravel()], sizes) + position
+
+
+def _with_system_prompt(ptr: np.ndarray, ids: np.ndarray, session: np.ndarray, reuse: ClassReuse,
+                        block_tokens: int, rng: np.random.Generator) -> np.ndarray:
     """The first ⌊N/B⌋ blocks of each request replaced by its variant's (one variant per session, if any)."""
     per_variant = reuse.system_tokens // block_tokens
     units = np.where(session >= 0, session, -1 - np.arange(session.size))  # a session, or the request alone
     keys, inverse = np.unique(units, return_inverse=True)
     variant = rng.integers(0, reuse.variants, size=keys.size)[inverse.ravel()]
-    shift = reuse.variants * per_variant  # the variants' ids come first
-    out = []
-    for blocks, v in zip(lists, variant, strict=True):
-        moved = blocks + shift
-        m = min(per_variant, moved.size)
-        moved[:m] = int(v) * per_variant + np.arange(m, dtype=np.int64)
-        out.append(moved)
+    sizes = np.diff(ptr)
+    position = np.arange(ids.size, dtype=np.int64) - np.repeat(ptr[:-1], sizes)
+    shared = position < per_variant
+    out = ids + reuse.variants * per_variant  # the variants' ids come first
+    out[shared] = np.repeat(variant, sizes)[shared] * per_variant + position[shared]
     return out
 
 
@@ -143,34 +171,29 @@ def _subset(sample: RequestSample, idx: np.ndarray) -> RequestSample:
                          sample.output_tokens[idx], sample.predicted_output_tokens[idx], sample.route_u[idx])
 
 
-def _with_class(sample: RequestSample, k: int) -> RequestSample:
-    return RequestSample(sample.arrival_s, np.full(sample.n, k, dtype=np.int64), sample.prompt_tokens,
-                         sample.output_tokens, sample.predicted_output_tokens, sample.route_u,
-                         sample.block_ptr, sample.block_ids, sample.block_tokens, sample.session)
-
-
-def _merged(parts: list[_Part], route_draws: int, block_tokens: int) -> RequestSample:
+def _merged(parts: list[_Part], block_tokens: int) -> RequestSample:
     """Every class's requests in one sample, arrival order (stable: class index, then order within the class);
     block ids and session ids offset so that different classes never share one."""
     block_base, session_base = 0, 0
-    lists: list[np.ndarray] = []
-    sessions = []
+    ids, sessions = [], []
     for part in parts:
-        lists += [blocks + block_base for blocks in part.lists]
-        block_base += 1 + max((int(b.max()) for b in part.lists if b.size), default=-1)
+        ids.append(part.ids + block_base)
+        block_base += 1 + int(part.ids.max(initial=-1))
         sessions.append(np.where(part.session >= 0, part.session + session_base, -1))
         session_base += 1 + int(part.session.max(initial=-1))
+    sizes = np.concatenate([np.diff(p.ptr) for p in parts])
+    starts = np.concatenate([p.ptr[:-1] + offset for p, offset in
+                             zip(parts, np.cumsum([0] + [int(p.ptr[-1]) for p in parts[:-1]]), strict=True)])
     arrival = np.concatenate([p.sample.arrival_s for p in parts])
     order = np.argsort(arrival, kind="stable")
+    ptr = np.zeros(order.size + 1, dtype=np.int64)
+    np.cumsum(sizes[order], out=ptr[1:])
+    gather = np.repeat(starts[order], sizes[order]) + (np.arange(int(ptr[-1])) - np.repeat(ptr[:-1], sizes[order]))
+    flat = np.concatenate(ids) if ids else np.zeros(0, np.int64)
 
     def stacked(name: str) -> np.ndarray:
         return np.concatenate([getattr(p.sample, name) for p in parts])[order]
 
-    route_u = np.concatenate([p.sample.route_u.reshape(-1, route_draws) for p in parts])[order]
-    ordered = [lists[i] for i in order]
-    ptr = np.zeros(len(ordered) + 1, dtype=np.int64)
-    ptr[1:] = np.cumsum([b.size for b in ordered])
-    ids = np.concatenate(ordered) if ordered else np.zeros(0, np.int64)
     return RequestSample(arrival[order], stacked("cls"), stacked("prompt_tokens"), stacked("output_tokens"),
-                         stacked("predicted_output_tokens"), route_u, ptr, ids.astype(np.int64), block_tokens,
-                         np.concatenate(sessions)[order])
+                         stacked("predicted_output_tokens"), stacked("route_u"), ptr, flat[gather].astype(np.int64),
+                         block_tokens, np.concatenate(sessions)[order])
