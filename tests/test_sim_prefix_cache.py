@@ -41,6 +41,9 @@ from planner.sim.replica.state import (
     I_REP,
     I_SAVED,
     I_STATUS,
+    K_NEXT,
+    K_PREV,
+    K_REF,
     P_BLOCK,
     P_CAP,
     P_CFREE,
@@ -247,15 +250,16 @@ def _cache_is_consistent(st) -> None:
     """At the end of a run no request holds KV; every cached block is in its replica's LRU list, once,
     in a list whose links agree both ways, and P_CFREE counts them."""
     size = st.rep_i[:, P_BLOCK]
-    assert (st.c_ref == 0).all() and (st.rep_i[:, P_KV] == 0).all()
+    users = st.cache[:, :, K_REF]
+    assert (users <= 0).all() and (st.rep_i[:, P_KV] == 0).all()
     for r in range(st.rep_i.shape[0]):
         walked, b, prev = [], st.rep_i[r, P_LRU_HEAD], -1
         while b >= 0:
-            assert st.c_prev[r, b] == prev
+            assert st.cache[r, b, K_PREV] == prev
             walked.append(int(b))
-            prev, b = b, st.c_next[r, b]
+            prev, b = b, st.cache[r, b, K_NEXT]
         assert prev == st.rep_i[r, P_LRU_TAIL]
-        assert sorted(walked) == np.flatnonzero(st.c_in[r]).tolist()
+        assert sorted(walked) == np.flatnonzero(users[r] == 0).tolist()
         assert st.rep_i[r, P_CFREE] == size[r] * len(walked)
 
 
