@@ -287,3 +287,24 @@ def test_the_cache_stays_consistent_under_any_pool(policy, router, rate, kv, sys
     np.testing.assert_array_equal(st.req_i[never, I_COMPUTED] + st.req_i[never, I_HIT], st.req_i[never, I_PROMPT])
     assert (st.rep_i[:, P_MAXKV] <= st.rep_i[:, P_CAP]).all()
     _cache_is_consistent(st)
+
+
+def test_eviction_takes_the_least_recently_released_block_and_a_requests_tail_first():
+    """One replica of 1,000 tokens, blocks of 100, prompts of 400 tokens (4 blocks) with one output token,
+    one request at a time. A then B leave their blocks cached (LRU list 4 3 2 1 8 7 6 5: each released last
+    block first); C, all new, evicts A's 4 and 3; D (A's prompt) finds 1 2 and evicts B's 8 7 to compute
+    3 4; E (B's prompt) finds 5 6 and evicts C's 12 11; F (C's prompt) finds 9 10."""
+    base = mooncake_sample()
+    lists = [[1, 2, 3, 4], [5, 6, 7, 8], [9, 10, 11, 12], [1, 2, 3, 4], [5, 6, 7, 8], [9, 10, 11, 12]]
+    n = len(lists)
+    sample = replace(base, arrival_s=10.0 * np.arange(n), cls=np.zeros(n, dtype=np.int64),
+                     prompt_tokens=np.full(n, 400), output_tokens=np.ones(n, dtype=np.int64),
+                     predicted_output_tokens=np.ones(n), route_u=np.zeros((n, 1)),
+                     block_ptr=np.arange(0, 4 * n + 1, 4), block_ids=np.array(lists).ravel(), block_tokens=100)
+    state, hkey, hid = engine_state(one_class_pool(sample, kv=1000), sample)
+    state.reserve[:] = 1
+    run_pool(state, hkey, hid)
+    assert (state.req_i[:, I_STATUS] == DONE).all()
+    assert state.req_i[:, I_HIT].tolist() == [0, 0, 0, 200, 200, 200]
+    assert state.rep_i[0, P_CFREE] == 1000
+    _cache_is_consistent(state)
