@@ -18,7 +18,9 @@ JSONL trace given as an argument:
    11k tokens and reach 125k, and alone on an idle replica the slice's TTFT p99 is already about
    7.5 s (its longest prompts' prefill). A 1,000-request replay is a short run, so these capacities carry its noise;
    compare them with each other, not with a steady-state calibration.
-5. **Speed**: the compiled engine's wall time on the same requests with and without the cache (best of
+5. **Sessions**: the hit rate of one hour of synthetic 5-turn conversations on the same pool under each
+   router, session affinity included.
+6. **Speed**: the compiled engine's wall time on the same requests with and without the cache (best of
    ``--repeats``), on the trace at its own rate and on one hour of multi-turn sessions (16-token blocks)
    on the same pool. Goal: at most 1.3x slower with the cache.
 
@@ -122,6 +124,10 @@ def main() -> None:
     print(f"trace {args.trace.name}: {sample.n:,} requests at {native:.2f} req/s, mean prompt "
           f"{sample.prompt_tokens.mean():,.0f} tokens, blocks of {sample.block_tokens}")
     print(f"ideal share (a cache that forgets nothing): {ideal:.1%} of prompt tokens")
+    kv = make_pool("jsq", True, 1.0, args.ttft_ms).replicas[0].kv_capacity_tokens
+    assert sample.block_ids is not None
+    distinct = np.unique(sample.block_ids).size * sample.block_tokens
+    print(f"KV capacity per replica {kv:,} tokens; the trace's distinct full blocks hold {distinct:,} tokens")
     print(f"\n{REPLICAS} x llama-3.1-8b H100 TP1, FCFS; hit rate at the trace's rate; capacity per replica at "
           f"TTFT p99 <= {args.ttft_ms:,.0f} ms:")
     print("| router | hit rate | capacity, cache off (req/s) | capacity, cache on (req/s) | on / off |")
@@ -131,10 +137,16 @@ def main() -> None:
         off = capacity(args.trace, router, False, args.ttft_ms, args.steps) / REPLICAS
         on = capacity(args.trace, router, True, args.ttft_ms, args.steps) / REPLICAS
         print(f"| {router} | {hit:.1%} | {off:.3f} | {on:.3f} | {on / off:.2f} |")
-    print("\nengine wall time with the prefix cache against without, same requests (JSQ):")
-    speed(sample, args.repeats, args.ttft_ms, f"trace at {native:.2f} req/s")
     sessions = session_sample(0.6, 3600.0, default_workload("interactive", "llama-3.1-8b"),
                               np.random.SeedSequence(1), turns=5, think_s=30.0)
+    print(f"\nhit rate on 1 h of 5-turn sessions (0.6 sessions/s, think time 30 s, 16-token blocks; ideal "
+          f"{ideal_cached_tokens(sessions).sum() / sessions.prompt_tokens.sum():.1%}), same pool:")
+    for router in (*ROUTERS, "session-affinity"):
+        rep = run_sample(make_pool(router, True, 3600.0, args.ttft_ms), sessions)
+        rows, pool = replication_metrics(rep)
+        print(f"  {router:16s} hit rate {pool['prefix_hit_rate']:.1%}, TTFT p99 {rows[0]['ttft_p99_ms']:,.0f} ms")
+    print("\nengine wall time with the prefix cache against without, same requests (JSQ):")
+    speed(sample, args.repeats, args.ttft_ms, f"trace at {native:.2f} req/s")
     speed(sessions, args.repeats, args.ttft_ms, "1 h of 5-turn sessions at 0.6 sessions/s")
     print(f"\ntotal {time.perf_counter() - began:.0f} s; load average after: {os.getloadavg()}")
 

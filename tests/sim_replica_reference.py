@@ -21,7 +21,7 @@ import numpy as np
 
 from planner.profiles.step_model import ATTENTION_COLUMNS, StepModel
 from planner.sim.policies.drr import drr_select_class_reference
-from planner.sim.replica.state import P_BLOCK, P_CHUNK
+from planner.sim.replica.state import I_SESS, P_BLOCK, P_CHUNK
 
 PENDING, WAITING, RUNNING, DONE, REJECTED = 0, 1, 2, 3, 4
 
@@ -106,7 +106,8 @@ class Reference:
         _, self.trail, self.w0, self.w1 = st.pol_f.tolist()
         self.form = st.pol_key.tolist()
         self.overlap_weight = float(st.pfx_f[0])
-        assert not st.rep_i[:, P_BLOCK].any() and not (st.sess >= 0).any(), "the reference has no prefix cache"
+        no_prefix = not st.rep_i[:, P_BLOCK].any() and not (st.req_i[:, I_SESS] >= 0).any()
+        assert no_prefix, "the reference has no prefix cache"
         k = len(self.weight)
         self.reps = [Rep(_step_model(st.rep_step[r]), *st.rep_i[r, 4:8].tolist(), k, int(st.rep_i[r, P_CHUNK]))
                      for r in range(st.rep_i.shape[0])]

@@ -41,6 +41,9 @@ from planner.sim.replica.state import (
     I_REP,
     I_SAVED,
     I_STATUS,
+    K_NEXT,
+    K_PREV,
+    K_REF,
     P_BLOCK,
     P_CAP,
     P_CFREE,
@@ -247,15 +250,16 @@ def _cache_is_consistent(st) -> None:
     """At the end of a run no request holds KV; every cached block is in its replica's LRU list, once,
     in a list whose links agree both ways, and P_CFREE counts them."""
     size = st.rep_i[:, P_BLOCK]
-    assert (st.c_ref == 0).all() and (st.rep_i[:, P_KV] == 0).all()
+    users = st.cache[:, :, K_REF]
+    assert (users <= 0).all() and (st.rep_i[:, P_KV] == 0).all()
     for r in range(st.rep_i.shape[0]):
         walked, b, prev = [], st.rep_i[r, P_LRU_HEAD], -1
         while b >= 0:
-            assert st.c_prev[r, b] == prev
+            assert st.cache[r, b, K_PREV] == prev
             walked.append(int(b))
-            prev, b = b, st.c_next[r, b]
+            prev, b = b, st.cache[r, b, K_NEXT]
         assert prev == st.rep_i[r, P_LRU_TAIL]
-        assert sorted(walked) == np.flatnonzero(st.c_in[r]).tolist()
+        assert sorted(walked) == np.flatnonzero(users[r] == 0).tolist()
         assert st.rep_i[r, P_CFREE] == size[r] * len(walked)
 
 
@@ -283,3 +287,24 @@ def test_the_cache_stays_consistent_under_any_pool(policy, router, rate, kv, sys
     np.testing.assert_array_equal(st.req_i[never, I_COMPUTED] + st.req_i[never, I_HIT], st.req_i[never, I_PROMPT])
     assert (st.rep_i[:, P_MAXKV] <= st.rep_i[:, P_CAP]).all()
     _cache_is_consistent(st)
+
+
+def test_eviction_takes_the_least_recently_released_block_and_a_requests_tail_first():
+    """One replica of 1,000 tokens, blocks of 100, prompts of 400 tokens (4 blocks) with one output token,
+    one request at a time. A then B leave their blocks cached (LRU list 4 3 2 1 8 7 6 5: each released last
+    block first); C, all new, evicts A's 4 and 3; D (A's prompt) finds 1 2 and evicts B's 8 7 to compute
+    3 4; E (B's prompt) finds 5 6 and evicts C's 12 11; F (C's prompt) finds 9 10."""
+    base = mooncake_sample()
+    lists = [[1, 2, 3, 4], [5, 6, 7, 8], [9, 10, 11, 12], [1, 2, 3, 4], [5, 6, 7, 8], [9, 10, 11, 12]]
+    n = len(lists)
+    sample = replace(base, arrival_s=10.0 * np.arange(n), cls=np.zeros(n, dtype=np.int64),
+                     prompt_tokens=np.full(n, 400), output_tokens=np.ones(n, dtype=np.int64),
+                     predicted_output_tokens=np.ones(n), route_u=np.zeros((n, 1)),
+                     block_ptr=np.arange(0, 4 * n + 1, 4), block_ids=np.array(lists).ravel(), block_tokens=100)
+    state, hkey, hid = engine_state(one_class_pool(sample, kv=1000), sample)
+    state.reserve[:] = 1
+    run_pool(state, hkey, hid)
+    assert (state.req_i[:, I_STATUS] == DONE).all()
+    assert state.req_i[:, I_HIT].tolist() == [0, 0, 0, 200, 200, 200]
+    assert state.rep_i[0, P_CFREE] == 1000
+    _cache_is_consistent(state)

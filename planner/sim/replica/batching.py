@@ -58,7 +58,7 @@ from planner.sim.policies.drr import drr_cost, drr_note_dequeue, drr_select_clas
 from planner.sim.policies.keys import precedes
 from planner.sim.replica.heap import heap_clean_top, heap_remove_top
 from planner.sim.replica.inline import inlined
-from planner.sim.replica.prefix import evict, free_kv, leading_run, note_full_blocks, take
+from planner.sim.replica.prefix import evict, leading_run, register, release, take
 from planner.sim.replica.requests import outstanding, preempt
 from planner.sim.replica.state import (
     B_NSYS,
@@ -73,6 +73,7 @@ from planner.sim.replica.state import (
     H_W1,
     I_CLS,
     I_COMPUTED,
+    I_CREF,
     I_GEN,
     I_HELD,
     I_HIT,
@@ -145,7 +146,7 @@ def _schedule_running(st: State, hkey: np.ndarray, hid: np.ndarray, r: int) -> i
             evicted_self = False
             while rep_i[r, P_KV] + rep_i[r, P_CFREE] + need > cap:
                 if rep_i[r, P_CFREE] > 0:  # unused cached blocks go before anyone is preempted
-                    evict(st, r, need)
+                    evict(rep_i, st.cache, r, need)
                     continue
                 last = rep_i[r, P_NRUN] - 1
                 req_i[run_ids[r, last], I_PRE_KV] += 1
@@ -224,7 +225,7 @@ def _admit(st: State, hkey: np.ndarray, hid: np.ndarray, r: int, k: int, cand: i
     req_i[cand, I_RESERVED] = need_res
     rep_i[r, P_RES] += need_res
     if hit > 0:
-        take(st, r, cand, hit)
+        take(req_i, rep_i, st.blk_ids, st.cache, r, cand, hit)
         cached = req_i[cand, I_HELD]
         req_i[cand, I_PREFILLED] = cached
         req_i[cand, I_SAVED] += cached
@@ -232,7 +233,7 @@ def _admit(st: State, hkey: np.ndarray, hid: np.ndarray, r: int, k: int, cand: i
         if math.isnan(st.req_f[cand, F_ADMIT]):
             req_i[cand, I_HIT] = cached
     if rep_i[r, P_CFREE] > 0:
-        evict(st, r, chunk)
+        evict(rep_i, st.cache, r, chunk)
     if math.isnan(st.req_f[cand, F_ADMIT]):
         st.req_f[cand, F_ADMIT] = now
     slot = rep_i[r, P_NRUN]
@@ -290,7 +291,8 @@ def start_step(st: State, hkey: np.ndarray, hid: np.ndarray, r: int, now: float)
         hit = 0
         hit_free = 0
         if rep_i[r, P_BLOCK] > 0 and req_i[cand, I_NBLK] > 0:
-            hit, hit_free = leading_run(st, r, cand, (req_i[cand, I_TARGET] - 1) // rep_i[r, P_BLOCK])
+            hit, hit_free = leading_run(req_i, st.blk_ids, st.cache, r, cand,
+                                        (req_i[cand, I_TARGET] - 1) // rep_i[r, P_BLOCK])
         skip = hit * rep_i[r, P_BLOCK]
         need_res = _reservation(req_i, reserve, cand) - skip
         chunk = req_i[cand, I_TARGET] - skip
@@ -370,12 +372,20 @@ def finish_step(st: State, r: int, now: float) -> None:
             rep_f[r, Q_WORK] += outstanding(req_i, req_f, j) - before
             if produced and w0 <= now < w1:
                 tokens_win[req_i[j, I_CLS]] += 1
-            note_full_blocks(st, r, j)
+            if rep_i[r, P_BLOCK] > 0:  # cache the blocks it has just filled
+                full = req_i[j, I_HELD] // rep_i[r, P_BLOCK]
+                if full > req_i[j, I_NBLK]:
+                    full = req_i[j, I_NBLK]
+                if full > req_i[j, I_CREF]:
+                    register(req_i, rep_i, st.blk_ids, st.cache, r, j, full)
             if req_i[j, I_GEN] == req_i[j, I_OUT]:
                 keep = False
                 req_i[j, I_STATUS] = DONE
                 req_f[j, F_EXIT] = now
-                free_kv(st, r, j)
+                if req_i[j, I_CREF] > 0:  # its cached blocks stay cached
+                    release(req_i, rep_i, st.blk_ids, st.cache, r, j)
+                rep_i[r, P_KV] -= req_i[j, I_HELD]
+                req_i[j, I_HELD] = 0
                 rep_i[r, P_RES] -= req_i[j, I_RESERVED]
                 req_i[j, I_RESERVED] = 0
                 rep_f[r, Q_WORK] -= outstanding(req_i, req_f, j)

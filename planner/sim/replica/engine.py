@@ -56,6 +56,7 @@ from planner.sim.replica.state import (
     I_PROMPT,
     I_REASON,
     I_REP,
+    I_SESS,
     I_STATUS,
     NO_INDEX,
     P_KV,
@@ -125,7 +126,7 @@ def _arrive(st: State, hkey: np.ndarray, hid: np.ndarray, j: int, now: float) ->
     for r in range(rep_i.shape[0]):
         present[r] = rep_i[r, P_NWAIT] + rep_i[r, P_NRUN]
     code = st.pol_i[G_ROUTER]
-    s = st.sess[j]
+    s = req_i[j, I_SESS]
     if code == SESSION_AFFINITY and s >= 0 and st.sess_rep[s] >= 0:
         r = st.sess_rep[s]
     else:
@@ -184,8 +185,8 @@ def _borrowed(s: State) -> State:
         borrow(s.drr_def), borrow(s.cls_f), borrow(s.reserve), borrow(s.class_order), borrow(s.class_start),
         borrow(s.exp_ptr), borrow(s.pol_i), borrow(s.pol_f), borrow(s.pol_key), borrow(s.acc_f), borrow(s.acc_i),
         borrow(s.tokens_win), borrow(s.heap_n), borrow(s.tmp_def), borrow(s.tmp_cost), borrow(s.tmp_mask),
-        borrow(s.tmp_mark), borrow(s.present), borrow(s.blk_ptr), borrow(s.blk_ids), borrow(s.c_ref), borrow(s.c_in),
-        borrow(s.c_prev), borrow(s.c_next), borrow(s.sess), borrow(s.sess_rep), borrow(s.pfx_f), borrow(s.tmp_score),
+        borrow(s.tmp_mark), borrow(s.present), borrow(s.blk_ids), borrow(s.cache), borrow(s.sess_rep), borrow(s.pfx_f),
+        borrow(s.tmp_score),
     )
 
 

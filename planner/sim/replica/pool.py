@@ -194,8 +194,8 @@ def engine_state(config: PoolConfig, sample: RequestSample) -> tuple[State, np.n
     )
 
 
-MAX_CACHE_CELLS = 500_000_000
-"""Replicas × distinct blocks the prefix cache may hold (10 bytes each: 5 GB)."""
+MAX_CACHE_CELLS = 250_000_000
+"""Replicas × distinct blocks the prefix cache may hold (12 bytes each: 3 GB)."""
 
 
 def _dense_sessions(sample: RequestSample) -> tuple[np.ndarray, int]:

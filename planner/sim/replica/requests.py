@@ -24,20 +24,23 @@ from planner.sim.jit import njit
 from planner.sim.policies.keys import priority_key
 from planner.sim.replica.heap import heap_push
 from planner.sim.replica.inline import inlined
-from planner.sim.replica.prefix import free_kv
+from planner.sim.replica.prefix import release
 from planner.sim.replica.state import (
     C_JUMP,
     C_WEIGHT,
     F_PRED,
     G_REMAINING,
     I_CLS,
+    I_CREF,
     I_GEN,
+    I_HELD,
     I_PREFILLED,
     I_PROMPT,
     I_REP,
     I_RESERVED,
     I_STATUS,
     I_TARGET,
+    P_KV,
     P_NRUN,
     P_NWAIT,
     P_RES,
@@ -96,7 +99,10 @@ def preempt(st: State, hkey: np.ndarray, hid: np.ndarray, r: int, slot: int) -> 
     j = run_ids[r, slot]
     before = outstanding(req_i, req_f, j)
     given_back = run_tok[r, slot] if run_kind[r, slot] != SLOT_IDLE else 0
-    free_kv(st, r, j)  # its cached blocks stay cached
+    if req_i[j, I_CREF] > 0:  # its cached blocks stay cached
+        release(req_i, rep_i, st.blk_ids, st.cache, r, j)
+    rep_i[r, P_KV] -= req_i[j, I_HELD]
+    req_i[j, I_HELD] = 0
     rep_i[r, P_RES] -= req_i[j, I_RESERVED]
     req_i[j, I_RESERVED] = 0
     req_i[j, I_PREFILLED] = 0

@@ -23,13 +23,15 @@ Per replica r (rows of ``rep_i``/``rep_f``/``rep_step``): KV capacity and admiss
 counters, the time-integrals used for utilisation (measured on the window [w0, w1)), and
 the step model packed as :mod:`.step_time` reads it.
 
-Prefix cache (:mod:`.prefix`): request j's content blocks are ``blk_ids[blk_ptr[j]:blk_ptr[j+1]]``
-(dense indices 0..U−1), replica r's cache is row r of ``c_ref`` (running requests referencing
-each block), ``c_in`` (cached or not), ``c_prev``/``c_next`` (the LRU list of cached blocks no
-running request references, head ``P_LRU_HEAD``, tail ``P_LRU_TAIL``), in blocks of
-``P_BLOCK`` tokens (0: caching off on that replica). ``P_KV`` counts KV used by running
-requests (a shared block once), ``P_CFREE`` the tokens of cached unreferenced blocks.
-``sess``/``sess_rep`` are each request's session (−1: none) and each session's replica.
+Prefix cache (:mod:`.prefix`): request j's content blocks are the ``I_NBLK`` entries of
+``blk_ids`` from ``I_BLK0`` (dense indices 0..U−1); replica r's cache is ``cache[r, b]`` =
+(running requests using block b, −1 when b is not cached; previous and next block in the LRU
+list of cached blocks no running request uses, −1 at its ends), with the list's head
+``P_LRU_HEAD`` and tail ``P_LRU_TAIL``, in blocks of ``P_BLOCK`` tokens (0: caching off on
+that replica). ``P_KV`` counts KV used by running requests (a shared block once),
+``P_CFREE`` the tokens of cached unused blocks. ``I_SESS`` is a request's session (−1: none),
+``sess_rep`` each session's replica. The cache arrays are int32 to halve their memory
+(replicas × distinct blocks × 12 bytes).
 """
 
 from __future__ import annotations
@@ -52,8 +54,8 @@ REASON_NONE, REASON_WAIT, REASON_TOO_LARGE = 0, 1, 2
 # req_i columns
 I_CLS, I_PROMPT, I_OUT, I_REP, I_STATUS, I_PREFILLED, I_TARGET, I_GEN, I_HELD, I_RESERVED = range(10)
 I_PRE_KV, I_PRE_POL, I_REASON = 10, 11, 12
-I_NBLK, I_CREF, I_HIT, I_SAVED, I_COMPUTED = 13, 14, 15, 16, 17
-N_REQ_I = 18
+I_NBLK, I_CREF, I_HIT, I_SAVED, I_COMPUTED, I_BLK0, I_SESS = 13, 14, 15, 16, 17, 18, 19
+N_REQ_I = 20
 # req_f columns
 F_PRED, F_ADMIT, F_FIRST, F_EXIT = range(4)
 N_REQ_F = 4
@@ -80,6 +82,8 @@ A_AREA, A_LAST = 0, 1
 B_NSYS, B_RR = 0, 1
 # pfx_f: the cache-aware router's overlap weight
 X_OVERLAP = 0
+# cache[r, b] columns: users (−1: not cached), previous and next in the LRU list
+K_REF, K_PREV, K_NEXT = 0, 1, 2
 
 State = collections.namedtuple(
     "State",
@@ -89,7 +93,7 @@ State = collections.namedtuple(
         "cls_f", "reserve", "class_order", "class_start", "exp_ptr",
         "pol_i", "pol_f", "pol_key", "acc_f", "acc_i", "tokens_win", "heap_n",
         "tmp_def", "tmp_cost", "tmp_mask", "tmp_mark", "present",
-        "blk_ptr", "blk_ids", "c_ref", "c_in", "c_prev", "c_next", "sess", "sess_rep", "pfx_f", "tmp_score",
+        "blk_ids", "cache", "sess_rep", "pfx_f", "tmp_score",
     ],
 )
 
@@ -125,16 +129,10 @@ def no_prefix(n: int, n_rep: int) -> PrefixInput:
 
 
 def _prefix_arrays(prefix: PrefixInput, n_rep: int) -> dict[str, np.ndarray]:
-    """The cache arrays of :class:`State`, int32 where they are (replicas × blocks) to halve their memory."""
-    shape = (n_rep, prefix.n_blocks)
+    """The prefix-cache fields of :class:`State`: nothing cached, empty LRU lists."""
     return {
-        "blk_ptr": np.ascontiguousarray(prefix.block_ptr, dtype=np.int64),
         "blk_ids": np.ascontiguousarray(prefix.block_ids, dtype=np.int64),
-        "c_ref": np.zeros(shape, dtype=np.int32),
-        "c_in": np.zeros(shape, dtype=np.bool_),
-        "c_prev": np.full(shape, -1, dtype=np.int32),
-        "c_next": np.full(shape, -1, dtype=np.int32),
-        "sess": np.ascontiguousarray(prefix.session, dtype=np.int64),
+        "cache": np.full((n_rep, prefix.n_blocks, 3), -1, dtype=np.int32),
         "sess_rep": np.full(max(prefix.n_sessions, 0), -1, dtype=np.int64),
         "pfx_f": np.array([prefix.overlap_weight], dtype=np.float64),
         "tmp_score": np.zeros(n_rep, dtype=np.float64),
@@ -142,7 +140,7 @@ def _prefix_arrays(prefix: PrefixInput, n_rep: int) -> dict[str, np.ndarray]:
 
 
 def _request_ints(cls: np.ndarray, prompt: np.ndarray, output: np.ndarray, prefix: PrefixInput) -> np.ndarray:
-    """``req_i`` before the run: class, lengths, the first prefill's target, no replica, its block count."""
+    """``req_i`` before the run: class, lengths, the first prefill's target, no replica, its blocks, its session."""
     req_i = np.zeros((cls.size, N_REQ_I), dtype=np.int64)
     req_i[:, I_CLS] = cls
     req_i[:, I_PROMPT] = prompt
@@ -150,6 +148,8 @@ def _request_ints(cls: np.ndarray, prompt: np.ndarray, output: np.ndarray, prefi
     req_i[:, I_TARGET] = prompt
     req_i[:, I_REP] = -1
     req_i[:, I_NBLK] = np.diff(prefix.block_ptr)
+    req_i[:, I_BLK0] = prefix.block_ptr[:-1]
+    req_i[:, I_SESS] = prefix.session
     return req_i
 
 
