@@ -18,7 +18,7 @@ from planner.catalog import Catalog
 from planner.loop.compare import comparison_table
 from planner.loop.pipeline import PipelineResult
 from planner.placement.check import quota_limit_gpus
-from planner.report.economics import deployment_table, served_cost_per_m_tokens
+from planner.report.economics import deployment_table, prefix_figures, served_cost_per_m_tokens
 from planner.report.evidence import metric_columns
 from planner.report.inputs import ReportInputs
 from planner.report.regions import idle_regions, region_facts
@@ -154,6 +154,8 @@ def _economics(result: PipelineResult) -> tuple[pd.DataFrame, dict[str, float], 
         if len(placement.periods) else {}
     units = (getattr(result.loop.calibration, "meta", None) or {}).get("units", [])
     table = deployment_table(placement.plan, hours, placement.meta.get("deployments", []), units)
+    cached = prefix_figures(result.loop.slo, result.loop.simulation_meta)
+    table = table.drop(columns=list(cached.columns[1:])).merge(cached, on="model", how="left")[table.columns]
     window = result.window
     span = (str(window.start) if window else None, str(window.end) if window else None)
     served = served_cost_per_m_tokens(placement.plan, result.forecast.forecast, result.history, *span)

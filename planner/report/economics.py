@@ -34,8 +34,28 @@ from planner.contracts import DEPLOYMENT_KEY, ENGINE_SETTING_COLUMNS
 DEPLOYMENT_COLUMNS = (
     *DEPLOYMENT_KEY, *ENGINE_SETTING_COLUMNS, "replicas_peak", "gpus_peak", "usd",
     "usd_per_gpu_hour", "rps_per_gpu", "output_tokens_per_s_per_gpu", "usd_per_m_output_tokens_at_capacity",
-    "launch",
+    "prefix_hit_rate", "prefill_tokens_saved_per_s", "launch",
 )
+
+
+def prefix_figures(slo: pd.DataFrame | None, simulation_meta: Sequence[Mapping[str, Any]]) -> pd.DataFrame:
+    """Per model, what the prefix cache served in the loop's simulated windows: ``prefix_hit_rate`` (the share of
+    prompt tokens served from cache, each class's rate weighted by its arrivals) and ``prefill_tokens_saved_per_s``
+    (cached prompt tokens per second of measured time, summed over the model's pools, averaged over windows)."""
+    columns = ["model", "prefix_hit_rate", "prefill_tokens_saved_per_s"]
+    needed = {"model", "period", "arrived", "prefix_hit_rate", "prefill_tokens_saved"}
+    if slo is None or slo.empty or not needed <= set(slo.columns) or not simulation_meta:
+        return pd.DataFrame(columns=columns)
+    seconds = float(simulation_meta[0].get("duration_s", 0.0)) - float(simulation_meta[0].get("warmup_s", 0.0))
+    rows = slo.dropna(subset=["prefix_hit_rate"])
+    out = []
+    for model, group in rows.groupby("model", sort=True):
+        weight = group["arrived"].astype(float)
+        rate = float((group["prefix_hit_rate"] * weight).sum() / weight.sum()) if weight.sum() > 0 else np.nan
+        saved = group.groupby("period")["prefill_tokens_saved"].sum()
+        out.append({"model": model, "prefix_hit_rate": rate,
+                    "prefill_tokens_saved_per_s": float(saved.mean()) / seconds if seconds > 0 else np.nan})
+    return pd.DataFrame(out, columns=columns)
 
 
 def _mix_output_tokens(unit: Mapping[str, Any]) -> float:

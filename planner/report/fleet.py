@@ -214,11 +214,15 @@ def _deployments(section: Section, table: pd.DataFrame | None) -> None:
                                 rounded(table),
                                 "rps_per_gpu and output_tokens_per_s_per_gpu at the calibrated rate (the SLO-bound "
                                 "capacity); usd_per_m_output_tokens_at_capacity at the plan's average price per "
-                                "GPU-hour of the deployment; launch: the serving engine's command with these settings.",
+                                "GPU-hour of the deployment; launch: the serving engine's command with these "
+                                "settings; prefix_hit_rate: the share of the model's prompt tokens its prefix cache "
+                                "served in the simulated windows, prefill_tokens_saved_per_s the prompt tokens per "
+                                "second it did not compute (per model).",
                                 display=("model", "sku", "tp_degree", "engine", "max_num_seqs",
                                          "max_num_batched_tokens", "long_prefill_token_threshold", "gpus_peak",
                                          "output_tokens_per_s_per_gpu",
-                                         "usd_per_m_output_tokens_at_capacity")))
+                                         "usd_per_m_output_tokens_at_capacity", "prefix_hit_rate",
+                                         "prefill_tokens_saved_per_s")))
 
 
 def status_text(status: Any) -> str:
