@@ -72,3 +72,33 @@ def test_the_section_says_when_no_choice_is_cheaper_and_when_none_was_priced():
     assert "No neighbouring tier choice is cheaper" in section.paragraphs[0] and "+10.0 %" in section.paragraphs[0]
     empty = changes_section(ReportInputs(month="2026-11", as_of="2026-11-01T00:00:00Z", scenario_name="s"))
     assert empty.status == "no_data"
+
+
+def test_the_cache_is_priced_only_for_models_whose_cache_serves_a_declared_reuse():
+    from planner.loop.alternatives import cached_models
+
+    scenario = small_scenario()
+    forecast = pd.DataFrame({"model": "llama-3.1-8b", "traffic_class": ["interactive", "standard"],
+                             "region": "us-east", "mean": [10.0, 5.0]})
+    plain = scenario.model_validate({**scenario.model_dump(), "classes": [
+        {**k.model_dump(), "reuse": None} for k in scenario.classes]})
+    assert cached_models(plain, forecast) == []
+    reusing = scenario.model_validate({**scenario.model_dump(), "classes": [
+        {**k.model_dump(), "reuse": {"turns": 3} if k.name == "interactive" else None} for k in scenario.classes]})
+    assert cached_models(reusing, forecast) == ["llama-3.1-8b"]
+    assert cached_models(reusing, forecast.assign(mean=[0.0, 5.0])) == []  # the reusing class has no traffic
+    off = reusing.model_validate({**reusing.model_dump(), "models": [
+        {**m.model_dump(), "prefix_caching": False} for m in reusing.models]})
+    assert cached_models(off, forecast) == []
+
+
+def test_the_caching_off_table_carries_the_loops_headroom_changes():
+    from planner.loop.alternatives import _headroom_applied
+
+    key = {"sku": "H100", "tp_degree": 1}
+    calibrated = pd.DataFrame([{"model": "a", **key, "traffic_class": "x", "max_rps_per_replica": 10.0},
+                               {"model": "b", **key, "traffic_class": "x", "max_rps_per_replica": 4.0}])
+    final = calibrated.assign(max_rps_per_replica=[8.0, 5.0])  # the loop derated a, raised b
+    uncached = pd.DataFrame([{"model": "a", **key, "traffic_class": "x", "max_rps_per_replica": 6.0}])
+    table = _headroom_applied(final, calibrated, uncached).set_index("model")["max_rps_per_replica"]
+    assert table.to_dict() == {"b": 5.0, "a": pytest.approx(6.0 * 0.8)}

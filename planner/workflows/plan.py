@@ -194,9 +194,9 @@ def report(month: str, scenario_file: Path, history_file: Path, reports: Path, o
         result = run_pipeline(scenario, known, catalog, profiles, loop, as_of=stamp, compare=policies,
                               histogram=read_histograms(histogram_file), input_hashes=hashes, notify=say,
                               window=window, store=folder_store(settings.cache_dir), demand_scales=what_if.demand)
-        say("pricing the neighbouring tier choices")
+        say("pricing the neighbouring tier choices and the prefix cache")
         alternatives = what_would_change(result.loop, scenario, result.forecast.forecast, catalog, profiles, loop,
-                                         window)
+                                         window, store=folder_store(settings.cache_dir))
         say("writing the report")
         inputs = report_inputs(month, f"{stamp:%Y-%m-%dT%H:%M:%SZ}", scenario, result, catalog,
                                previous_plan=previous.plan if previous else None,
