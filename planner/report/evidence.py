@@ -38,7 +38,8 @@ WINDOWS_NOTE = ("window: the plan period a row was simulated in. Fleet peak is t
                 "period, so one row may stand for several windows (fleet peak + pool peak).")
 METRICS = tuple((metric, *metric_columns(metric)) for metric in SLO_METRICS)
 SLO_EXTRA = (("utilisation", ("utilisation", "utilization", "rho")),
-             ("rejections", ("rejections", "rejected", "rejection_rate")))
+             ("rejections", ("rejections", "rejected", "rejection_rate")),
+             ("prefix_hit_rate", ("prefix_hit_rate",)))
 
 
 def ci_upper(point: float | None, ci: Any) -> float | None:
@@ -176,7 +177,7 @@ def slo_section(inputs: ReportInputs) -> Section:
             section.paragraphs.append("Marginal (met, but the confidence interval crosses the target): "
                                       + ", ".join(marginal) + ".")
         display = (*keys, *(c for m in SLO_METRICS for c in metric_columns(m)),
-                   "worst_p99_over_slo", "slo_met", "marginal", "utilisation", "rejections")
+                   "worst_p99_over_slo", "slo_met", "marginal", "utilisation", "rejections", "prefix_hit_rate")
         section.tables.append(Table("slo_evidence", "Simulated p99 latency against SLO", table,
                                     _ratio_caption(checked, partial), display=display))
         section.charts.append(Chart("slo_evidence", "Worst p99 latency as a share of its SLO", "bars", "slo_evidence",
