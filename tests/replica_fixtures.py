@@ -14,12 +14,16 @@ from planner.sim.replica.state import (
     F_ADMIT,
     F_EXIT,
     F_FIRST,
+    I_COMPUTED,
     I_GEN,
+    I_HIT,
     I_PRE_KV,
     I_PRE_POL,
     I_REASON,
     I_REP,
+    I_SAVED,
     I_STATUS,
+    P_CFREE,
     P_MAXKV,
     P_STEPS,
     Q_BATCHAREA,
@@ -74,7 +78,8 @@ def outputs(st) -> dict[str, np.ndarray]:
         "admit": st.req_f[:, F_ADMIT], "first": st.req_f[:, F_FIRST], "exit": st.req_f[:, F_EXIT],
         "busy": st.rep_f[:, Q_BUSY], "kv_area": st.rep_f[:, Q_KVAREA], "batch_area": st.rep_f[:, Q_BATCHAREA],
         "steps": st.rep_i[:, P_STEPS], "max_kv": st.rep_i[:, P_MAXKV], "tokens_win": st.tokens_win,
-        "area": st.acc_f[:1],
+        "area": st.acc_f[:1], "hit": st.req_i[:, I_HIT], "saved": st.req_i[:, I_SAVED],
+        "computed": st.req_i[:, I_COMPUTED], "cfree": st.rep_i[:, P_CFREE],
     }
 
 

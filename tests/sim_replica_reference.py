@@ -5,23 +5,23 @@ batches, ``heapq`` on (−key, arrival, id) for the waiting queues (the policy c
 order), eager removal of rejected requests, and the round-by-round DRR loop
 (``drr_select_class_reference``). It follows the documented rules (batching.py,
 engine.py, routing.py) step by step, doing the same floating-point operations in the same
-order, so on a shared sample both must agree bit for bit. It has no prefix cache: it checks
-the engine on samples without prefix data (with them, ``tests/test_sim_prefix_cache.py`` holds
-the engine to its own oracles). ``benchmarks/sim_replica_speed.py``
-also times it as the pure-Python step loop.
+order, so on a shared sample both must agree bit for bit. Its prefix cache (prefix.py) is a
+dict of users per cached block and an ``OrderedDict`` as the LRU list of the unused ones.
+``benchmarks/sim_replica_speed.py`` also times it as the pure-Python step loop.
 """
 
 from __future__ import annotations
 
 import heapq
 import math
+from collections import OrderedDict
 from dataclasses import dataclass, field
 
 import numpy as np
 
 from planner.profiles.step_model import ATTENTION_COLUMNS, StepModel
 from planner.sim.policies.drr import drr_select_class_reference
-from planner.sim.replica.state import I_SESS, P_BLOCK, P_CHUNK
+from planner.sim.replica.state import I_BLK0, I_NBLK, I_SESS, P_BLOCK, P_CHUNK
 
 PENDING, WAITING, RUNNING, DONE, REJECTED = 0, 1, 2, 3, 4
 
@@ -67,6 +67,10 @@ class Rep:
     max_kv: int = 0
     deficits: list = field(default_factory=list)
     ptr: int = -1
+    block: int = 0  # prefix-cache block in tokens; 0: no cache
+    users: dict = field(default_factory=dict)  # cached block -> running requests using it
+    lru: OrderedDict = field(default_factory=OrderedDict)  # unused cached blocks, least recently released first
+    cfree: int = 0
 
     def __post_init__(self):
         self.heaps = [[] for _ in range(self.n_cls)]
@@ -106,11 +110,17 @@ class Reference:
         _, self.trail, self.w0, self.w1 = st.pol_f.tolist()
         self.form = st.pol_key.tolist()
         self.overlap_weight = float(st.pfx_f[0])
-        no_prefix = not st.rep_i[:, P_BLOCK].any() and not (st.req_i[:, I_SESS] >= 0).any()
-        assert no_prefix, "the reference has no prefix cache"
+        self.blocks = [st.blk_ids[a:a + m].tolist() for a, m in zip(st.req_i[:, I_BLK0], st.req_i[:, I_NBLK],
+                                                                     strict=True)]
+        self.sess = st.req_i[:, I_SESS].tolist()
+        self.sess_rep: dict[int, int] = {}
+        self.cref = [0] * n
+        self.hit = [0] * n
+        self.saved = [0] * n
+        self.computed = [0] * n
         k = len(self.weight)
-        self.reps = [Rep(_step_model(st.rep_step[r]), *st.rep_i[r, 4:8].tolist(), k, int(st.rep_i[r, P_CHUNK]))
-                     for r in range(st.rep_i.shape[0])]
+        self.reps = [Rep(_step_model(st.rep_step[r]), *st.rep_i[r, 4:8].tolist(), k, int(st.rep_i[r, P_CHUNK]),
+                         block=int(st.rep_i[r, P_BLOCK])) for r in range(st.rep_i.shape[0])]
         self.by_class = [[j for j in range(n) if self.cls[j] == c] for c in range(k)]
         self.ptr = [0] * k
         self.area = 0.0
@@ -118,6 +128,63 @@ class Reference:
         self.nsys = 0
         self.rr = 0
         self.tokens_win = [0] * k
+
+    # ------------------------------------------------------------------ prefix cache
+    def leading_run(self, r, j, limit):
+        users = self.reps[r].users
+        h = free = 0
+        for b in self.blocks[j][:max(0, min(limit, len(self.blocks[j])))]:
+            if b not in users:
+                break
+            free += users[b] == 0
+            h += 1
+        return h, free
+
+    def take(self, r, j, h):
+        rep = self.reps[r]
+        for b in self.blocks[j][:h]:
+            if rep.users[b] == 0:
+                del rep.lru[b]
+                rep.cfree -= rep.block
+                rep.kv += rep.block
+            rep.users[b] += 1
+        self.cref[j] = h
+        self.held[j] = h * rep.block
+
+    def evict(self, r, need):
+        rep = self.reps[r]
+        while rep.kv + rep.cfree + need > rep.cap and rep.lru:
+            b, _ = rep.lru.popitem(last=False)
+            del rep.users[b]
+            rep.cfree -= rep.block
+
+    def register(self, r, j):
+        rep = self.reps[r]
+        full = min(self.held[j] // rep.block, len(self.blocks[j]))
+        for b in self.blocks[j][self.cref[j]:full]:
+            if b not in rep.users:
+                rep.users[b] = 1
+                continue
+            if rep.users[b] == 0:
+                del rep.lru[b]
+                rep.cfree -= rep.block
+            else:
+                rep.kv -= rep.block
+            rep.users[b] += 1
+        self.cref[j] = max(self.cref[j], full)
+
+    def free_kv(self, r, j):
+        rep = self.reps[r]
+        for b in reversed(self.blocks[j][:self.cref[j]]):
+            rep.users[b] -= 1
+            if rep.users[b] == 0:
+                rep.lru[b] = None
+                rep.kv -= rep.block
+                rep.cfree += rep.block
+        self.held[j] -= self.cref[j] * rep.block
+        self.cref[j] = 0
+        rep.kv -= self.held[j]
+        self.held[j] = 0
 
     # ------------------------------------------------------------------ request moves
     def outstanding(self, j):
@@ -141,8 +208,7 @@ class Reference:
         j, kind, tok = rep.running[slot]
         before = self.outstanding(j)
         back = tok if kind else 0
-        rep.kv -= self.held[j]
-        self.held[j] = 0
+        self.free_kv(r, j)
         rep.reserved -= self.res[j]
         self.res[j] = 0
         self.prefilled[j] = 0
@@ -172,7 +238,10 @@ class Reference:
                 i += 1
                 continue
             evicted_self = False
-            while rep.kv + need > rep.cap:
+            while rep.kv + rep.cfree + need > rep.cap:
+                if rep.cfree > 0:
+                    self.evict(r, need)
+                    continue
                 last = len(rep.running) - 1
                 budget += self.preempt(r, last, False)
                 if last == i:
@@ -231,13 +300,17 @@ class Reference:
             cand, k = self.candidate(r)
             if cand < 0:
                 break
-            need_res = self.prompt[cand] + max(self.reserve[k], self.gen[cand] + 1)
-            chunk = min(self.target[cand], budget)
+            hit = hit_free = 0
+            if rep.block > 0 and self.blocks[cand]:
+                hit, hit_free = self.leading_run(r, cand, (self.target[cand] - 1) // rep.block)
+            skip = hit * rep.block
+            need_res = self.prompt[cand] + max(self.reserve[k], self.gen[cand] + 1) - skip
+            chunk = min(self.target[cand] - skip, budget)
             if 0 < rep.chunk_cap < chunk:
                 chunk = rep.chunk_cap
             fits_batch = len(rep.running) < rep.max_batch
             fits_res = rep.reserved + need_res <= rep.limit
-            if fits_batch and fits_res and rep.kv + chunk <= rep.cap:
+            if fits_batch and fits_res and rep.kv + hit_free * rep.block + chunk <= rep.cap:
                 heapq.heappop(rep.heaps[k])
                 if self.drr and not rep.heaps[k]:
                     rep.deficits[k] = 0.0
@@ -245,6 +318,15 @@ class Reference:
                 self.status[cand] = RUNNING
                 self.res[cand] = need_res
                 rep.reserved += need_res
+                if hit > 0:
+                    self.take(r, cand, hit)
+                    self.prefilled[cand] = skip
+                    self.saved[cand] += skip
+                    rep.work -= float(skip)
+                    if math.isnan(self.admit[cand]):
+                        self.hit[cand] = skip
+                if rep.cfree > 0:
+                    self.evict(r, chunk)
                 if math.isnan(self.admit[cand]):
                     self.admit[cand] = now
                 rep.running.append([cand, 2, chunk])
@@ -287,6 +369,7 @@ class Reference:
                     produced = True
                 else:
                     self.prefilled[j] += tok
+                    self.computed[j] += tok
                     if self.prefilled[j] == self.target[j]:
                         self.gen[j] += 1
                         produced = True
@@ -295,11 +378,12 @@ class Reference:
                 rep.work += self.outstanding(j) - before
                 if produced and self.w0 <= now < self.w1:
                     self.tokens_win[self.cls[j]] += 1
+                if rep.block > 0:
+                    self.register(r, j)
                 if self.gen[j] == self.out[j]:
                     self.status[j] = DONE
                     self.exit[j] = now
-                    rep.kv -= self.held[j]
-                    self.held[j] = 0
+                    self.free_kv(r, j)
                     rep.reserved -= self.res[j]
                     self.res[j] = 0
                     rep.work -= self.outstanding(j)
@@ -346,12 +430,18 @@ class Reference:
             return min(range(n), key=lambda r: (present[r], r))
         if self.router == 4:
             return min(range(n), key=lambda r: (self.reps[r].work, r))
-        if self.router == 5:  # cache-aware without prefix data: no overlap, KV usage and queues only
+        if self.router == 5:  # cache-aware
             most = max(rep.n_wait for rep in self.reps)
-            score = [self.overlap_weight * 0.0 - float(rep.kv) / float(rep.cap)
-                     - (float(rep.n_wait) / float(most) if most > 0 else 0.0) for rep in self.reps]
+            score = []
+            for r, rep in enumerate(self.reps):
+                overlap = 0.0
+                if rep.block > 0:
+                    h, _ = self.leading_run(r, j, len(self.blocks[j]))
+                    overlap = float(h * rep.block) / float(self.prompt[j])
+                score.append(self.overlap_weight * overlap - float(rep.kv) / float(rep.cap)
+                             - (float(rep.n_wait) / float(most) if most > 0 else 0.0))
             return max(range(n), key=lambda r: (score[r], -r))
-        if self.router == 6:  # session affinity without sessions: JSQ
+        if self.router == 6:  # session affinity: a later turn was placed with its session below
             return min(range(n), key=lambda r: (present[r], r))
         free = list(range(n))
         best = -1
@@ -362,7 +452,13 @@ class Reference:
         return best
 
     def arrive(self, j, now):
-        r = self.route(j)
+        s = self.sess[j]
+        if self.router == 6 and s in self.sess_rep:
+            r = self.sess_rep[s]
+        else:
+            r = self.route(j)
+            if s >= 0:
+                self.sess_rep[s] = r
         rep = self.reps[r]
         if self.prompt[j] + self.reserve[self.cls[j]] > rep.limit:
             self.rep[j], self.status[j], self.reason[j], self.exit[j] = r, REJECTED, 2, now
@@ -415,4 +511,6 @@ class Reference:
             "batch_area": np.array([r.batch_area for r in self.reps]),
             "steps": np.array([r.steps for r in self.reps]), "max_kv": np.array([r.max_kv for r in self.reps]),
             "tokens_win": np.array(self.tokens_win), "area": np.array([self.area]),
+            "hit": np.array(self.hit), "saved": np.array(self.saved), "computed": np.array(self.computed),
+            "cfree": np.array([r.cfree for r in self.reps]),
         }
