@@ -7,7 +7,14 @@ import pytest
 from prefix_fixtures import mooncake_frame, mooncake_sample
 
 from planner.errors import InputError
-from planner.sim.prefix_workload import SharedPrompt, ideal_cached_tokens, session_sample, trace_sample
+from planner.sim.prefix_workload import (
+    SessionTraffic,
+    SharedPrompt,
+    TraceReplay,
+    ideal_cached_tokens,
+    session_sample,
+    trace_sample,
+)
 from planner.sim.workload import default_workload, sample_requests
 
 
@@ -90,3 +97,49 @@ def test_the_ideal_reuse_counts_leading_runs_seen_before_and_leaves_one_token():
     # request 1: blocks 1, 2 seen; request 2: 1, 2, 3 (its fourth block is partial, not listed);
     # request 3: block 7 never seen. Request 0 would be capped at (40 - 1) // 10 = 3 blocks.
     assert ideal_cached_tokens(sample).tolist() == [0, 20, 30, 0]
+
+
+def test_a_trace_replay_source_follows_the_pools_rates_and_repeats_with_ids_of_its_own():
+    frame = mooncake_frame()
+    source = TraceReplay.from_records(frame["timestamp"], frame["input_length"], frame["output_length"],
+                                      frame["hash_ids"])
+    sample = source.draw(np.array([6.0, 2.0]), [], 400.0, np.random.SeedSequence(1), route_draws=2)
+    assert sample.n == int(np.searchsorted(np.sort(sample.arrival_s), 400.0))
+    assert sample.n / 400.0 == pytest.approx(8.0, rel=0.05)  # 1,000 requests at 8 req/s, then the loop
+    assert np.all(np.diff(sample.arrival_s) >= 0) and sample.arrival_s[-1] < 400.0
+    assert 0.7 < np.mean(sample.cls == 0) < 0.8  # class 0 has 6 of the 8 req/s
+    first, second = _blocks(sample, 0), _blocks(sample, 1000)
+    assert first.size == second.size and not set(first) & set(second)  # the repetition shares nothing
+    assert sample.route_u.shape == (sample.n, 2)
+
+
+def test_a_pool_draws_its_replications_from_its_source():
+    from dataclasses import replace
+
+    from replica_fixtures import pool
+
+    from planner.sim.replica.run import simulate_pool
+
+    config = replace(pool(3.0, "fcfs", "cache-aware", duration=120.0), source=SessionTraffic(turns=3, think_s=20.0))
+    result = simulate_pool(config, replications=2, seed=np.random.SeedSequence(2))
+    frame = result.per_class
+    assert (frame["prefix_hit_rate"] > 0.3).all()  # every class's later turns find their sessions' blocks
+    np.testing.assert_allclose(frame["arrival_rate_rps"], frame["offered_rps"], rtol=0.5)
+
+
+def test_session_traffic_keeps_each_classs_sessions_apart():
+    workloads = [default_workload("interactive", "llama-3.1-8b"), default_workload("standard", "llama-3.1-8b")]
+    sample = SessionTraffic(turns=3, think_s=10.0).draw(np.array([1.5, 1.5]), workloads, 300.0,
+                                                        np.random.SeedSequence(3))
+    assert sample.session is not None and np.all(np.diff(sample.arrival_s) >= 0)
+    for s in np.unique(sample.session):
+        mine = np.flatnonzero(sample.session == s)
+        assert np.unique(sample.cls[mine]).size == 1
+        for a, b in zip(mine, mine[1:], strict=False):
+            prev = _blocks(sample, a)
+            assert _blocks(sample, b)[:prev.size].tolist() == prev.tolist()
+    ids_by_class = [set(sample.block_ids[sample.block_ptr[j]:sample.block_ptr[j + 1]].tolist())
+                    for j in range(sample.n)]
+    zero = set().union(*(ids_by_class[j] for j in range(sample.n) if sample.cls[j] == 0))
+    one = set().union(*(ids_by_class[j] for j in range(sample.n) if sample.cls[j] == 1))
+    assert zero and one and not zero & one

@@ -23,6 +23,10 @@ Only full blocks are listed. Three sources, each pure and seeded (numpy Generato
   new user tokens, so a session is one token stream and each turn lists the stream's full
   blocks up to the end of its own output: turn t + 1 starts with every block of turn t.
 
+As a pool's request source (``PoolConfig.source``, drawn for each replication at the pool's
+class rates, so a calibration's bisection replays them at each rate it tries):
+:class:`TraceReplay` and :class:`SessionTraffic`.
+
 :func:`ideal_cached_tokens` is the reuse a cache that forgets nothing would find: request j,
 in arrival order, finds its longest leading run of blocks seen in any earlier request, at
 most ⌊(prompt − 1)/B⌋ blocks (one token is always computed, as in vLLM).
@@ -199,3 +203,99 @@ def ideal_cached_tokens(sample: RequestSample) -> np.ndarray:
         out[j] = h * size
         seen.update(int(b) for b in blocks)
     return out
+
+
+def _classes(rates_rps: np.ndarray, n: int, seed: np.random.SeedSequence) -> np.ndarray:
+    """A class per request, drawn with probability λ_k / Σλ (one class: all 0)."""
+    rates = np.asarray(rates_rps, dtype=np.float64)
+    if rates.size <= 1:
+        return np.zeros(n, dtype=np.int64)
+    return np.random.default_rng(seed).choice(rates.size, size=n, p=rates / rates.sum()).astype(np.int64)
+
+
+@dataclass(frozen=True, eq=False)
+class TraceReplay:
+    """A trace as a pool's request source (``PoolConfig.source``): replayed at the pool's total rate
+    Σ λ_k, each request's class drawn with probability λ_k / Σλ; a trace shorter than the run is
+    repeated end to end, each repetition with ids of its own (a repetition shares no block with the
+    one before: reuse across the seam would be an artefact of the loop)."""
+
+    timestamp_ms: np.ndarray
+    input_length: np.ndarray
+    output_length: np.ndarray
+    hash_ids: tuple[tuple[int, ...], ...]
+    block_tokens: int = MOONCAKE_BLOCK_TOKENS
+
+    @classmethod
+    def from_records(cls, timestamp_ms: Sequence[float], input_length: Sequence[int], output_length: Sequence[int],
+                     hash_ids: Sequence[Sequence[int]], block_tokens: int = MOONCAKE_BLOCK_TOKENS) -> TraceReplay:
+        """From a trace's columns (e.g. the Mooncake JSONL's, as read by the caller)."""
+        return cls(np.asarray(timestamp_ms, dtype=np.float64), np.asarray(input_length, dtype=np.int64),
+                   np.asarray(output_length, dtype=np.int64), tuple(tuple(int(b) for b in h) for h in hash_ids),
+                   int(block_tokens))
+
+    def draw(self, rates_rps: np.ndarray, workloads: Sequence[ClassWorkload], duration_s: float,
+             seed: np.random.SeedSequence, *, prediction_sigma: float = 0.0, route_draws: int = 2) -> RequestSample:
+        """The requests arriving before ``duration_s`` (``workloads`` unused: the trace has its lengths)."""
+        streams = seed.spawn(3)
+        one = trace_sample(self.timestamp_ms, self.input_length, self.output_length, self.hash_ids, streams[0],
+                           rate_rps=float(np.sum(rates_rps)), block_tokens=self.block_tokens,
+                           prediction_sigma=prediction_sigma)
+        assert one.block_ptr is not None and one.block_ids is not None
+        span = float(one.arrival_s[-1]) * one.n / max(one.n - 1, 1)
+        repeats = max(1, int(np.ceil(duration_s / span)))
+        offset = int(one.block_ids.max(initial=-1)) + 1
+        arrival = np.concatenate([one.arrival_s + k * span for k in range(repeats)])
+        keep = int(np.searchsorted(arrival, duration_s, side="left"))
+        ptr = np.zeros(keep + 1, dtype=np.int64)
+        ptr[1:] = np.cumsum(np.tile(np.diff(one.block_ptr), repeats)[:keep])
+        ids = np.concatenate([one.block_ids + k * offset for k in range(repeats)])[:int(ptr[-1])]
+        route_u = np.random.default_rng(streams[2]).random((keep, max(route_draws, 1)))
+        return RequestSample(arrival[:keep], _classes(rates_rps, keep, streams[1]),
+                             np.tile(one.prompt_tokens, repeats)[:keep], np.tile(one.output_tokens, repeats)[:keep],
+                             np.tile(one.predicted_output_tokens, repeats)[:keep], route_u,
+                             block_ptr=ptr, block_ids=ids, block_tokens=self.block_tokens)
+
+
+@dataclass(frozen=True)
+class SessionTraffic:
+    """Multi-turn sessions as a pool's request source (``PoolConfig.source``): class k's sessions start at
+    λ_k / ``turns`` per second with its own length laws, so its requests arrive at about λ_k
+    (:func:`session_sample`; session ids are distinct across classes)."""
+
+    turns: int = 4
+    think_s: float = 30.0
+    block_tokens: int = 16
+
+    def draw(self, rates_rps: np.ndarray, workloads: Sequence[ClassWorkload], duration_s: float,
+             seed: np.random.SeedSequence, *, prediction_sigma: float = 0.0, route_draws: int = 2) -> RequestSample:
+        parts = []
+        for k, (rate, law, child) in enumerate(zip(rates_rps, workloads, seed.spawn(len(workloads)), strict=True)):
+            part = session_sample(float(rate) / self.turns, duration_s, law, child, turns=self.turns,
+                                  think_s=self.think_s, block_tokens=self.block_tokens,
+                                  prediction_sigma=prediction_sigma, route_draws=route_draws)
+            parts.append(replace(part, cls=np.full(part.n, k, dtype=np.int64)))
+        return _merge(parts)
+
+
+def _merge(parts: list[RequestSample]) -> RequestSample:
+    """Samples with disjoint block ids and sessions (each part's shifted past the ones before), in arrival order."""
+    id_base = session_base = 0
+    sessions: list[np.ndarray] = []
+    lists: list[np.ndarray] = []
+    for part in parts:
+        assert part.block_ptr is not None and part.block_ids is not None and part.session is not None
+        lists.extend(part.block_ids[part.block_ptr[j]:part.block_ptr[j + 1]] + id_base for j in range(part.n))
+        sessions.append(part.session + session_base)
+        id_base += int(part.block_ids.max(initial=-1)) + 1
+        session_base += int(part.session.max(initial=-1)) + 1
+    arrival = np.concatenate([p.arrival_s for p in parts])
+    order = np.argsort(arrival, kind="stable")
+    ptr, flat = _csr([lists[i] for i in order])
+
+    def cat(name: str) -> np.ndarray:
+        return np.concatenate([getattr(p, name) for p in parts])[order]
+
+    return RequestSample(arrival[order], cat("cls"), cat("prompt_tokens"), cat("output_tokens"),
+                         cat("predicted_output_tokens"), cat("route_u"), block_ptr=ptr, block_ids=flat,
+                         block_tokens=parts[0].block_tokens, session=np.concatenate(sessions)[order])

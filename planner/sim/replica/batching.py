@@ -74,6 +74,7 @@ from planner.sim.replica.state import (
     I_CLS,
     I_COMPUTED,
     I_CREF,
+    I_FILL,
     I_GEN,
     I_HELD,
     I_HIT,
@@ -372,12 +373,11 @@ def finish_step(st: State, r: int, now: float) -> None:
             rep_f[r, Q_WORK] += outstanding(req_i, req_f, j) - before
             if produced and w0 <= now < w1:
                 tokens_win[req_i[j, I_CLS]] += 1
-            if rep_i[r, P_BLOCK] > 0:  # cache the blocks it has just filled
+            if req_i[j, I_HELD] >= req_i[j, I_FILL] and rep_i[r, P_BLOCK] > 0:  # it filled a listed block
                 full = req_i[j, I_HELD] // rep_i[r, P_BLOCK]
                 if full > req_i[j, I_NBLK]:
                     full = req_i[j, I_NBLK]
-                if full > req_i[j, I_CREF]:
-                    register(req_i, rep_i, st.blk_ids, st.cache, r, j, full)
+                register(req_i, rep_i, st.blk_ids, st.cache, r, j, full)
             if req_i[j, I_GEN] == req_i[j, I_OUT]:
                 keep = False
                 req_i[j, I_STATUS] = DONE

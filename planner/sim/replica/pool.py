@@ -20,9 +20,9 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
 
@@ -98,6 +98,15 @@ class ClassSpec:
                    float(klass.drr_quantum_tokens), float(klass.max_queue_wait_ms), slo, workload, reuse)
 
 
+class SampleSource(Protocol):
+    """Draws a replication's requests itself, at the pool's class rates (e.g.
+    :class:`planner.sim.prefix_workload.TraceReplay`, :class:`~planner.sim.prefix_workload.SessionTraffic`)."""
+
+    def draw(self, rates_rps: np.ndarray, workloads: Sequence[ClassWorkload], duration_s: float,
+             seed: np.random.SeedSequence, *, prediction_sigma: float = 0.0,
+             route_draws: int = 2) -> RequestSample: ...
+
+
 @dataclass(frozen=True)
 class PoolConfig:
     """One pool to simulate. ``policy_params`` holds the policy's parameter values by name (the
@@ -107,8 +116,9 @@ class PoolConfig:
     Prefix caching (:mod:`.prefix`) runs on every replica whose ``prefix_caching`` is on, when
     ``prefix_caching`` here is on (the default) and the requests carry their blocks: those of
     ``prefix`` (a :class:`~planner.sim.workload.PrefixLaw` that :func:`draw_sample` applies), or
-    of a sample given to :func:`run_sample`. ``router_overlap_weight`` is the cache-aware
-    router's w (:mod:`.routing`)."""
+    of a sample given to :func:`run_sample`, or of ``source``, which then draws every replication's
+    requests in place of the arrival process and length laws. ``router_overlap_weight`` is the
+    cache-aware router's w (:mod:`.routing`)."""
 
     replicas: tuple[ReplicaSpec, ...]
     classes: tuple[ClassSpec, ...]
@@ -128,6 +138,7 @@ class PoolConfig:
     router_overlap_weight: float = DEFAULT_OVERLAP_WEIGHT
     prefix: PrefixLaw | None = None
     block_tokens: int = DEFAULT_BLOCK_TOKENS
+    source: SampleSource | None = None
 
     @property
     def n_replicas(self) -> int:
@@ -244,6 +255,11 @@ def class_prefix(config: PoolConfig) -> PrefixLaw | None:
 
 def draw_sample(config: PoolConfig, seed: np.random.SeedSequence) -> RequestSample:
     d = config.router_d if router_code(config.router) == POWER_OF_D else 1
+    if config.source is not None:
+        return config.source.draw(np.array([c.rate_rps for c in config.classes]),
+                                  [c.workload for c in config.classes], config.duration_s, seed,
+                                  prediction_sigma=config.prediction_sigma,
+                                  route_draws=max(1, min(d, config.n_replicas)))
     return sample_requests(
         np.array([c.rate_rps for c in config.classes]), [c.workload for c in config.classes], config.duration_s,
         seed, arrival_kind=config.arrival_kind, cv=config.arrival_cv,

@@ -47,12 +47,14 @@ from planner.sim.replica.inline import inlined
 from planner.sim.replica.state import (
     I_BLK0,
     I_CREF,
+    I_FILL,
     I_HELD,
     I_NBLK,
     I_PROMPT,
     K_NEXT,
     K_PREV,
     K_REF,
+    NEVER,
     P_BLOCK,
     P_CAP,
     P_CFREE,
@@ -137,6 +139,7 @@ def take(req_i: np.ndarray, rep_i: np.ndarray, blk_ids: np.ndarray, cache: np.nd
         cache[r, b, K_REF] += 1
     req_i[j, I_CREF] = h
     req_i[j, I_HELD] = h * size
+    req_i[j, I_FILL] = (h + 1) * size if h < req_i[j, I_NBLK] else NEVER
 
 
 @compiled_only
@@ -154,7 +157,7 @@ def evict(rep_i: np.ndarray, cache: np.ndarray, r: int, need: int) -> None:
 def register(req_i: np.ndarray, rep_i: np.ndarray, blk_ids: np.ndarray, cache: np.ndarray, r: int, j: int,
              full: int) -> None:
     """Request j now holds ``full`` full blocks of its list (more than it uses): cache the new ones.
-    The caller tests ``full > I_CREF`` first, which is all the decode path pays."""
+    The caller tests ``I_HELD >= I_FILL`` first, which is all the decode path pays."""
     size = rep_i[r, P_BLOCK]
     start = req_i[j, I_BLK0]
     for i in range(req_i[j, I_CREF], full):
@@ -170,6 +173,7 @@ def register(req_i: np.ndarray, rep_i: np.ndarray, blk_ids: np.ndarray, cache: n
             rep_i[r, P_KV] -= size
         cache[r, b, K_REF] = users + 1
     req_i[j, I_CREF] = full
+    req_i[j, I_FILL] = (full + 1) * size if full < req_i[j, I_NBLK] else NEVER
 
 
 @compiled_only
@@ -189,6 +193,7 @@ def release(req_i: np.ndarray, rep_i: np.ndarray, blk_ids: np.ndarray, cache: np
             rep_i[r, P_CFREE] += size
     req_i[j, I_CREF] = 0
     req_i[j, I_HELD] -= used * size
+    req_i[j, I_FILL] = size  # used > 0, so it lists a block
 
 
 @compiled_only

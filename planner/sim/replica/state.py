@@ -30,8 +30,9 @@ list of cached blocks no running request uses, −1 at its ends), with the list'
 ``P_LRU_HEAD`` and tail ``P_LRU_TAIL``, in blocks of ``P_BLOCK`` tokens (0: caching off on
 that replica). ``P_KV`` counts KV used by running requests (a shared block once),
 ``P_CFREE`` the tokens of cached unused blocks. ``I_SESS`` is a request's session (−1: none),
-``sess_rep`` each session's replica. The cache arrays are int32 to halve their memory
-(replicas × distinct blocks × 12 bytes).
+``sess_rep`` each session's replica. ``I_FILL`` is the KV a request must hold for its next
+listed block to be full (``NEVER`` when none is left), so the step loop tests one comparison.
+The cache arrays are int32 to halve their memory (replicas × distinct blocks × 12 bytes).
 """
 
 from __future__ import annotations
@@ -54,8 +55,10 @@ REASON_NONE, REASON_WAIT, REASON_TOO_LARGE = 0, 1, 2
 # req_i columns
 I_CLS, I_PROMPT, I_OUT, I_REP, I_STATUS, I_PREFILLED, I_TARGET, I_GEN, I_HELD, I_RESERVED = range(10)
 I_PRE_KV, I_PRE_POL, I_REASON = 10, 11, 12
-I_NBLK, I_CREF, I_HIT, I_SAVED, I_COMPUTED, I_BLK0, I_SESS = 13, 14, 15, 16, 17, 18, 19
-N_REQ_I = 20
+I_NBLK, I_CREF, I_HIT, I_SAVED, I_COMPUTED, I_BLK0, I_SESS, I_FILL = 13, 14, 15, 16, 17, 18, 19, 20
+N_REQ_I = 21
+NEVER = 2**62
+"""``I_FILL`` of a request with no listed block left to fill (held KV never reaches it)."""
 # req_f columns
 F_PRED, F_ADMIT, F_FIRST, F_EXIT = range(4)
 N_REQ_F = 4
@@ -150,6 +153,8 @@ def _request_ints(cls: np.ndarray, prompt: np.ndarray, output: np.ndarray, prefi
     req_i[:, I_NBLK] = np.diff(prefix.block_ptr)
     req_i[:, I_BLK0] = prefix.block_ptr[:-1]
     req_i[:, I_SESS] = prefix.session
+    block = int(prefix.block_tokens.max(initial=0))
+    req_i[:, I_FILL] = np.where((req_i[:, I_NBLK] > 0) & (block > 0), block, NEVER)
     return req_i
 
 
