@@ -218,3 +218,24 @@ def test_validate_refuses_an_undeclared_unknown_class(tmp_path: Path):
     result = runner.invoke(cli.app, ["validate", str(_write_user_scenario(tmp_path, data))])
     assert result.exit_code == ExitCode.INVALID_INPUT
     assert "class 'code' of model 'llama-3.1-8b' (output_tokens)" in result.output
+
+
+@pytest.mark.slow
+def test_calibrate_gives_each_model_its_own_classes_only(tmp_path: Path):
+    data = user_data()
+    for model in data["models"]:
+        model["skus"], model["tp"] = ["H100"], [1] if model["name"] == "llama-3.1-8b" else [8]
+    path = _write_user_scenario(tmp_path, data)
+    out = tmp_path / "capacity.csv"
+    result = runner.invoke(cli.app, ["calibrate", "--scenario", str(path), "--out", str(out), "--models",
+                                     "llama-3.1-8b", "--sim-duration", "2min", "--replications", "2",
+                                     "--tolerance", "0.2", "--default-settings", "--no-cache", "--engine", "local"])
+    assert result.exit_code == 0, result.output
+    import json
+
+    meta = json.loads(out.with_suffix(".json").read_text())["meta"]
+    assert meta["class_mix"] == {"llama-3.1-8b": {"code": 1.0}}
+    assert meta["class_mix_source"] == {"llama-3.1-8b": "scenario class shares of the model's classes"}
+    assert meta["no_traffic"] == [{"model": "llama-3.1-8b", "traffic_class": "chat"}]
+    assert meta["length_defaults"] == []
+    assert [w["traffic_class"] for w in meta["workloads"]] == ["code"]
