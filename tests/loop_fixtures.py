@@ -30,7 +30,9 @@ def small_raw(horizon: str = "24h") -> dict:
     data["regions"]["origins"] = [o for o in data["regions"]["origins"] if o["name"] == "us-east"]
     data["regions"]["latency_ms"] = {"us-east": {"aws:us-east-1": 8}}
     data["models"] = [{"name": "llama-3.1-8b", "skus": ["H100"], "tp": [1]}]
-    data["classes"] = [{**c, "share": SHARES[c["name"]]} for c in data["classes"] if c["name"] in SHARES]
+    # without the demo's declared reuse: the loop tests' capacities are those of plain Poisson traffic
+    data["classes"] = [{**{k: v for k, v in c.items() if k != "reuse"}, "share": SHARES[c["name"]]}
+                       for c in data["classes"] if c["name"] in SHARES]
     data["capacity"]["tiers"] = ["reserved", "on_demand"]
     return data
 

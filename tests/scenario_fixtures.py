@@ -12,3 +12,11 @@ def with_tps(scenario: Scenario, tps: tuple[int, ...], model: str = "llama-3.1-8
         if spec["name"] == model:
             spec["tp"] = list(tps)
     return parse_scenario(raw)
+
+
+def without_reuse(scenario: Scenario) -> Scenario:
+    """The scenario with no class declaring prefix reuse: plain Poisson traffic, as the sampler's own tests need."""
+    raw = scenario.model_dump()
+    for klass in raw["classes"]:
+        klass["reuse"] = None
+    return parse_scenario(raw)

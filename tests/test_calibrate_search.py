@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from scenario_fixtures import with_tps
+from scenario_fixtures import with_tps, without_reuse
 
 from planner.calibrate.inputs import Settings, UnitTask, build_tasks, class_shares, select_units
 from planner.calibrate.probe import pair_seed, pool_config, replication_seed, run_length_s
@@ -224,6 +224,7 @@ def unit_tasks(scenario: Scenario, profiles, sku: str, settings: Settings = SETT
 
 
 def test_every_rate_sees_the_same_requests_time_scaled(demo, profiles):
+    demo = without_reuse(demo)  # conversations keep their think times at any rate (tests/test_class_reuse.py)
     task, *other_tps = unit_tasks(demo, profiles, "H100")
     replica = task.candidates[0]
     slow, fast = 0.5, 2.0
@@ -303,7 +304,7 @@ def slo_holds(scenario: Scenario, model: str, config: PoolConfig, replications: 
     ("A100-80GB", STANDARD_ONLY, {"standard": (3000.0, 60000.0, 60.0)}),  # TPOT binds
 ])
 def test_slo_holds_at_the_answer_and_fails_just_above_it(scenario, profiles, tmp_path, sku, mix, slos):
-    scenario = with_slos(scenario, slos)
+    scenario = without_reuse(with_slos(scenario, slos))  # the re-check below writes plain Poisson pools
     rel_tol = 0.02
     result = calibrate(scenario, profiles, models=["llama-3.1-8b"], skus=[sku], class_mix=mix, rel_tol=rel_tol,
                        cache_dir=tmp_path, seed=3, **FAST)

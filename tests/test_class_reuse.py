@@ -129,3 +129,29 @@ def test_the_cache_shortens_ttft_and_reports_its_hits_per_class():
     assert on.loc["standard", "prefix_hit_rate"] == 0  # declares no reuse
     assert on.loc["interactive", "ttft_p99_ms"] < off.loc["interactive", "ttft_p99_ms"]
     assert on.loc["interactive", "arrived"] == off.loc["interactive", "arrived"]  # the same requests
+
+
+def test_a_higher_rate_adds_conversations_and_keeps_the_others():
+    """Common random numbers for calibration's bisection: the sessions at rate r start at r' / r times the same
+    points at rate r', in the same order, with the same turns."""
+    reuse = ClassReuse(130_048, turns=3, think_s=20.0)
+    slow = sample_requests(np.array([2.0]), [CHAT], DURATION, np.random.SeedSequence(5),
+                           prefix=PoolReuse((reuse,), (CHAT,), (2.0,), (130_048,), DURATION, 16))
+    fast = sample_requests(np.array([6.0]), [CHAT], DURATION, np.random.SeedSequence(5),
+                           prefix=PoolReuse((reuse,), (CHAT,), (6.0,), (130_048,), DURATION, 16))
+    assert slow.session is not None and fast.session is not None
+
+    def first_turns(sample):
+        firsts = {}
+        for j in range(sample.n):
+            firsts.setdefault(int(sample.session[j]), (sample.arrival_s[j], int(sample.prompt_tokens[j])))
+        return [firsts[s] for s in sorted(firsts)]
+
+    a, b = first_turns(slow), first_turns(fast)
+    assert len(b) > 2 * len(a) > 100
+    ranks = {k: i for i, k in enumerate(sorted(range(len(b)), key=lambda i: b[i][0]))}
+    assert sorted(ranks)[:10] == list(range(10))
+    starts_a = np.array([t for t, _ in a[:50]])
+    starts_b = np.array([t for t, _ in b[:50]])
+    np.testing.assert_allclose(starts_a * 2.0, starts_b * 6.0, rtol=1e-9)
+    assert [p for _, p in a[:50]] == [p for _, p in b[:50]]

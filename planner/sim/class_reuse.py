@@ -27,7 +27,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from planner.sim.workload import ClassWorkload, LengthLaw, RequestSample
+from planner.sim.workload import ClassWorkload, LengthLaw, RequestSample, poisson_arrivals
 
 ENGINE_BLOCK_TOKENS = {"vllm": 16, "sglang": 16, "trtllm": 32}
 """KV block size in tokens per engine, the unit the prefix cache keeps: vLLM's default ``--block-size`` (16),
@@ -108,14 +108,16 @@ def _sessions(law: PoolReuse, k: int, reuse: ClassReuse, route_draws: int,
               seed: np.random.SeedSequence) -> tuple[RequestSample, np.ndarray, np.ndarray]:
     """Class k's conversations, vectorised: (requests in arrival order, each one's blocks, its session).
 
-    Sessions start as a Poisson process at λ_k / T on [0, D); turn t + 1 arrives an exponential think time after
+    Sessions start as a Poisson process at λ_k / T on [0, D) (exponential gaps of one stream scaled by the rate,
+    and every session's draws taken in session order, so a higher rate adds sessions and keeps the others:
+    common random numbers for calibration's bisection); turn t + 1 arrives an exponential think time after
     turn t; P_1 ~ the prompt law, P_{t+1} = P_t + O_t + U_{t+1} (U: the user-token law); a session ends before
     a prompt would pass the class's cap. A turn lists the stream's full blocks up to the end of its output.
     """
     workload, turns = law.workloads[k], reuse.turns
     rng = [np.random.default_rng(s) for s in seed.spawn(6)]
-    n = int(rng[0].poisson(law.rates_rps[k] / turns * law.duration_s)) if law.rates_rps[k] > 0 else 0
-    starts = np.sort(rng[0].uniform(0.0, law.duration_s, size=n))
+    starts = poisson_arrivals(law.rates_rps[k] / turns, law.duration_s, rng[0])
+    n = starts.size
     first = workload.prompt.sample_from_uniform(rng[1].random(n))
     output = np.maximum(workload.output.sample_from_uniform(rng[2].random(n * turns)).reshape(n, turns), 1)
     user = (reuse.user_tokens or workload.prompt).sample_from_uniform(rng[3].random(n * turns)).reshape(n, turns)
