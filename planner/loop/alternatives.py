@@ -29,6 +29,7 @@ if TYPE_CHECKING:
     from planner.placement.window import PlanningWindow
     from planner.scenario import Scenario
 
+CACHE_CHOICE = "prefix caching off"
 ALTERNATIVE_COLUMNS = ("choice", "set", "feasible", "usd", "usd_vs_plan", "usd_vs_plan_pct", "note")
 
 
@@ -102,7 +103,7 @@ def cache_choice(loop: LoopResult, scenario: Scenario, forecast: pd.DataFrame, c
                          search_settings=settings.search_settings, engine=settings.engine, workers=settings.workers,
                          scheduler=settings.scheduler, store=store).table
     table = _headroom_applied(loop.capacity, loop.calibration.table, uncached)
-    row: dict[str, object] = {"choice": "prefix caching off",
+    row: dict[str, object] = {"choice": CACHE_CHOICE,
                               "set": " ".join(f"--set models.{m}.prefix_caching=false" for m in models)}
     try:
         placed = place_plan(off, forecast, catalog, profiles, capacity=table, solver=settings.solver,

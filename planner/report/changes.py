@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pandas as pd
 
+from planner.loop.alternatives import CACHE_CHOICE
 from planner.report.inputs import ReportInputs, money, rounded
 from planner.report.model import Section, Table
 
@@ -18,6 +19,8 @@ def changes_section(inputs: ReportInputs) -> Section:
     table = inputs.alternatives
     if table is None or table.empty:
         return section.no_data("the neighbouring tier choices were not priced for this run.")
+    cached = table[table["choice"] == CACHE_CHOICE]
+    table_all, table = table, table[table["choice"] != CACHE_CHOICE]
     feasible = table[table["feasible"].astype(bool)]
     cheaper = feasible[pd.to_numeric(feasible["usd_vs_plan"], errors="coerce") < -0.005]
     if not cheaper.empty:
@@ -37,11 +40,21 @@ def changes_section(inputs: ReportInputs) -> Section:
     if not infeasible.empty:
         section.paragraphs.append("Not possible: " + "; ".join(
             f"{row['choice']} ({row['note']})" for _, row in infeasible.iterrows()) + ".")
+    section.paragraphs += [_cache_text(row) for _, row in cached.iterrows()]
     section.paragraphs.append(SWEEP_HINT.format(cls=inputs.tightest_class or "interactive"))
     section.tables.append(Table(
-        "plan_alternatives", "Plan cost under each neighbouring tier choice", rounded(table, {"usd": 2,
-                                                                                           "usd_vs_plan": 2,
-                                                                                           "usd_vs_plan_pct": 1}),
-        "Each row places the same forecast with the loop's final capacity per replica and one tier dropped or "
-        "added (placement only, not re-simulated); `set` is the option that makes the choice."))
+        "plan_alternatives", "Plan cost under each neighbouring tier choice, and with prefix caching off",
+        rounded(table_all, {"usd": 2, "usd_vs_plan": 2, "usd_vs_plan_pct": 1}),
+        "Each tier row places the same forecast with the loop's final capacity per replica and one tier dropped or "
+        "added; the prefix-caching row places it on capacity calibrated with caching off (placement only, not "
+        "re-simulated); `set` is the option that makes the choice."))
     return section
+
+
+def _cache_text(row: pd.Series) -> str:
+    """What the prefix cache saves, from the plan placed again with caching off."""
+    if not bool(row["feasible"]):
+        return f"With prefix caching off the plan is not possible ({row['note']}): the cache is what makes it fit."
+    return (f"The prefix cache saves {money(float(row['usd_vs_plan']))} ({float(row['usd_vs_plan_pct']):.1f} % of "
+            f"the plan): with caching off the same forecast costs {money(float(row['usd']))}, "
+            f"{row['note']}. To check it: `planner plan --scenario S --history H {row['set']}`.")
