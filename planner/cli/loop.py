@@ -132,6 +132,8 @@ def calibrate(
                   as_json=as_json, written=done.written, failures=result.failures)
     if result.failures and not as_json:
         print_table(result.failures, title="Units that meet no SLO at any load (no row written)")
+    for note in result.meta.get("length_defaults", []):
+        stderr.print(f"[yellow]note:[/] {note}")
 
 
 # --------------------------------------------------------------------------- plan

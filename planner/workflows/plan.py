@@ -99,9 +99,13 @@ def record_pipeline(run: RunContext | None, result: PipelineResult, **extra: Any
 
 
 def pipeline_warnings(result: PipelineResult) -> list[str]:
-    """Every placement warning of the run (its own loop and each compared policy's), once each."""
+    """Every placement warning of the run (its own loop and each compared policy's), and every (model, class) whose
+    token lengths a built-in law stands in for, once each."""
     loops = [result.loop, *(o.result for o in result.comparison or [])]
-    return list(dict.fromkeys(w for loop in loops for w in loop.warnings))
+    defaults = [note for loop in loops
+                for meta in [getattr(loop.calibration, "meta", None) or {}, *loop.simulation_meta]
+                for note in meta.get("length_defaults", [])]
+    return list(dict.fromkeys([*(w for loop in loops for w in loop.warnings), *defaults]))
 
 
 @dataclass(frozen=True)
