@@ -43,11 +43,12 @@ def changes_section(inputs: ReportInputs) -> Section:
     section.paragraphs += [_cache_text(row) for _, row in cached.iterrows()]
     section.paragraphs.append(SWEEP_HINT.format(cls=inputs.tightest_class or "interactive"))
     section.tables.append(Table(
-        "plan_alternatives", "Plan cost under each neighbouring tier choice, and with prefix caching off",
+        "plan_alternatives", "Plan cost under each neighbouring tier choice"
+        + (", and with prefix caching off" if not cached.empty else ""),
         rounded(table_all, {"usd": 2, "usd_vs_plan": 2, "usd_vs_plan_pct": 1}),
         "Each tier row places the same forecast with the loop's final capacity per replica and one tier dropped or "
-        "added; the prefix-caching row places it on capacity calibrated with caching off (placement only, not "
-        "re-simulated); `set` is the option that makes the choice."))
+        "added" + ("; the prefix-caching row places it on capacity calibrated with caching off" if not cached.empty
+                   else "") + " (placement only, not re-simulated); `set` is the option that makes the choice."))
     return section
 
 
