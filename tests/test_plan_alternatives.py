@@ -102,3 +102,11 @@ def test_the_caching_off_table_carries_the_loops_headroom_changes():
     uncached = pd.DataFrame([{"model": "a", **key, "traffic_class": "x", "max_rps_per_replica": 6.0}])
     table = _headroom_applied(final, calibrated, uncached).set_index("model")["max_rps_per_replica"]
     assert table.to_dict() == {"b": 5.0, "a": pytest.approx(6.0 * 0.8)}
+
+
+def test_the_caching_off_plan_keeps_the_plans_own_deployments():
+    from planner.loop.alternatives import _deployed
+
+    plan = pd.DataFrame({"model": ["a", "a", "a", "b"], "sku": ["H100", "H100", "L40S", "H100"],
+                         "tp_degree": [1, 1, 2, 8], "replicas": [2, 0, 1, 3]})
+    assert _deployed(plan, ["a"]) == {"a": {("H100", 1), ("L40S", 2)}}

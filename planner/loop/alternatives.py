@@ -83,26 +83,34 @@ def cached_models(scenario: Scenario, forecast: pd.DataFrame) -> list[str]:
 def cache_choice(loop: LoopResult, scenario: Scenario, forecast: pd.DataFrame, catalog: Catalog,
                  profiles: pd.DataFrame, settings: LoopSettings, *, window: PlanningWindow | None = None,
                  store: CalibrationStore | None = None) -> list[dict[str, object]]:
-    """What the prefix cache saves: the plan placed again on capacity calibrated with caching off.
+    """What the prefix cache saves: the same plan's deployments, placed again on capacity calibrated with caching off.
 
-    The models whose cache serves something are calibrated again with ``prefix_caching = false`` (every unit,
-    the loop's policy, mixes and seed; the calibration cache keeps them for the next run), each coefficient
-    scaled by the loop's own headroom change of that row (its final table over its calibration), and the
-    plan placed on that table. Placement only: the caching-off plan is not re-simulated. No row when no
-    model's cache serves anything, or when the loop's capacity was not calibrated.
+    For the models whose cache serves something, the deployments (SKU, TP) the plan runs are calibrated again
+    with ``prefix_caching = false`` (the loop's policy, mixes and seed; the calibration cache keeps them for the
+    next run), each coefficient scaled by the loop's own headroom change of that row (its final table over its
+    calibration), and the forecast placed on those deployments alone (other models keep every unit).
+    Placement only: the caching-off plan is not re-simulated. No row when no model's cache serves anything, or
+    when the loop's capacity was not calibrated.
     """
     from planner.calibrate import calibrate
 
-    models = cached_models(scenario, forecast)
-    if not models or getattr(loop, "calibration", None) is None:
+    models = [m for m in cached_models(scenario, forecast) if m in set(loop.placement.plan["model"].astype(str))] \
+        if getattr(loop, "calibration", None) is not None else []
+    if not models:
         return []
-    off = scenario.model_copy(update={"models": tuple(m.model_copy(update={"prefix_caching": False})
-                                                      if m.name in models else m for m in scenario.models)})
+    deployed = _deployed(loop.placement.plan, models)
+    off = scenario.model_copy(update={"models": tuple(
+        m.model_copy(update={"prefix_caching": False, "skus": tuple(sorted({s for s, _ in deployed[m.name]})),
+                             "tp": tuple(sorted({t for _, t in deployed[m.name]}))})
+        if m.name in models else m for m in scenario.models)})
     mixes = forecast_mixes(forecast, scenario.model_names, scenario.class_names)
     uncached = calibrate(off, profiles, policy=loop.policy, mixes=mixes, models=models, seed=settings.seed,
                          search_settings=settings.search_settings, engine=settings.engine, workers=settings.workers,
                          scheduler=settings.scheduler, store=store).table
     table = _headroom_applied(loop.capacity, loop.calibration.table, uncached)
+    kept = [str(m) not in deployed or (str(s), int(t)) in deployed[str(m)]
+            for m, s, t in zip(table["model"], table["sku"], table["tp_degree"], strict=True)]
+    table = table[kept].reset_index(drop=True)
     row: dict[str, object] = {"choice": CACHE_CHOICE,
                               "set": " ".join(f"--set models.{m}.prefix_caching=false" for m in models)}
     try:
@@ -117,6 +125,15 @@ def cache_choice(loop: LoopResult, scenario: Scenario, forecast: pd.DataFrame, c
              "note": f"{gpus - loop.gpus_peak:+d} GPUs at the fleet peak ({gpus} against {loop.gpus_peak}): what "
                      f"the prefix cache of {', '.join(models)} saves; calibrated with caching off, placement only: "
                      "not re-simulated"}]
+
+
+def _deployed(plan: pd.DataFrame, models: list[str]) -> dict[str, set[tuple[str, int]]]:
+    """Per model, the (SKU, TP) deployments the plan runs in any period."""
+    rows = plan[plan["model"].astype(str).isin(models) & (plan["replicas"] > 0)]
+    out: dict[str, set[tuple[str, int]]] = {m: set() for m in models}
+    for model, sku, tp in zip(rows["model"], rows["sku"], rows["tp_degree"], strict=True):
+        out[str(model)].add((str(sku), int(tp)))
+    return out
 
 
 def _headroom_applied(final: pd.DataFrame, calibrated: pd.DataFrame, uncached: pd.DataFrame) -> pd.DataFrame:
