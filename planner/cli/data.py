@@ -456,12 +456,11 @@ def ingest(
 
     labels = _labels(region=region, model=model, traffic_class=traffic_class)
     if fmt.strip().lower() == "rates":
-        _refuse_log_options(start=start, histogram_out=histogram_out, block_tokens=block_tokens,
-                            reuse_out=reuse_out)
+        _refuse(LOGS_ONLY, start=start, histogram_out=histogram_out, block_tokens=block_tokens, reuse_out=reuse_out)
         _ingest_rates(inputs, out, mapping=mapping, labels=labels, freq=freq, lengths=lengths, scenario=scenario,
                       as_json=as_json, run=run)
         return
-    _refuse_rates_options(lengths=lengths, scenario=scenario)
+    _refuse(RATES_ONLY, lengths=lengths, scenario=scenario)
     out, histogram_path = output_paths(out, histogram_out)  # before reading gigabytes of logs
     reuse_file = reuse_path(out, histogram_path, reuse_out)
     # A glob is expanded (and each match checked) by the reader; a plain path is checked here.
@@ -485,22 +484,16 @@ def _labels(**given: str | None) -> dict[str, str]:
     return {key: value for key, value in given.items() if value is not None}
 
 
-def _refuse_rates_options(**given: Any) -> None:
-    """Options of rates tables that request logs cannot use (they carry their own lengths): each one given is
-    exit 3."""
-    for name, value in given.items():
-        if value is not None:
-            raise InputError(f"--{name} only applies to --format rates (request logs carry their own lengths)",
-                             where=f"--{name}", fix=f"drop --{name}")
+LOGS_ONLY = "applies to request logs, not to --format rates"
+RATES_ONLY = "only applies to --format rates (request logs carry their own lengths)"
 
 
-def _refuse_log_options(**given: Any) -> None:
-    """Options of request logs that a rates table cannot use: each one given is exit 3."""
+def _refuse(why: str, **given: Any) -> None:
+    """Options this input format cannot use: the first one given is exit 3, ``why`` saying what it applies to."""
     for name, value in given.items():
         if value is not None:
             option = "--" + name.replace("_", "-")
-            raise InputError(f"{option} applies to request logs, not to --format rates", where=option,
-                             fix=f"drop {option}")
+            raise InputError(f"{option} {why}", where=option, fix=f"drop {option}")
 
 
 def _ingest_rates(inputs: list[str], out: Path, *, mapping: str | None, labels: dict[str, str], freq: str,
