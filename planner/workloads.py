@@ -33,7 +33,6 @@ from typing import NoReturn
 import numpy as np
 import pandas as pd
 
-from planner.contracts.columns import HISTOGRAM_COLUMNS
 from planner.errors import InputError
 from planner.scenario import Scenario
 from planner.scenario.lengths import BUILTIN_LAWS, LengthDecl
@@ -193,11 +192,7 @@ def check_histogram(histogram: pd.DataFrame | None, scenario: Scenario) -> None:
     """Refuse a histogram whose columns or bins are broken, or that names a model or class the scenario lacks."""
     if histogram is None:
         return
-    missing = [c for c in HISTOGRAM_COLUMNS if c not in histogram.columns]
-    if missing:
-        raise InputError(f"the token histogram lacks column(s) {', '.join(missing)}", where="--histogram",
-                         fix=f"pass the .histogram.csv of `planner ingest` (columns {', '.join(HISTOGRAM_COLUMNS)})")
-    validate_histogram(histogram)
+    validate_histogram(histogram, where="--histogram")
     for column, known, what in (("model", scenario.model_names, "model"),
                                 ("traffic_class", scenario.class_names, "traffic class")):
         unknown = sorted(set(histogram[column].astype(str)) - set(known))

@@ -234,9 +234,15 @@ def _histogram_law(rows: pd.DataFrame, where: str) -> EmpiricalLength:
     return EmpiricalLength(lo, hi, counts)
 
 
-def validate_histogram(histogram: pd.DataFrame) -> None:
-    """Refuse a histogram with broken bins, naming every bad cell in one error (the bins of every
-    model and class, used or not: a file with one broken bin is suspect as a whole)."""
+def validate_histogram(histogram: pd.DataFrame, where: str = "histogram") -> None:
+    """Refuse a histogram without the ingest columns (``where`` names the input), or with broken bins, naming
+    every bad cell in one error (the bins of every model and class, used or not: a file with one broken bin is
+    suspect as a whole)."""
+    missing = [c for c in HISTOGRAM_COLUMNS if c not in histogram.columns]
+    if missing:
+        raise InputError(f"the token histogram lacks column(s) {', '.join(missing)}", where=where,
+                         fix=f"pass the .histogram.csv of `planner ingest` (columns {', '.join(HISTOGRAM_COLUMNS)})")
+
     def locate(problem: Problem) -> str:
         return f"{data_row(problem.row or 0)}, column '{problem.column}'"
 
@@ -253,10 +259,6 @@ def workloads_for(
     result = {k: default_workload(k, model, caps.get(k)) for k in class_names}
     if histogram is None:
         return result
-    missing = [c for c in HISTOGRAM_COLUMNS if c not in histogram.columns]
-    if missing:
-        raise InputError(f"the token histogram lacks column(s) {', '.join(missing)}", where="histogram",
-                         fix=f"pass the .histogram.csv of `planner ingest` (columns {', '.join(HISTOGRAM_COLUMNS)})")
     validate_histogram(histogram)
     for klass in class_names:
         rows = histogram[(histogram["model"] == model) & (histogram["traffic_class"] == klass)]
