@@ -45,8 +45,9 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from planner.profiles import load_profiles, profile_for  # noqa: E402
+from planner.sim.class_reuse import ClassReuse, session_sample  # noqa: E402
 from planner.sim.policies import get_policy  # noqa: E402
-from planner.sim.prefix_workload import TraceReplay, ideal_cached_tokens, session_sample, trace_sample  # noqa: E402
+from planner.sim.prefix_workload import TraceReplay, ideal_cached_tokens, trace_sample  # noqa: E402
 from planner.sim.replica.engine import run_pool  # noqa: E402
 from planner.sim.replica.metrics import replication_metrics  # noqa: E402
 from planner.sim.replica.pool import ClassSpec, PoolConfig, ReplicaSpec, engine_state, run_sample  # noqa: E402
@@ -141,8 +142,8 @@ def main() -> None:
         off = capacity(args.trace, router, False, args.ttft_ms, args.steps) / REPLICAS
         on = capacity(args.trace, router, True, args.ttft_ms, args.steps) / REPLICAS
         print(f"| {router} | {hit:.1%} | {off:.3f} | {on:.3f} | {on / off:.2f} |")
-    sessions = session_sample(0.6, 3600.0, default_workload("interactive", "llama-3.1-8b"),
-                              np.random.SeedSequence(1), turns=5, think_s=30.0)
+    sessions = session_sample(3.0, 3600.0, default_workload("interactive", "llama-3.1-8b"),
+                              ClassReuse(130_048, turns=5, think_s=30.0), 16, np.random.SeedSequence(1))
     print(f"\nhit rate on 1 h of 5-turn sessions (0.6 sessions/s, think time 30 s, 16-token blocks; ideal "
           f"{ideal_cached_tokens(sessions).sum() / sessions.prompt_tokens.sum():.1%}), same pool:")
     for router in (*ROUTERS, "session-affinity"):

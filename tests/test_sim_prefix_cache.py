@@ -23,7 +23,8 @@ from prefix_fixtures import mooncake_frame, mooncake_sample, one_class_pool
 from replica_fixtures import matches_reference, outputs, pool, run
 from sim_replica_reference import Reference
 
-from planner.sim.prefix_workload import SharedPrompt, session_sample
+from planner.sim.class_reuse import ClassReuse, session_sample
+from planner.sim.prefix_workload import SharedPrompt
 from planner.sim.replica.engine import run_pool
 from planner.sim.replica.metrics import replication_metrics
 from planner.sim.replica.pool import draw_sample, engine_state, run_sample
@@ -198,7 +199,8 @@ def test_the_hit_rate_never_falls_as_the_cache_grows():
 
 def _sessions(seed: int = 1):
     workload = default_workload("interactive", "llama-3.1-8b")
-    return session_sample(0.5, 600.0, workload, np.random.SeedSequence(seed), turns=5, think_s=20.0)
+    return session_sample(2.5, 600.0, workload, ClassReuse(130_048, turns=5, think_s=20.0), 16,
+                          np.random.SeedSequence(seed))
 
 
 def test_cache_aware_routing_finds_at_least_random_routings_hits_on_sessions():
@@ -325,7 +327,7 @@ def test_eviction_takes_the_least_recently_released_block_and_a_requests_tail_fi
 def test_compiled_equals_the_reference_with_a_prefix_cache(policy, router):
     """Shared prompts on a small KV cache (hits, evictions, preemptions): every output of the compiled engine,
     the cache figures included, equals the pure-Python reference's."""
-    config = replace(pool(12.0, policy, router, kv=20_000, kv_fraction=1.0, reserve=0.3, duration=60.0),
+    config = replace(pool(12.0, policy, router, kv=16_000, kv_fraction=1.0, reserve=0.3, duration=60.0),
                      prefix=SharedPrompt(2048, 3, block_tokens=64))
     st = matches_reference(config)
     assert st.req_i[:, I_HIT].sum() > 0

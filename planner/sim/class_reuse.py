@@ -4,7 +4,7 @@ Each class k of a pool may declare (:class:`ClassReuse`, from ``reuse = { ... }`
 scenario, :mod:`planner.workloads`):
 
 * **multi-turn sessions** of T turns: the class's requests are replaced by conversations
-  (:func:`planner.sim.prefix_workload.session_sample`) starting as a Poisson process at
+  (:func:`session_sample`) starting as a Poisson process at
   λ_k / T sessions per second, so the class keeps about its rate λ_k of requests (fewer
   when a conversation outgrows the class's prompt cap and ends early); each turn's prompt is
   the previous turn's prompt and answer plus new user tokens, so it starts with every block
@@ -23,10 +23,11 @@ are exactly those of :func:`planner.sim.workload.sample_requests`.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
+from planner.errors import InputError
 from planner.sim.workload import ClassWorkload, LengthLaw, RequestSample, poisson_arrivals
 
 ENGINE_BLOCK_TOKENS = {"vllm": 16, "sglang": 16, "trtllm": 32}
@@ -91,32 +92,46 @@ class PoolReuse:
         reuse = self.classes[k]
         streams = seed.spawn(2)
         if reuse is not None and reuse.turns > 0:
-            own, sizes, session = _sessions(self, k, reuse, sample.route_u.shape[1], streams[0])
-            ptr, ids = _stream_blocks(sizes, session)
+            talk = session_sample(self.rates_rps[k], self.duration_s, self.workloads[k], reuse, self.block_tokens,
+                                  streams[0], prediction_sigma=self.prediction_sigma,
+                                  route_draws=sample.route_u.shape[1])
+            assert talk.block_ptr is not None and talk.block_ids is not None and talk.session is not None
+            own, ptr, ids, session = replace(talk, cls=np.full(talk.n, k, dtype=np.int64)), talk.block_ptr, \
+                talk.block_ids, talk.session
         else:
             own = _subset(sample, np.flatnonzero(sample.cls == k))
             has = reuse is not None and reuse.system_tokens > 0
             sizes = own.prompt_tokens // self.block_tokens if has else np.zeros(own.n, dtype=np.int64)
             session = np.full(own.n, -1, dtype=np.int64)
-            ptr, ids = _stream_blocks(sizes, np.arange(own.n))  # each request its own stream: fresh ids
+            ptr, ids = stream_blocks(sizes, np.arange(own.n))  # each request its own stream: fresh ids
         if reuse is not None and reuse.system_tokens > 0:
-            ids = _with_system_prompt(ptr, ids, session, reuse, self.block_tokens, np.random.default_rng(streams[1]))
+            ids = with_system_prompt(ptr, ids, session, reuse.system_tokens, reuse.variants, self.block_tokens,
+                                     np.random.default_rng(streams[1]))
         return _Part(own, ptr, ids, session)
 
 
-def _sessions(law: PoolReuse, k: int, reuse: ClassReuse, route_draws: int,
-              seed: np.random.SeedSequence) -> tuple[RequestSample, np.ndarray, np.ndarray]:
-    """Class k's conversations, vectorised: (requests in arrival order, each one's blocks, its session).
+def session_sample(rate_rps: float, duration_s: float, workload: ClassWorkload, reuse: ClassReuse,
+                   block_tokens: int, seed: np.random.SeedSequence, *, prediction_sigma: float = 0.0,
+                   route_draws: int = 2) -> RequestSample:
+    """One class's conversations at about ``rate_rps`` requests per second, vectorised: class 0, in arrival order,
+    each turn with its blocks and its session id.
 
-    Sessions start as a Poisson process at λ_k / T on [0, D) (exponential gaps of one stream scaled by the rate,
+    Sessions start as a Poisson process at λ / T on [0, D) (exponential gaps of one stream scaled by the rate,
     and every session's draws taken in session order, so a higher rate adds sessions and keeps the others:
     common random numbers for calibration's bisection); turn t + 1 arrives an exponential think time after
-    turn t; P_1 ~ the prompt law, P_{t+1} = P_t + O_t + U_{t+1} (U: the user-token law); a session ends before
-    a prompt would pass the class's cap. A turn lists the stream's full blocks up to the end of its output.
+    turn t *arrives* (the sample is drawn before the simulation: a think time shorter than a turn's response
+    time sends the next turn while the last still runs); P_1 ~ the prompt law, P_{t+1} = P_t + O_t + U_{t+1}
+    (U: ``reuse.user_tokens``, else the prompt law); a session ends before a prompt would pass
+    ``reuse.max_prompt_tokens``. A turn lists its session's full blocks up to the end of its own output, so
+    turn t + 1 starts with every block of turn t. The system prompt, if any, is the caller's
+    (:class:`PoolReuse` draws it per session).
     """
-    workload, turns = law.workloads[k], reuse.turns
+    turns = reuse.turns
+    if turns < 1 or reuse.think_s < 0 or block_tokens < 1:
+        raise InputError("a session needs turns >= 1, think_s >= 0 and block_tokens >= 1", where="sessions",
+                         fix="e.g. turns = 4, think_s = 30")
     rng = [np.random.default_rng(s) for s in seed.spawn(6)]
-    starts = poisson_arrivals(law.rates_rps[k] / turns, law.duration_s, rng[0])
+    starts = poisson_arrivals(rate_rps / turns, duration_s, rng[0])
     n = starts.size
     first = workload.prompt.sample_from_uniform(rng[1].random(n))
     output = np.maximum(workload.output.sample_from_uniform(rng[2].random(n * turns)).reshape(n, turns), 1)
@@ -126,19 +141,20 @@ def _sessions(law: PoolReuse, k: int, reuse: ClassReuse, route_draws: int,
     grow = np.concatenate([first[:, None], output[:, :-1] + user[:, 1:]], axis=1)
     prompt = np.cumsum(grow, axis=1)
     arrival = starts[:, None] + np.cumsum(gaps, axis=1)
-    keep = (np.cumprod(prompt <= reuse.max_prompt_tokens, axis=1) > 0) & (arrival < law.duration_s)
+    keep = (np.cumprod(prompt <= reuse.max_prompt_tokens, axis=1) > 0) & (arrival < duration_s)
     session = np.broadcast_to(np.arange(n)[:, None], (n, turns))[keep]
     arrival, prompt, output = arrival[keep], prompt[keep], output[keep]
     order = np.argsort(arrival, kind="stable")
-    predicted = output * np.exp(law.prediction_sigma * rng[5].standard_normal(output.size))
+    predicted = output * np.exp(prediction_sigma * rng[5].standard_normal(output.size))
     route_u = rng[5].random((order.size, max(route_draws, 1)))
-    sample = RequestSample(arrival[order], np.full(order.size, k, dtype=np.int64), prompt[order].astype(np.int64),
-                           output[order].astype(np.int64), predicted[order], route_u)
-    sizes = (prompt[order] + output[order]) // law.block_tokens
-    return sample, sizes.astype(np.int64), session[order].astype(np.int64)
+    session = session[order].astype(np.int64)
+    ptr, ids = stream_blocks(((prompt[order] + output[order]) // block_tokens).astype(np.int64), session)
+    return RequestSample(arrival[order], np.zeros(order.size, dtype=np.int64), prompt[order].astype(np.int64),
+                         output[order].astype(np.int64), predicted[order], route_u, ptr, ids, int(block_tokens),
+                         session)
 
 
-def _stream_blocks(sizes: np.ndarray, stream: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def stream_blocks(sizes: np.ndarray, stream: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """CSR blocks: request j lists the first ``sizes[j]`` blocks of its stream (``stream[j]``); every stream has
     ids of its own, so requests of one stream share leading runs and no others do."""
     ptr = np.zeros(sizes.size + 1, dtype=np.int64)
@@ -153,17 +169,18 @@ def _stream_blocks(sizes: np.ndarray, stream: np.ndarray) -> tuple[np.ndarray, n
     return ptr, np.repeat(base[inverse.ravel()], sizes) + position
 
 
-def _with_system_prompt(ptr: np.ndarray, ids: np.ndarray, session: np.ndarray, reuse: ClassReuse,
-                        block_tokens: int, rng: np.random.Generator) -> np.ndarray:
-    """The first ⌊N/B⌋ blocks of each request replaced by its variant's (one variant per session, if any)."""
-    per_variant = reuse.system_tokens // block_tokens
+def with_system_prompt(ptr: np.ndarray, ids: np.ndarray, session: np.ndarray, system_tokens: int, variants: int,
+                       block_tokens: int, rng: np.random.Generator) -> np.ndarray:
+    """The first ⌊N/B⌋ blocks of each request replaced by its variant's (one variant per session, −1: none); the
+    variants' ids come first, the others shift past them."""
+    per_variant = system_tokens // block_tokens
     units = np.where(session >= 0, session, -1 - np.arange(session.size))  # a session, or the request alone
     keys, inverse = np.unique(units, return_inverse=True)
-    variant = rng.integers(0, reuse.variants, size=keys.size)[inverse.ravel()]
+    variant = rng.integers(0, variants, size=keys.size)[inverse.ravel()]
     sizes = np.diff(ptr)
     position = np.arange(ids.size, dtype=np.int64) - np.repeat(ptr[:-1], sizes)
     shared = position < per_variant
-    out = ids + reuse.variants * per_variant  # the variants' ids come first
+    out = ids + variants * per_variant
     out[shared] = np.repeat(variant, sizes)[shared] * per_variant + position[shared]
     return out
 

@@ -100,7 +100,7 @@ class ClassSpec:
 
 class SampleSource(Protocol):
     """Draws a replication's requests itself, at the pool's class rates (e.g.
-    :class:`planner.sim.prefix_workload.TraceReplay`, :class:`~planner.sim.prefix_workload.SessionTraffic`)."""
+    :class:`planner.sim.prefix_workload.TraceReplay`)."""
 
     def draw(self, rates_rps: np.ndarray, workloads: Sequence[ClassWorkload], duration_s: float,
              seed: np.random.SeedSequence, *, prediction_sigma: float = 0.0,
