@@ -34,8 +34,9 @@ import numpy as np
 import pandas as pd
 
 from planner.errors import InputError
+from planner.measured_reuse import fit_measured_reuse
 from planner.scenario import Scenario
-from planner.scenario.lengths import BUILTIN_LAWS, LengthDecl
+from planner.scenario.lengths import BUILTIN_LAWS, LengthDecl, MeasuredReuse
 from planner.sim.class_reuse import ClassReuse, PoolReuse
 from planner.sim.prefix_workload import ideal_cached_tokens
 from planner.sim.workload import (
@@ -74,6 +75,7 @@ class Workload:
     defaulted: tuple[str, ...] = ()
     reuse: ClassReuse | None = None
     reuse_source: str = "none declared"
+    measured: MeasuredReuse | None = None
 
     def describe(self) -> dict[str, object]:
         """The effective workload, as ``planner validate`` and the outputs show it."""
@@ -87,6 +89,9 @@ class Workload:
         row["reuse_source"] = self.reuse_source
         if self.reuse is not None:
             row.update(expected_reuse(self.lengths, self.reuse))
+        if self.measured is not None:
+            row["measured_ideal_reuse_share"] = round(self.measured.ideal_share, 3)
+            row["measured_prompt_mean_tokens"] = round(self.measured.prompt_tokens / self.measured.requests, 1)
         return row
 
 
@@ -171,21 +176,38 @@ def _law_and_source(scenario: Scenario, model: str, klass: str, measure: str, co
     return None
 
 
-def _reuse(scenario: Scenario, model: str, klass: str) -> tuple[ClassReuse | None, str]:
-    """The pair's declared prefix reuse (the model's, else the class's) and its source."""
+def _reuse(scenario: Scenario, model: str, klass: str,
+           lengths: ClassWorkload) -> tuple[ClassReuse | None, str, ClassWorkload, MeasuredReuse | None]:
+    """The pair's prefix reuse (the model's declaration, else the class's), its source, the lengths under it (a
+    shape fitted to measured sessions rescales the first turn's prompt) and the measured figures, if any."""
     own, shared = scenario.declared_lengths(model, klass)
+    cap = prompt_cap_tokens(model, scenario.prompt_caps().get(klass))
     for decl, where in ((own.reuse, f"models[{model}].workloads.{klass}.reuse"), (shared.reuse,
                                                                                  f"classes[{klass}].reuse")):
         if decl is None:
             continue
-        user = None
-        if decl.user_tokens is not None:
-            cap = prompt_cap_tokens(model, scenario.prompt_caps().get(klass))
-            user = _declared_law(decl.user_tokens, "prompt", model, cap)
-        return ClassReuse(prompt_cap_tokens(model, scenario.prompt_caps().get(klass)),
-                          decl.system_prompt_tokens or 0, decl.variants, decl.turns or 0, decl.think_time_s,
-                          user), f"scenario {where}: {decl.describe()}"
-    return None, "none declared"
+        if decl.measured is not None:
+            measured = _measured_series(decl.series or (), model, klass, f"scenario, {where}.measured")
+            fitted = fit_measured_reuse(measured, lengths, cap)
+            return fitted.reuse, f"scenario {where}: {decl.describe()}, {fitted.note}", fitted.lengths, measured
+        user = _declared_law(decl.user_tokens, "prompt", model, cap) if decl.user_tokens is not None else None
+        return (ClassReuse(cap, decl.system_prompt_tokens or 0, decl.variants, decl.turns or 0, decl.think_time_s,
+                           user), f"scenario {where}: {decl.describe()}", lengths, None)
+    return None, "none declared", lengths, None
+
+
+def _measured_series(series: Iterable[MeasuredReuse], model: str, klass: str, where: str) -> MeasuredReuse:
+    """The model's series of a measured file; a class's declaration with one series measured on another model
+    lends it (its source names that model)."""
+    every = list(series)
+    for one in every:
+        if one.model == model:
+            return one
+    if len(every) == 1:
+        return every[0]
+    raise InputError(f"the reuse file has series of class {klass!r} for {', '.join(s.model for s in every)}, "
+                     f"not for {model}", where=where,
+                     fix=f"declare the reuse for each model under [models.workloads.{klass}], or ingest {model}'s log")
 
 
 def check_histogram(histogram: pd.DataFrame | None, scenario: Scenario) -> None:
@@ -229,9 +251,9 @@ def resolve_workloads(scenario: Scenario, mixes: Mapping[str, Mapping[str, float
             source = p_source if p_source == o_source else f"prompt: {p_source}; output: {o_source}"
             lengths = ClassWorkload(prompt, output, source)
             defaulted = tuple(m for m, flag in (("prompt", p_default), ("output", o_default)) if flag)
-            reuse, reuse_source = _reuse(scenario, model, klass)
+            reuse, reuse_source, lengths, measured = _reuse(scenario, model, klass, lengths)
             result[(model, klass)] = Workload(model, klass, share, share_source, lengths, p_source, o_source,
-                                              defaulted, reuse, reuse_source)
+                                              defaulted, reuse, reuse_source, measured)
     if missing:
         raise InputError(f"no token lengths for {'; '.join(missing)}", where="scenario, traffic classes",
                          fix="declare them on the class ([[classes]] prompt_tokens = { median = ..., p99 = ... }, "
@@ -288,3 +310,9 @@ def default_notes(workloads: Mapping[tuple[str, str], Workload]) -> list[str]:
     return [f"{w.model} / {w.traffic_class}: {' and '.join(w.defaulted)} lengths from the built-in law "
             f"{w.traffic_class!r} (declare them in the scenario or pass --histogram to use your own)"
             for w in workloads.values() if w.defaulted and w.share > 0]
+
+
+def reuse_notes(workloads: Mapping[tuple[str, str], Workload]) -> list[str]:
+    """One line per pair whose prefix reuse is a shape fitted to measured figures (:mod:`planner.measured_reuse`)."""
+    return [f"{w.model} / {w.traffic_class}: prefix reuse {w.reuse_source}"
+            for w in workloads.values() if w.measured is not None and w.share > 0]

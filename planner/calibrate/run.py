@@ -49,7 +49,7 @@ from planner.sim.policies import get_policy, policy_values
 from planner.sim.simulate import WARMUP_FRACTION
 from planner.sim.work import PoolWork, check_work
 from planner.slo import SLO_METRICS
-from planner.workloads import Workload, default_notes, resolve_workloads
+from planner.workloads import Workload, default_notes, resolve_workloads, reuse_notes
 
 DEFAULT_DURATION_S = 600.0
 DEFAULT_REPLICATIONS = 8
@@ -193,6 +193,7 @@ def _meta(scenario: Scenario, s: Settings, shares: Mapping[str, MixSource],
         "no_traffic": [{"model": m, "traffic_class": k} for m, (mix, _) in shares.items() for k, p in mix.items()
                        if p <= 0],
         "length_defaults": default_notes(workloads),
+        "reuse_fits": reuse_notes(workloads),
         "pool_replicas": s.pool_replicas, "duration_s": s.duration_s, "warmup_fraction": s.warmup_fraction,
         "min_class_requests": s.min_class_requests, "max_requests_per_replication": s.max_requests,
         "replications": s.replications, "seed": s.seed,

@@ -35,7 +35,7 @@ def validate(
     from planner.catalog import load_catalog
     from planner.scenario import check_against_data
     from planner.workflows.common import load_scenario_inputs, read_histograms
-    from planner.workloads import default_notes, resolve_workloads
+    from planner.workloads import default_notes, resolve_workloads, reuse_notes
 
     loaded, profiles = load_scenario_inputs(scenario)
     workloads = resolve_workloads(loaded, {m: loaded.model_mix(m) for m in loaded.model_names},
@@ -51,12 +51,12 @@ def validate(
     if as_json:
         print_table(loaded.summary_rows(), as_json=True,
                     json_extra={"scenario": str(scenario), "valid": True, "workloads": rows,
-                                "length_defaults": default_notes(workloads)})
+                                "length_defaults": default_notes(workloads), "reuse_fits": reuse_notes(workloads)})
         return
     print_table(loaded.summary_rows(), title=f"Scenario {scenario}: valid")
     print_table([_workload_row(r) for r in rows], title="Workload per (model, class): share of the model's requests "
                                                         "(scenario mix), token lengths and where they come from")
-    for note in default_notes(workloads):
+    for note in [*default_notes(workloads), *reuse_notes(workloads)]:
         stderr.print(f"[yellow]note:[/] {escape(note)}")
 
 
@@ -67,12 +67,20 @@ def _workload_row(row: dict[str, Any]) -> dict[str, Any]:
         out[f"{measure} mean/p50/p99"] = (f"{row[f'{measure}_mean_tokens']:,.0f} / {row[f'{measure}_p50_tokens']:,} / "
                                           f"{row[f'{measure}_p99_tokens']:,}")
     out["reuse"] = row["reuse"] if "ideal_reuse_share" not in row else (
-        f"{row['reuse']}: ideal share {row['ideal_reuse_share']:.0%}, prompts "
+        f"{row['reuse']}: ideal share {row['ideal_reuse_share']:.0%}{_measured(row)}, prompts "
         f"{row['prompt_mean_tokens_all_turns']:,.0f} tokens over all turns")
     sources = dict.fromkeys((row["prompt_source"], row["output_source"]))
     out["lengths from"] = " | ".join(f"{m}: {src}" for m, src in zip(("prompt", "output"), sources, strict=False)) \
         if len(sources) > 1 else next(iter(sources))
     return out
+
+
+def _measured(row: dict[str, Any]) -> str:
+    """The measured figures beside a fitted shape's, so the fit's quality shows."""
+    if "measured_ideal_reuse_share" not in row:
+        return ""
+    return (f" (measured {row['measured_ideal_reuse_share']:.0%}, prompts {row['measured_prompt_mean_tokens']:,.0f} "
+            "tokens)")
 
 
 # --------------------------------------------------------------------------- catalog

@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import typer
+from rich.markup import escape
 
 from planner.cli import placement_options as limits
 from planner.cli.app import (
@@ -132,8 +133,8 @@ def calibrate(
                   as_json=as_json, written=done.written, failures=result.failures)
     if result.failures and not as_json:
         print_table(result.failures, title="Units that meet no SLO at any load (no row written)")
-    for note in result.meta.get("length_defaults", []):
-        stderr.print(f"[yellow]note:[/] {note}")
+    for note in [*result.meta.get("length_defaults", []), *result.meta.get("reuse_fits", [])]:
+        stderr.print(f"[yellow]note:[/] {escape(note)}")
 
 
 # --------------------------------------------------------------------------- plan

@@ -112,8 +112,42 @@ class LengthDecl(Frozen):
         return f"histogram {self.histogram}"
 
 
+class MeasuredReuse(Frozen):
+    """One (model, class) series of a reuse file written by ``planner ingest`` (``<out>.reuse.json``): what an
+    unbounded prefix cache would have served on the logged requests, and the logged sessions if any."""
+
+    model: Str
+    traffic_class: Str
+    source: Str
+    requests: Annotated[int, Field(strict=True, ge=1)]
+    prompt_tokens: Annotated[int, Field(strict=True, ge=1)]
+    ideal_cached_tokens: Annotated[int, Field(strict=True, ge=0)]
+    requests_with_hit: Annotated[int, Field(strict=True, ge=0)]
+    sessions: Annotated[int, Field(strict=True, ge=1)] | None = None
+    turns_per_session_mean: Annotated[float, Field(ge=1)] | None = None
+    think_time_mean_s: Annotated[float, Field(ge=0)] | None = None
+
+    @model_validator(mode="after")
+    def _consistent(self) -> MeasuredReuse:
+        if self.ideal_cached_tokens > self.prompt_tokens or self.requests_with_hit > self.requests:
+            raise rule_error([Issue((), "serves more than the log holds",
+                                    "give ideal_cached_tokens <= prompt_tokens and requests_with_hit <= requests")])
+        return self
+
+    @property
+    def ideal_share(self) -> float:
+        return self.ideal_cached_tokens / self.prompt_tokens
+
+    def describe(self) -> str:
+        sessions = (f", {self.sessions:,} sessions of {self.turns_per_session_mean:.2f} turns"
+                    if self.sessions is not None else "")
+        return (f"{self.source}: {self.requests:,} requests of {self.model}, ideal share "
+                f"{self.ideal_share:.1%}{sessions}")
+
+
 class ReuseDecl(Frozen):
-    """Declared prefix reuse of a class (``reuse = { ... }``): a shared system prompt, multi-turn sessions, or both.
+    """Declared prefix reuse of a class (``reuse = { ... }``): a shared system prompt, multi-turn sessions, or both;
+    or the reuse measured from the class's logs.
 
     * ``system_prompt_tokens`` N in ``variants`` K: every request (every session, with sessions) starts with one of
       K system prompts of N tokens, drawn uniformly.
@@ -121,6 +155,9 @@ class ReuseDecl(Frozen):
       exponential think time after the previous one, and its prompt is the previous turn's prompt and answer plus
       ``user_tokens`` new tokens (default: the class's prompt law), so it starts with every block of the last.
       The class's prompt law is then the first turn's prompt.
+    * ``measured``: a reuse file that ``planner ingest`` wrote (``<out>.reuse.json``), relative to the scenario
+      file; read at load time into ``series`` (the file's series of this class). :mod:`planner.measured_reuse`
+      fits one of the two shapes above to the (model, class)'s figures.
     """
 
     system_prompt_tokens: Annotated[int, Field(strict=True, ge=1)] | None = Field(
@@ -133,17 +170,28 @@ class ReuseDecl(Frozen):
         default=30.0, description="mean seconds from one turn's arrival to the next's (exponential)")
     user_tokens: LengthDecl | None = Field(
         default=None, description="new tokens a later turn adds (default: the class's prompt law)")
+    measured: Str | None = Field(
+        default=None, description="a reuse JSON written by `planner ingest`, relative to the scenario file")
+    series: tuple[MeasuredReuse, ...] | None = Field(
+        default=None, description="the measured file's series of this class, read at load time")
 
     @model_validator(mode="after")
     def _declares_reuse(self) -> ReuseDecl:
-        if self.system_prompt_tokens is None and self.turns is None:
-            raise rule_error([Issue((), "declares no reuse", "give system_prompt_tokens (and variants), turns (and "
-                                                             "think_time_s), or both")])
+        declared = self.system_prompt_tokens is not None or self.turns is not None
+        if self.measured is not None and (declared or self.user_tokens is not None or self.variants != 1):
+            raise rule_error([Issue(("measured",), "is measured reuse, and the table also declares a shape",
+                                    "keep measured alone, or drop it and declare system_prompt_tokens or turns")])
+        if not declared and self.measured is None:
+            raise rule_error([Issue((), "declares no reuse", "give system_prompt_tokens (and variants), turns "
+                                                             "(and think_time_s), both, or measured = "
+                                                             "\"<out>.reuse.json\"")])
         if self.turns is None and self.user_tokens is not None:
             raise rule_error([Issue(("user_tokens",), "applies to multi-turn sessions only", "set turns, or drop it")])
         return self
 
     def describe(self) -> str:
+        if self.measured is not None:
+            return f"measured in {self.measured}"
         parts = []
         if self.system_prompt_tokens is not None:
             parts.append(f"system prompt of {self.system_prompt_tokens} tokens in {self.variants} variant(s)")

@@ -26,6 +26,7 @@ from planner.scenario.fields import POLICY_NAMES, SKU_NAMES, TIERS, ZONES, Issue
 from planner.scenario.length_files import read_length_files
 from planner.scenario.model import Scenario
 from planner.scenario.overrides import Override, apply_overrides
+from planner.scenario.reuse_files import read_reuse_files
 from planner.storage import check_input_file
 
 README_HINT = "scenarios/README.md documents every field, its unit and its default"
@@ -61,7 +62,9 @@ def load_scenario(path: str | Path, overrides: Sequence[Override] = ()) -> Scena
     data = read_scenario_data(path)
     if overrides:
         data = apply_overrides(data, overrides)
-    return parse_scenario(read_length_files(data, Path(path).parent), overridden_source(path, overrides))
+    folder = Path(path).parent
+    return parse_scenario(read_reuse_files(read_length_files(data, folder), folder),
+                          overridden_source(path, overrides))
 
 
 def overridden_source(path: str | Path, overrides: Sequence[Override]) -> str:
