@@ -110,10 +110,10 @@ def _shared_prefix(measured: MeasuredReuse, lengths: ClassWorkload, cap: int, fi
 
 
 def shared_prefix_tokens(prompt: LengthLaw, mean_cached: float, cap: int, block_tokens: int = BLOCK_TOKENS) -> int:
-    """The least S, in whole blocks, whose mean cached prefix E[B·min(⌊S/B⌋, ⌊(prompt − 1)/B⌋)] reaches
-    ``mean_cached`` on the law's quantile grid: a cache serves whole blocks and leaves a prompt's last token to
-    compute (as the simulator's ideal count, :func:`planner.sim.prefix_workload.ideal_cached_tokens`). The
-    longest prompt's whole blocks when no S reaches it."""
+    """The S, in whole blocks, whose mean cached prefix E[B·min(⌊S/B⌋, ⌊(prompt − 1)/B⌋)] on the law's quantile
+    grid comes nearest ``mean_cached`` (ties: the longer): a cache serves whole blocks and leaves a prompt's last
+    token to compute (as the simulator's ideal count, :func:`planner.sim.prefix_workload.ideal_cached_tokens`).
+    The longest prompt's whole blocks when no S reaches it."""
     tokens = prompt.sample_from_uniform((np.arange(GRID) + 0.5) / GRID).astype(np.int64)
     servable = np.sort((np.minimum(tokens, cap) - 1) // block_tokens).astype(np.float64)  # blocks per prompt
     below = np.concatenate([[0.0], np.cumsum(servable)])
@@ -131,6 +131,8 @@ def shared_prefix_tokens(prompt: LengthLaw, mean_cached: float, cap: int, block_
             hi = mid
         else:
             lo = mid + 1
+    if lo > 0 and mean_cached - mean_min(lo - 1) < mean_min(lo) - mean_cached:
+        lo -= 1  # the block below comes nearer: on short prompts one block is several percent of the share
     return lo * block_tokens
 
 

@@ -141,8 +141,9 @@ def test_the_prefix_length_solves_the_mean_of_the_minimum():
     assert shared_prefix_tokens(law, 99.0, CAP, block_tokens=1) == 99  # E[min(S, P - 1)] = S up to 99
     assert shared_prefix_tokens(law, 300.0, CAP, block_tokens=1) == 501  # (99 + 501) / 2
     assert shared_prefix_tokens(law, 5000.0, CAP, block_tokens=1) == 999  # more than any prompt: all but one token
-    # 16-token blocks: the prompts can be served 96 and 992 tokens; (96 + 112) / 2 = 104 is the first mean >= 100
-    assert shared_prefix_tokens(law, 100.0, CAP) == 112
+    # 16-token blocks: the prompts can be served 96 and 992 tokens; S = 96 gives a mean of 96, S = 112 of 104
+    assert shared_prefix_tokens(law, 101.0, CAP) == 112
+    assert shared_prefix_tokens(law, 99.0, CAP) == 96
 
 
 def test_a_scaled_law_scales_its_mean():
