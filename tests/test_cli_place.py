@@ -109,12 +109,13 @@ def test_place_without_a_capacity_table_says_the_plan_is_not_slo_checked(six_hou
 
 def test_place_with_a_capacity_table_has_no_analytic_warning(six_hours, forecast_file, tmp_path):
     from planner.placement.capacity import analytic_capacity
+    from planner.placement.place import analytic_lengths
     from planner.profiles import load_profiles
     from planner.scenario import load_scenario, usable_profiles
 
     scenario = load_scenario(six_hours)
-    table, _ = analytic_capacity(usable_profiles(scenario, load_profiles()), scenario.class_names,
-                                 kv_fraction=scenario.policy.admission.kv_fraction, policy=scenario.policy.name)
+    table = analytic_capacity(usable_profiles(scenario, load_profiles()), analytic_lengths(scenario)[0],
+                              kv_fraction=scenario.policy.admission.kv_fraction, policy=scenario.policy.name)
     capacity = tmp_path / "capacity.csv"
     table.to_csv(capacity, index=False)
     plan = tmp_path / "plan.csv"

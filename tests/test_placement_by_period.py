@@ -150,6 +150,7 @@ def demo_instance():
     from planner.catalog import load_catalog
     from planner.paths import PROJECT_ROOT, data_dir
     from planner.placement.capacity import analytic_capacity
+    from planner.placement.place import analytic_lengths
     from planner.profiles import load_profiles
     from planner.scenario import load_scenario, usable_profiles
 
@@ -165,8 +166,8 @@ def demo_instance():
         frame[column] = frame["mean"] * factor
     frame["model_used"] = "history"
     usable = usable_profiles(scenario, load_profiles())
-    table, _ = analytic_capacity(usable, scenario.class_names, kv_fraction=scenario.policy.admission.kv_fraction,
-                                 policy=scenario.policy.name)
+    table = analytic_capacity(usable, analytic_lengths(scenario)[0], kv_fraction=scenario.policy.admission.kv_fraction,
+                              policy=scenario.policy.name)
     demand = demand_from_forecast(frame, scenario, scenario.capacity.forecast_quantile, parse_periods("how:4"))
     return build_instance(scenario, demand, load_catalog(), usable, table)
 

@@ -16,7 +16,6 @@ from planner.placement.capacity import (
     TokenLengths,
     analytic_capacity,
     requests_per_second,
-    token_lengths_from_history,
     validate_capacity,
 )
 from planner.placement.periods import demand_from_forecast, parse_periods
@@ -25,6 +24,8 @@ from planner.profiles.step_model import StepModel
 from planner.scenario import parse_scenario
 from planner.sources import named
 
+LENGTHS = {"interactive": TokenLengths(1230.0, 160.0), "standard": TokenLengths(1870.0, 30.0),
+           "batch": TokenLengths(1870.0, 390.0)}
 PROFILE = {**StepModel.linear(20.0, 0.001, 0.1).to_row(), "kv_capacity_tokens": 100_000, "max_num_seqs": 64,
            "max_num_batched_tokens": 2048}
 """The three-coefficient step a + b·(KV read) + c·(prefill tokens): flat dense work, so a prompt's
@@ -50,8 +51,9 @@ def test_kv_limits_the_batch_and_a_request_that_does_not_fit_gets_no_capacity():
 def test_analytic_table_covers_the_bundled_profiles_and_grows_with_bigger_gpus():
     bundled = load_profiles()
     vllm = bundled[bundled["engine"] == "vllm"]
-    table, lengths = analytic_capacity(vllm, ("interactive", "standard", "batch"), kv_fraction=0.85)
-    assert set(lengths) == {"interactive", "standard", "batch"}
+    table = analytic_capacity(vllm, {(m, k): length for m in vllm["model"].unique() for k, length in LENGTHS.items()},
+                              kv_fraction=0.85)
+    assert set(table["traffic_class"]) == set(LENGTHS)
     assert (table["max_rps_per_replica"] > 0).all()
     assert table.duplicated(["model", "sku", "tp_degree", "traffic_class"]).sum() == 0
     # one row per profile row (model, SKU, TP) and class that fits
@@ -68,7 +70,8 @@ def test_analytic_table_covers_the_bundled_profiles_and_grows_with_bigger_gpus()
 def test_analytic_table_carries_each_profile_s_engine_defaults():
     bundled = load_profiles()
     vllm = bundled[(bundled["engine"] == "vllm") & (bundled["model"] == "llama-3.1-70b")]
-    table, _ = analytic_capacity(vllm, ("interactive",), kv_fraction=0.85, policy="fcfs")
+    table = analytic_capacity(vllm, {("llama-3.1-70b", "interactive"): LENGTHS["interactive"]}, kv_fraction=0.85,
+                              policy="fcfs")
     merged = table.merge(vllm, on=["model", "sku", "tp_degree"], suffixes=("", "_profile"))
     assert len(merged) == len(table) > 0
     assert (merged["engine"] == "vllm").all() and (merged["policy"] == "fcfs").all()
@@ -82,11 +85,24 @@ def test_analytic_table_carries_each_profile_s_engine_defaults():
                             TokenLengths(1230.0, 160.0), 0.85), abs=1e-6)
 
 
-def test_token_lengths_from_a_history():
-    history = pd.DataFrame({"traffic_class": ["a", "a", "b"], "requests": [1, 3, 0],
-                            "prompt_tokens_sum": [100, 300, 0], "output_tokens_sum": [10, 50, 0]})
-    lengths = token_lengths_from_history(history)
-    assert lengths == {"a": TokenLengths(100.0, 15.0)}
+def test_the_analytic_estimate_takes_each_models_own_lengths_and_names_defaults():
+    from conftest import REPO_ROOT
+
+    from planner.placement.place import analytic_lengths
+    from planner.scenario import load_scenario
+
+    scenario = load_scenario(REPO_ROOT / "scenarios" / "demo.toml")
+    lengths, workloads = analytic_lengths(scenario)
+    long_context = lengths[("llama-3.1-8b", "long-context")]
+    law = workloads[("llama-3.1-8b", "long-context")].lengths.prompt
+    assert long_context.prompt_tokens == pytest.approx(law.mean())
+    assert 9000 < long_context.prompt_tokens < 11000 and lengths[("llama-3.1-8b", "standard")].output_tokens < 40
+    raw = scenario.model_dump()
+    raw["classes"][1]["name"] = "agents"  # no built-in law of that name, and none declared: no silent standard
+    for key in ("prompt_tokens", "output_tokens"):
+        raw["classes"][1][key] = None
+    with pytest.raises(InputError, match="no token lengths for class 'agents'"):
+        analytic_lengths(parse_scenario(raw))
 
 
 def _table(**columns) -> pd.DataFrame:

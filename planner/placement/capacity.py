@@ -16,10 +16,9 @@ m on ``tp`` GPUs of SKU s can carry for traffic class k. There are two sources:
 The placement program multiplies every coefficient, from either source, by
 ``capacity.utilisation_cap``.
 
-Token lengths default to :data:`DEFAULT_TOKEN_LENGTHS`, the request-weighted mean prompt and
-output tokens per class of the bundled demo history (``data/history/demo_history.parquet``,
-llama-3.1-8b rows: total prompt or output tokens / total requests, rounded to 10 tokens);
-:func:`token_lengths_from_history` computes them from any demand history instead.
+The estimate takes each (model, class)'s mean prompt and output tokens from its workload
+(:mod:`planner.workloads`: declared, ingested or a built-in law named as a default), the first
+turn's prompt for a class with sessions; it does not model prefix caching.
 """
 
 from __future__ import annotations
@@ -53,40 +52,6 @@ class TokenLengths:
     output_tokens: float
 
 
-DEFAULT_TOKEN_LENGTHS: dict[str, TokenLengths] = {
-    "interactive": TokenLengths(prompt_tokens=1230.0, output_tokens=160.0),
-    "standard": TokenLengths(prompt_tokens=1870.0, output_tokens=30.0),
-    "batch": TokenLengths(prompt_tokens=1870.0, output_tokens=390.0),
-    "long-context": TokenLengths(prompt_tokens=9930.0, output_tokens=390.0),
-}
-"""Demo-history means (llama-3.1-8b): interactive 1,225.1 / 160.2, standard 1,873.4 / 29.4,
-batch 1,873.3 / 394.5 and long-context 9,928.6 / 394.7 prompt / output tokens per request."""
-
-FALLBACK_TOKEN_LENGTHS = TokenLengths(prompt_tokens=1500.0, output_tokens=250.0)
-"""For a class name with no default: between the demo classes; reported in the plan JSON."""
-
-
-def token_lengths_from_history(history: pd.DataFrame) -> dict[str, TokenLengths]:
-    """Request-weighted mean prompt and output tokens per traffic class of a demand history.
-
-    Needs the columns ``traffic_class, requests, prompt_tokens_sum, output_tokens_sum``.
-    """
-    needed = ("traffic_class", "requests", "prompt_tokens_sum", "output_tokens_sum")
-    missing = [c for c in needed if c not in history.columns]
-    if missing:
-        raise InputError(
-            f"the demand history lacks {', '.join(missing)}",
-            where="demand history",
-            fix=f"pass a history with the columns {', '.join(needed)}",
-        )
-    sums = history.groupby("traffic_class", sort=True)[list(needed[1:])].sum()
-    sums = sums[sums["requests"] > 0]
-    return {
-        str(k): TokenLengths(float(row.prompt_tokens_sum / row.requests), float(row.output_tokens_sum / row.requests))
-        for k, row in sums.iterrows()
-    }
-
-
 def requests_per_second(profile: Mapping[str, object], lengths: TokenLengths, kv_fraction: float, *,
                         max_num_seqs: int | None = None, max_num_batched_tokens: int | None = None) -> float:
     """The analytic ceiling in req/s for one profile row (at its engine defaults unless settings
@@ -101,31 +66,22 @@ def requests_per_second(profile: Mapping[str, object], lengths: TokenLengths, kv
 
 def analytic_capacity(
     profiles: pd.DataFrame,
-    class_names: tuple[str, ...],
+    token_lengths: Mapping[tuple[str, str], TokenLengths],
     *,
     kv_fraction: float,
     policy: str = "",
-    token_lengths: Mapping[str, TokenLengths] | None = None,
-) -> tuple[pd.DataFrame, dict[str, dict[str, float]]]:
-    """The analytic capacity table for every profile row (model, SKU, TP) and every class.
+) -> pd.DataFrame:
+    """The analytic capacity table for every profile row (model, SKU, TP) and every class with lengths for that
+    model in ``token_lengths`` ((model, class) -> mean lengths).
 
-    ``profiles`` holds the rows to place (one engine per model: the scenario's usable rows).
-    Returns the table (``CAPACITY_COLUMNS``, sorted by model, sku, tp, class) and the token
-    lengths used per class, so the plan JSON can say what the estimate assumed.
+    ``profiles`` holds the rows to place (one engine per model: the scenario's usable rows). Returns the table
+    (``CAPACITY_COLUMNS``, sorted by model, sku, tp, class).
     """
-    lengths = dict(DEFAULT_TOKEN_LENGTHS)
-    if token_lengths:
-        lengths.update(token_lengths)
-    used: dict[str, dict[str, float]] = {}
     rows = []
     for profile in profiles.sort_values(["model", "sku", "tp_degree"], kind="stable").to_dict("records"):
-        for klass in sorted(class_names):
-            length = lengths.get(klass, FALLBACK_TOKEN_LENGTHS)
-            used[klass] = {
-                "prompt_tokens": length.prompt_tokens,
-                "output_tokens": length.output_tokens,
-                "default_fallback": klass not in lengths,
-            }
+        for (model, klass), length in sorted(token_lengths.items()):
+            if model != profile["model"]:
+                continue
             rps = requests_per_second(profile, length, kv_fraction)
             if rps <= 0:
                 continue
@@ -144,7 +100,7 @@ def analytic_capacity(
                     "source": f"analytic: profile {profile['source']}, kv_fraction {kv_fraction:g}",
                 }
             )
-    return pd.DataFrame(rows, columns=list(CAPACITY_COLUMNS)), used
+    return pd.DataFrame(rows, columns=list(CAPACITY_COLUMNS))
 
 
 def validate_capacity(frame: pd.DataFrame, where: str | Path = "capacity table") -> pd.DataFrame:

@@ -47,6 +47,7 @@ from planner.placement.backends import BACKENDS, HIDDEN_BACKENDS
 from planner.placement.bounds import SingleSku, best_single_sku, elastic_bound, reference_status, status_of
 from planner.placement.capacity import (
     ANALYTIC_LABEL,
+    TokenLengths,
     analytic_capacity,
     deployment_settings,
     validate_capacity,
@@ -64,6 +65,7 @@ from planner.placement.window import PlanningWindow
 from planner.profiles.deploy import Deployment
 from planner.profiles.measured import MODEL_PATHS
 from planner.scenario import Scenario, usable_profiles
+from planner.workloads import Workload, default_notes, resolve_workloads
 
 DEFAULT_SOLVER = "highs"
 """HiGHS holds the best bound of the three backends on the bundled scenarios
@@ -82,9 +84,24 @@ def _capacity_table(scenario: Scenario, profiles: pd.DataFrame,
     if capacity is not None:
         table = validate_capacity(capacity, where=capacity.attrs.get("source_path", "capacity table"))
         return table, "capacity table", {}
-    table, lengths = analytic_capacity(profiles, scenario.class_names,
-                                       kv_fraction=scenario.policy.admission.kv_fraction, policy=scenario.policy.name)
-    return table, ANALYTIC_LABEL, {"token_lengths_per_class": lengths}
+    lengths, workloads = analytic_lengths(scenario)
+    table = analytic_capacity(profiles, lengths, kv_fraction=scenario.policy.admission.kv_fraction,
+                              policy=scenario.policy.name)
+    used: dict[str, dict[str, Any]] = {}
+    for (model, klass), workload in workloads.items():
+        used.setdefault(model, {})[klass] = {"prompt_tokens": round(lengths[(model, klass)].prompt_tokens, 1),
+                                             "output_tokens": round(lengths[(model, klass)].output_tokens, 1),
+                                             "source": workload.lengths.source}
+    return table, ANALYTIC_LABEL, {"token_lengths": used, "length_defaults": default_notes(workloads)}
+
+
+def analytic_lengths(scenario: Scenario) -> tuple[dict[tuple[str, str], TokenLengths], dict[tuple[str, str], Workload]]:
+    """Each (model, class)'s mean prompt and output tokens for the analytic estimate, from its workload: every
+    class the model serves (exit 3 for one without lengths), and the others that have lengths."""
+    workloads = resolve_workloads(scenario, {m: scenario.model_mix(m) for m in scenario.model_names},
+                                  include_idle=True)
+    lengths = {pair: TokenLengths(w.lengths.prompt.mean(), w.lengths.output.mean()) for pair, w in workloads.items()}
+    return lengths, workloads
 
 
 def _table_sha256(frame: pd.DataFrame) -> str:
@@ -165,7 +182,7 @@ def place_plan(
     if not report.ok:
         raise PlannerError("the plan failed its independent check: " + "; ".join(report.violations[:5]),
                            where="placement", fix="rerun with --debug and report the LP/MPS files with the command")
-    warnings = [] if capacity is not None else [ANALYTIC_WARNING]
+    warnings = [] if capacity is not None else [ANALYTIC_WARNING, *capacity_meta["length_defaults"]]
     hits = list(dict.fromkeys(net.hits))
     if hits:
         warnings.append(f"the wall-clock safety net (--time-limit {time_limit_s:g} s) stopped {len(hits)} solver "
