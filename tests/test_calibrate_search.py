@@ -110,6 +110,22 @@ def test_a_start_that_holds_replaces_the_floor():
         bisect_capacity(threshold(0.77), 1.0, 0.02, Point(0.9, False))
 
 
+def test_a_known_miss_at_the_ceiling_is_the_first_hi_and_not_probed_again():
+    seen = []
+
+    def ok(rate):
+        seen.append(rate)
+        return threshold(0.6)(rate)
+
+    miss = Point(1.0, False)
+    out = bisect_capacity(ok, 1.0, 0.02, miss=miss)
+    assert out.probes[1] is miss and 1.0 not in seen
+    assert out.status == CALIBRATED and out.rate_rps <= 0.6 < out.hi.rate_rps
+    assert out.rate_rps == bisect_capacity(threshold(0.6), 1.0, 0.02).rate_rps  # the same visits otherwise
+    with pytest.raises(ValueError, match="known miss"):
+        bisect_capacity(ok, 1.0, 0.02, miss=Point(0.9, False))
+
+
 def noisy_bounds(seed: int):
     """A fixed, non-monotone 'p99 bound' of the rate: increasing trend plus deterministic noise."""
     def upper(rate: float) -> float:

@@ -138,3 +138,27 @@ def test_place_defaults_are_the_plan_loops(repo_root):
     for option in ("periods", "solver", "node_limit", "time_limit", "gap"):
         assert defaults["place"][option] == defaults["plan"][option] == defaults["report"][option], option
     assert defaults["place"]["periods"] == "how:4"
+
+
+def test_place_with_a_table_of_several_pool_sizes_uses_the_smallest_and_says_so(six_hours, forecast_file, tmp_path):
+    from planner.placement.capacity import analytic_capacity
+    from planner.placement.place import analytic_lengths
+    from planner.profiles import load_profiles
+    from planner.scenario import load_scenario, usable_profiles
+
+    scenario = load_scenario(six_hours)
+    lone = analytic_capacity(usable_profiles(scenario, load_profiles()), analytic_lengths(scenario)[0],
+                             kv_fraction=scenario.policy.admission.kv_fraction, policy=scenario.policy.name)
+    pooled = pd.concat([lone.assign(pool_replicas=1),
+                        lone.assign(pool_replicas=4, max_rps_per_replica=2 * lone["max_rps_per_replica"])])
+    plans = {}
+    for name, table in (("lone", lone), ("pooled", pooled)):
+        capacity, plan = tmp_path / f"{name}.capacity.csv", tmp_path / f"{name}.plan.csv"
+        table.to_csv(capacity, index=False)
+        result = runner.invoke(cli.app, ["place", "--scenario", str(six_hours), "--forecast", str(forecast_file),
+                                         "--capacity", str(capacity), "--out", str(plan), "--json"])
+        assert result.exit_code == 0, result.output
+        plans[name] = (pd.read_csv(plan), json.loads(plan.with_suffix(".json").read_text()))
+    pd.testing.assert_frame_equal(plans["pooled"][0], plans["lone"][0])  # the rows at pool size 4 are not used
+    (warning,) = plans["pooled"][1]["warnings"]
+    assert "pool sizes 4 are not used" in warning

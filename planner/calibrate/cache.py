@@ -30,6 +30,7 @@ import numpy as np
 
 from planner import __version__
 from planner.calibrate.inputs import UnitTask
+from planner.calibrate.pools import POOL_RESULT_FIELDS, PoolTask, pool_key_material
 from planner.calibrate.search import FLOOR_FRACTION, GROWTH, MAX_GROWTHS
 from planner.calibrate.unit import CEILING_MARGIN
 from planner.sim.class_reuse import ClassReuse
@@ -51,8 +52,9 @@ class CalibrationStore(Protocol):
     def get(self, key: str) -> dict[str, Any] | None:
         """The stored result for ``key``, or None when absent or unusable (see :func:`entry_result`)."""
 
-    def put(self, task: UnitTask, result: dict[str, Any]) -> str:
-        """Store one unit's result under ``task.key``; '' or, when it cannot be stored, why (the run goes on)."""
+    def put(self, task: UnitTask | PoolTask, result: dict[str, Any]) -> str:
+        """Store one unit's (or its larger pools') result under ``task.key``; '' or, when it cannot be
+        stored, why (the run goes on)."""
 
 
 def law_fingerprint(law: object) -> dict[str, Any]:
@@ -109,7 +111,8 @@ def cache_key(task: UnitTask) -> str:
 def _valid(result: object, key: str) -> bool:
     if not isinstance(result, dict) or result.get("key") != key:
         return False
-    for name, kind in RESULT_FIELDS.items():
+    fields = POOL_RESULT_FIELDS if result.get("stage") == "pools" else RESULT_FIELDS
+    for name, kind in fields.items():
         value = result.get(name)
         if kind is float and isinstance(value, int) and not isinstance(value, bool):
             continue
@@ -118,10 +121,11 @@ def _valid(result: object, key: str) -> bool:
     return True
 
 
-def entry_payload(task: UnitTask, result: dict[str, Any]) -> dict[str, Any]:
-    """What the cache keeps for one unit: the version, the key, what the key hashes, and the result."""
-    return {"calibration_version": CALIBRATION_VERSION, "key": task.key, "material": key_material(task),
-            "result": result}
+def entry_payload(task: UnitTask | PoolTask, result: dict[str, Any]) -> dict[str, Any]:
+    """What the cache keeps for one unit (or one unit's larger pools): the version, the key, what the key
+    hashes, and the result."""
+    material = pool_key_material(task) if isinstance(task, PoolTask) else key_material(task)
+    return {"calibration_version": CALIBRATION_VERSION, "key": task.key, "material": material, "result": result}
 
 
 def entry_result(payload: object, key: str) -> dict[str, Any] | None:

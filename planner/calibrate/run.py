@@ -18,7 +18,7 @@ requests per replication for the same verdict.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
@@ -38,9 +38,10 @@ from planner.calibrate.inputs import (
     model_mixes,
     select_units,
 )
+from planner.calibrate.pools import PoolTask, calibrate_pools, check_pool_sizes, check_pool_work, pool_key
 from planner.calibrate.probe import pair_seed, run_length_s
 from planner.calibrate.search import FLOOR_FRACTION, GROWTH, MAX_GROWTHS
-from planner.calibrate.table import CalibrationResult, build_table, unit_meta, unit_rows
+from planner.calibrate.table import CalibrationResult, build_table, chosen_replica, unit_meta, unit_rows
 from planner.calibrate.unit import CEILING_MARGIN, calibrate_unit
 from planner.engine import resolve_engine, run_tasks
 from planner.errors import InputError
@@ -74,6 +75,7 @@ def calibrate(
     models: list[str] | None = None,
     skus: list[str] | None = None,
     pool_replicas: int = 1,
+    larger_pools: Sequence[int] = (),
     duration_s: float = DEFAULT_DURATION_S,
     replications: int = DEFAULT_REPLICATIONS,
     seed: int,
@@ -91,13 +93,16 @@ def calibrate(
     rate per replica at which every class's p99 SLOs hold.
 
     See the package docstring for the method; the table feeds ``planner place --capacity``.
-    ``search_settings`` tries the engine settings of :data:`planner.calibrate.inputs.MAX_NUM_SEQS`
-    × ``MAX_NUM_BATCHED_TOKENS`` (else only each profile's defaults); ``prune`` skips the settings
-    that cannot beat the best one (:mod:`planner.calibrate.unit`). ``store`` answers units
-    calibrated before and keeps the new answers; without one every unit is simulated.
+    ``larger_pools`` (sizes above ``pool_replicas``) are calibrated with each unit's chosen setting
+    (:mod:`planner.calibrate.pools`) and tabulated beside it. ``search_settings`` tries the engine
+    settings of :data:`planner.calibrate.inputs.MAX_NUM_SEQS` × ``MAX_NUM_BATCHED_TOKENS`` (else only each
+    profile's defaults); ``prune`` skips the settings that cannot beat the best one
+    (:mod:`planner.calibrate.unit`). ``store`` answers units calibrated before and keeps the new answers;
+    without one every unit is simulated.
     """
     check_settings(duration_s=duration_s, replications=replications, seed=seed, rel_tol=rel_tol,
                    confidence=confidence, pool_replicas=pool_replicas)
+    larger = check_pool_sizes((pool_replicas, *larger_pools))[1:] if larger_pools else ()
     resolve_engine(engine, 1, workers)
     policy_name = _policy_name(scenario, policy)
     shares = model_mixes(scenario, class_mix, mixes)
@@ -115,29 +120,33 @@ def calibrate(
         router=scenario.policy.routing.router, router_overlap_weight=scenario.policy.routing.overlap_weight)
     tasks = build_unit_tasks(scenario, units, workloads, settings)
     check_unit_work(tasks)
+    for task in tasks:
+        for replica in task.candidates:
+            check_pool_work(task, replica, larger)
     tasks = [replace(t, key=cache_key(t)) for t in tasks]
-    results, cached, cache_notes = _answer_units(tasks, store, engine, workers, scheduler, progress)
+    results, cached, cache_notes = _answer(calibrate_unit, tasks, store, engine, workers, scheduler, progress)
+    pools, pool_notes = _answer_pools(tasks, results, larger, store, engine, workers, scheduler)
     n_cached = sum(cached)
     misses = [i for i, hit in enumerate(cached) if not hit]
 
     rows: list[dict[str, Any]] = []
     failures: list[dict[str, Any]] = []
     unit_notes = []
-    for task, result, hit in zip(tasks, results, cached, strict=True):
-        rows.extend(unit_rows(task, result, hit))
-        unit_notes.append(unit_meta(task, result, hit))
+    for task, result, hit, pool in zip(tasks, results, cached, pools, strict=True):
+        rows.extend(unit_rows(task, result, hit, pool))
+        unit_notes.append(unit_meta(task, result, hit, pool))
         if result["status"] == "infeasible":
             failures.append({"model": task.model, "sku": task.sku, "tp_degree": task.tp, "reason": result["reason"]})
     meta = _meta(scenario, settings, {m: shares[m] for m in calibrated}, workloads, histogram is not None,
                  unit_notes, skipped,
-                 failures, store is not None, cache_notes, len(misses), n_cached)
-    return CalibrationResult(build_table(rows), meta, failures, len(misses), n_cached)
+                 failures, store is not None, cache_notes + pool_notes, len(misses), n_cached, larger)
+    return CalibrationResult(build_table(rows), meta, failures, len(misses), n_cached, tuple(tasks))
 
 
-def _answer_units(tasks: list[UnitTask], store: CalibrationStore | None, engine: str, workers: int | None,
-                  scheduler: str | None, progress: Callable[[int, int], None] | None,
-                  ) -> tuple[list[dict[str, Any]], list[bool], list[str]]:
-    """Each unit's answer (from ``store`` when it has one, else simulated and stored), whether it was
+def _answer(fn: Callable[[Any], dict[str, Any]], tasks: Sequence[UnitTask | PoolTask], store: CalibrationStore | None,
+            engine: str, workers: int | None, scheduler: str | None, progress: Callable[[int, int], None] | None,
+            ) -> tuple[list[dict[str, Any]], list[bool], list[str]]:
+    """Each task's answer (from ``store`` when it has one, else ``fn``'s, stored), whether it was
     stored before, and the notes of entries that could not be stored."""
     stored = [store.get(t.key) if store is not None else None for t in tasks]
     cached = [r is not None for r in stored]
@@ -151,7 +160,7 @@ def _answer_units(tasks: list[UnitTask], store: CalibrationStore | None, engine:
         if progress:
             progress(n_cached + done, total)
 
-    fresh = run_tasks(calibrate_unit, [tasks[i] for i in misses], engine=engine, workers=workers, progress=relay,
+    fresh = run_tasks(fn, [tasks[i] for i in misses], engine=engine, workers=workers, progress=relay,
                       scheduler=scheduler)
     notes = []
     for i, result in zip(misses, fresh, strict=True):
@@ -159,6 +168,25 @@ def _answer_units(tasks: list[UnitTask], store: CalibrationStore | None, engine:
         if store is not None and (note := store.put(tasks[i], result)):
             notes.append(note)
     return [r for r in stored if r is not None], cached, notes
+
+
+def _answer_pools(tasks: list[UnitTask], results: list[dict[str, Any]], larger: tuple[int, ...],
+                  store: CalibrationStore | None, engine: str, workers: int | None, scheduler: str | None,
+                  ) -> tuple[list[dict[str, Any] | None], list[str]]:
+    """Per unit, its answers at the ``larger`` pool sizes (None: no larger size, or the unit is infeasible)."""
+    if not larger:
+        return [None] * len(tasks), []
+    todo = [i for i, r in enumerate(results) if r["status"] != "infeasible" and r["rate_rps_per_replica"] > 0]
+    pool_tasks = []
+    for i in todo:
+        task = PoolTask(tasks[i], chosen_replica(tasks[i], results[i]), float(results[i]["rate_rps_per_replica"]),
+                        larger)
+        pool_tasks.append(replace(task, key=pool_key(task)))
+    answers, _, notes = _answer(calibrate_pools, pool_tasks, store, engine, workers, scheduler, None)
+    out: list[dict[str, Any] | None] = [None] * len(tasks)
+    for i, answer in zip(todo, answers, strict=True):
+        out[i] = answer
+    return out, notes
 
 
 def check_unit_work(tasks: list[UnitTask]) -> None:
@@ -182,7 +210,7 @@ def _meta(scenario: Scenario, s: Settings, shares: Mapping[str, MixSource],
           workloads: Mapping[tuple[str, str], Workload], histogram: bool, units: list[dict[str, Any]],
           skipped: list[dict[str, str]],
           failures: list[dict[str, Any]], use_cache: bool, cache_notes: list[str], n_simulated: int,
-          n_cached: int) -> dict[str, Any]:
+          n_cached: int, larger: tuple[int, ...]) -> dict[str, Any]:
     return {
         "scenario": scenario.name, "version": __version__, "calibration_version": CALIBRATION_VERSION,
         "policy": s.policy,
@@ -194,7 +222,12 @@ def _meta(scenario: Scenario, s: Settings, shares: Mapping[str, MixSource],
                        if p <= 0],
         "length_defaults": default_notes(workloads),
         "reuse_fits": reuse_notes(workloads),
-        "pool_replicas": s.pool_replicas, "duration_s": s.duration_s, "warmup_fraction": s.warmup_fraction,
+        "pool_replicas": s.pool_replicas, "pool_sizes": [s.pool_replicas, *larger],
+        **({"pool_law": "per-replica capacity at each pool size: the running minimum from the right of the answers "
+                        "measured at that size and every larger one (non-decreasing, never above a measured answer); "
+                        "a pool between two sizes takes the smaller size's; see planner/calibrate/pools.py"}
+           if larger else {}),
+        "duration_s": s.duration_s, "warmup_fraction": s.warmup_fraction,
         "min_class_requests": s.min_class_requests, "max_requests_per_replication": s.max_requests,
         "replications": s.replications, "seed": s.seed,
         "seeds": {"rule": "SeedSequence(seed, spawn_key=(crc32(model), crc32(sku), replication)): every TP degree "

@@ -77,12 +77,15 @@ class SearchOutcome(Generic[P]):
 
 
 def bisect_capacity(ok: Callable[[float], P], ceiling_rps: float, rel_tol: float,
-                    start: P | None = None) -> SearchOutcome[P]:
+                    start: P | None = None, miss: P | None = None) -> SearchOutcome[P]:
     """Steps 1 to 4 of the module docstring; ``ceiling_rps`` must be > 0.
 
     ``start``, a probe already known to hold, replaces the floor: the bracket starts from it
-    (and from the ceiling, or one growth above ``start`` when that is higher).
+    (and from the ceiling, or one growth above ``start`` when that is higher). ``miss``, a probe
+    already known to miss, at ``ceiling_rps``, is the bracket's first hi instead of a new probe there.
     """
+    if miss is not None and (miss.ok or miss.rate_rps != ceiling_rps):
+        raise ValueError("a known miss must miss, at the ceiling")
     if not ceiling_rps > 0:
         raise ValueError("the search needs a positive ceiling")
     probes: list[P] = []
@@ -101,7 +104,11 @@ def bisect_capacity(ok: Callable[[float], P], ceiling_rps: float, rel_tol: float
             raise ValueError("the search can only start from a rate that holds")
         probes.append(start)
         lo = start
-    hi = visit(ceiling_rps if ceiling_rps > lo.rate_rps else GROWTH * lo.rate_rps)
+    if miss is not None and ceiling_rps > lo.rate_rps:
+        probes.append(miss)
+        hi = miss
+    else:
+        hi = visit(ceiling_rps if ceiling_rps > lo.rate_rps else GROWTH * lo.rate_rps)
     growths = 0
     while hi.ok:
         lo = hi

@@ -20,15 +20,18 @@ relative cost; its own SLO was not checked (its ``class_share`` is 0). A class w
 request does not fit in KV (X_k = 0) gets no row. Placement then multiplies every
 coefficient by ``capacity.utilisation_cap``.
 
+**Pools.** With larger pool sizes calibrated (:mod:`.pools`), each unit has one set of rows per
+size, ``pool_replicas`` saying which: the same formula with u*(N) = c(N) / C, c(N) the tabulated
+(non-decreasing) rate per replica at that size.
+
 Columns (units in names; ``data/README.md``, calibration section): model, sku, tp_degree
-(GPUs per replica), traffic_class, max_rps_per_replica (= cap_k, req/s), engine,
-max_num_seqs, max_num_batched_tokens and long_prefill_token_threshold (the engine setting
-calibration chose), policy,
-source, mix_rps_per_replica (λ*), mix_rps_per_gpu (λ* / tp_degree),
-class_share (p_k), class_ceiling_rps_per_replica (X_k), ceiling_rps_per_replica (C),
-utilisation_at_capacity (u*), binding_class, binding_metric (ttft, tpot or e2e), simulations
-(replications run by the search), cached (the unit's answer came from the cache; in memory
-and on the console only, not in the written files).
+(GPUs per replica), pool_replicas (replicas in the pool the row was calibrated on), traffic_class,
+max_rps_per_replica (= cap_k, req/s), engine, max_num_seqs, max_num_batched_tokens and
+long_prefill_token_threshold (the engine setting calibration chose), policy, source,
+mix_rps_per_replica (λ*), mix_rps_per_gpu (λ* / tp_degree), class_share (p_k),
+class_ceiling_rps_per_replica (X_k), ceiling_rps_per_replica (C), utilisation_at_capacity (u*),
+binding_class, binding_metric (ttft, tpot or e2e), simulations (replications run by the search),
+cached (the unit's answer came from the cache; in memory and on the console only, not in the written files).
 """
 
 from __future__ import annotations
@@ -41,13 +44,14 @@ from typing import Any
 import pandas as pd
 
 from planner.calibrate.inputs import UnitTask
+from planner.calibrate.pools import tabulated_rates
 from planner.placement.capacity import DECIMALS
 from planner.run_state import RUN_STATE_KEYS, without_run_state
 from planner.sim.replica.pool import ReplicaSpec
 from planner.slo import SLO_METRICS
 
 TABLE_COLUMNS = (
-    "model", "sku", "tp_degree", "traffic_class", "max_rps_per_replica", "engine", "max_num_seqs",
+    "model", "sku", "tp_degree", "pool_replicas", "traffic_class", "max_rps_per_replica", "engine", "max_num_seqs",
     "max_num_batched_tokens", "long_prefill_token_threshold", "policy", "source", "mix_rps_per_replica",
     "mix_rps_per_gpu", "class_share",
     "class_ceiling_rps_per_replica", "ceiling_rps_per_replica", "utilisation_at_capacity", "binding_class",
@@ -57,13 +61,15 @@ TABLE_COLUMNS = (
 
 @dataclass(frozen=True, eq=False)
 class CalibrationResult:
-    """The capacity table, JSON-able metadata, the units without rows and why, and cache counts."""
+    """The capacity table, JSON-able metadata, the units without rows and why, cache counts, and the units'
+    tasks (in memory only: what a caller needs to simulate a unit again, e.g. at a planned load)."""
 
     table: pd.DataFrame
     meta: dict[str, Any] = field(default_factory=dict)
     failures: list[dict[str, Any]] = field(default_factory=list)
     n_simulated: int = 0
     n_cached: int = 0
+    tasks: tuple[UnitTask, ...] = ()
 
 
 def source_label(task: UnitTask) -> str:
@@ -81,12 +87,27 @@ def chosen_replica(task: UnitTask, result: dict[str, Any]) -> ReplicaSpec:
     raise ValueError(f"{task.label}: the result's setting is not among the candidates")
 
 
-def unit_rows(task: UnitTask, result: dict[str, Any], cached: bool) -> list[dict[str, Any]]:
-    """The table rows of one calibrated unit (none for a failure)."""
+def unit_rows(task: UnitTask, result: dict[str, Any], cached: bool,
+              pools: dict[str, Any] | None = None) -> list[dict[str, Any]]:
+    """The table rows of one calibrated unit (none for a failure), one set per pool size."""
     rate, ceiling = float(result["rate_rps_per_replica"]), float(result["ceiling_rps_per_replica"])
     if result["status"] == "infeasible" or not rate > 0 or not ceiling > 0:
         return []
     replica = chosen_replica(task, result)
+    measured = pools["pools"] if pools is not None else []
+    sizes = tabulated_rates(task.settings.pool_replicas, rate, measured)
+    simulations = [int(result["simulations"])] + [int(p["simulations"]) for p in measured]
+    binding = [(result["binding_class"], result["binding_metric"])] + [
+        (p["binding_class"], p["binding_metric"]) for p in measured]
+    rows = []
+    for (size, size_rate), sims, (bound_class, bound_metric) in zip(sizes, simulations, binding, strict=True):
+        if size_rate > 0:
+            rows.extend(_size_rows(task, replica, size, size_rate, ceiling, sims, bound_class, bound_metric, cached))
+    return rows
+
+
+def _size_rows(task: UnitTask, replica: ReplicaSpec, size: int, rate: float, ceiling: float, simulations: int,
+               binding_class: str, binding_metric: str, cached: bool) -> list[dict[str, Any]]:
     used = rate / ceiling
     rows = []
     for c in task.classes:
@@ -95,7 +116,8 @@ def unit_rows(task: UnitTask, result: dict[str, Any], cached: bool) -> list[dict
         if not cap > 0:
             continue
         rows.append({
-            "model": task.model, "sku": task.sku, "tp_degree": task.tp, "traffic_class": c.name,
+            "model": task.model, "sku": task.sku, "tp_degree": task.tp, "pool_replicas": size,
+            "traffic_class": c.name,
             "max_rps_per_replica": cap, "engine": task.engine, "max_num_seqs": replica.max_batch,
             "max_num_batched_tokens": replica.token_budget,
             "long_prefill_token_threshold": replica.prefill_chunk_cap, "policy": task.settings.policy,
@@ -103,23 +125,28 @@ def unit_rows(task: UnitTask, result: dict[str, Any], cached: bool) -> list[dict
             "mix_rps_per_gpu": round(rate / task.tp, DECIMALS), "class_share": c.share,
             "class_ceiling_rps_per_replica": round(class_ceiling, DECIMALS),
             "ceiling_rps_per_replica": round(ceiling, DECIMALS), "utilisation_at_capacity": round(used, DECIMALS),
-            "binding_class": result["binding_class"], "binding_metric": result["binding_metric"],
-            "simulations": int(result["simulations"]), "cached": bool(cached),
+            "binding_class": binding_class, "binding_metric": binding_metric,
+            "simulations": simulations, "cached": bool(cached),
         })
     return rows
 
 
 def build_table(rows: list[dict[str, Any]]) -> pd.DataFrame:
     frame = pd.DataFrame(rows, columns=list(TABLE_COLUMNS))
-    frame = frame.sort_values(["model", "sku", "tp_degree", "traffic_class"], kind="stable").reset_index(drop=True)
-    return frame.astype({"tp_degree": "int64", "max_num_seqs": "int64", "max_num_batched_tokens": "int64",
-                         "long_prefill_token_threshold": "int64",
+    frame = frame.sort_values(["model", "sku", "tp_degree", "pool_replicas", "traffic_class"],
+                              kind="stable").reset_index(drop=True)
+    return frame.astype({"tp_degree": "int64", "pool_replicas": "int64", "max_num_seqs": "int64",
+                         "max_num_batched_tokens": "int64", "long_prefill_token_threshold": "int64",
                          "simulations": "int64", "cached": "bool"})
 
 
-def unit_meta(task: UnitTask, result: dict[str, Any], cached: bool) -> dict[str, Any]:
-    """What the JSON beside the table says about one unit: every setting tried, and the chosen one's trace."""
+def unit_meta(task: UnitTask, result: dict[str, Any], cached: bool,
+              pools: dict[str, Any] | None = None) -> dict[str, Any]:
+    """What the JSON beside the table says about one unit: every setting tried, the chosen one's trace, and its
+    search at each larger pool size."""
+    extra = {} if pools is None else {"pools": pools["pools"], "pool_cache_key": pools["key"]}
     return {
+        **extra,
         "model": task.model, "sku": task.sku, "tp_degree": task.tp, "engine": task.engine, "cache_key": task.key,
         "cached": cached, "status": result["status"], "reason": result["reason"],
         "max_num_seqs": result["max_num_seqs"], "max_num_batched_tokens": result["max_num_batched_tokens"],

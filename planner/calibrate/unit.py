@@ -88,7 +88,8 @@ def _miss_text(bound: Bound, confidence: float) -> str:
     return f"{what}: upper {100 * confidence:g} % bound {bound.upper_ms:.0f} ms (+{over:.0f} %)"
 
 
-def _binding(hi: Probe | None, lo: Probe) -> Bound:
+def binding_bound(hi: Probe | None, lo: Probe) -> Bound:
+    """The bound that stops the rate from rising (module docstring)."""
     if hi is None:
         return lo.worst
     at_lo = {(b.traffic_class, b.metric): b.ratio for b in lo.bounds}
@@ -113,7 +114,7 @@ def _searched(task: UnitTask, replica: ReplicaSpec, ceiling: float, outcome: Sea
                          + _miss_text(miss, task.settings.confidence))
         out["binding_class"], out["binding_metric"] = miss.traffic_class, miss.metric
         return out
-    bound = _binding(outcome.hi, outcome.lo)
+    bound = binding_bound(outcome.hi, outcome.lo)
     out["reason"] = "" if outcome.status != GROWTH_LIMIT else (
         f"every SLO still holds at {GROWTH:g}^{MAX_GROWTHS} times the analytic ceiling; the answer is capped "
         "there (the profile's step-time model may be pessimistic)")

@@ -85,6 +85,10 @@ def calibrate(
     replications: Annotated[int, typer.Option(help="Replications per probed rate (>= 2, for the interval).")] = 8,
     tolerance: Annotated[float, typer.Option(help="Relative width at which the bisection stops.")] = 0.02,
     pool_replicas: Annotated[int, typer.Option(help="Replicas in the simulated pool (>= 1).")] = 1,
+    pool_sizes: Annotated[str | None, typer.Option(
+        help="Pool sizes to calibrate, comma-separated and increasing, e.g. 1,2,4,8: engine settings are chosen at "
+             "the first, and each larger pool's capacity per replica is measured with that setting (one set of rows "
+             "per size). Replaces --pool-replicas.")] = None,
     seed: SeedOption = None,
     cache: Annotated[bool, typer.Option("--cache/--no-cache", help="Reuse results for unchanged inputs.")] = True,
     cache_dir: Annotated[
@@ -112,20 +116,23 @@ def calibrate(
     check_paths(inputs={"--scenario": scenario, "--histogram": histogram_files(histogram)},
                 outputs={"--out": [out, table_json_path(out)]})
     check_engine_options(engine, scheduler, workers)
+    sizes = _pool_sizes(pool_sizes, pool_replicas)
 
     from planner.workflows.calibrate import CalibrateOptions, calibrate_files
 
     simulated = renamed_option(sim_duration, duration, name=SIM_DURATION, old_name="--duration", default="10min")
     options = CalibrateOptions(policy=policy, models=_names(models), skus=_names(skus),
                                duration_s=parse_duration_s(simulated), replications=replications, rel_tol=tolerance,
-                               pool_replicas=pool_replicas, seed=seed, use_cache=cache, cache_dir=cache_dir,
+                               pool_replicas=sizes[0], larger_pools=sizes[1:], seed=seed, use_cache=cache,
+                               cache_dir=cache_dir,
                                search_settings=search_settings, prune=prune, engine=engine, workers=workers,
                                scheduler=scheduler)
     with progress_bar("Calibrating (model, SKU, TP) units", console=stderr) as advance:
         done = calibrate_files(scenario, out, options, histogram_file=histogram_files(histogram), progress=advance,
                                announce=announce_compile, what_if=changes, run=run)
     result = done.result
-    columns = ["model", "sku", "tp_degree", "traffic_class", "max_rps_per_replica", "mix_rps_per_gpu", "max_num_seqs",
+    columns = ["model", "sku", "tp_degree", *(["pool_replicas"] if len(sizes) > 1 else []), "traffic_class",
+               "max_rps_per_replica", "mix_rps_per_gpu", "max_num_seqs",
                "max_num_batched_tokens", "long_prefill_token_threshold", "binding_class", "binding_metric", "cached"]
     rows = result.table[[c for c in columns if c in result.table.columns]].to_dict("records")
     print_outputs(rows, title=f"Capacity per replica, {result.meta.get('policy', policy)} "
@@ -135,6 +142,18 @@ def calibrate(
         print_table(result.failures, title="Units that meet no SLO at any load (no row written)")
     for note in [*result.meta.get("length_defaults", []), *result.meta.get("reuse_fits", [])]:
         stderr.print(f"[yellow]note:[/] {escape(note)}")
+
+
+def _pool_sizes(pool_sizes: str | None, pool_replicas: int) -> tuple[int, ...]:
+    """The pool sizes to calibrate: ``--pool-sizes``, else the one of ``--pool-replicas``."""
+    from planner.calibrate.pools import parse_pool_sizes
+
+    if pool_sizes is None:
+        return (pool_replicas,)
+    if pool_replicas != 1:
+        raise InputError("--pool-replicas and --pool-sizes both give the simulated pool's size", where="--pool-sizes",
+                         fix=f"pass one: e.g. --pool-sizes {pool_replicas},{2 * pool_replicas}")
+    return parse_pool_sizes(pool_sizes)
 
 
 # --------------------------------------------------------------------------- plan

@@ -39,8 +39,11 @@ from planner.profiles.throughput import ceiling
 ANALYTIC_LABEL = "analytic estimate (step-time model × utilisation cap)"
 TABLE_LABEL = "capacity table"
 REQUIRED_COLUMNS = (*CAPACITY_KEY, "max_rps_per_replica")
-OPTIONAL_COLUMNS = (*ENGINE_SETTING_COLUMNS, "policy", "source")
-WHOLE_COLUMNS = ("tp_degree", "max_num_seqs", "max_num_batched_tokens", "long_prefill_token_threshold")
+POOL_COLUMN = "pool_replicas"
+UNUSED_POOL_SIZES = "pool_sizes_not_used"
+"""The validated table's attribute naming the pool sizes it had rows for above each deployment's smallest."""
+OPTIONAL_COLUMNS = (POOL_COLUMN, *ENGINE_SETTING_COLUMNS, "policy", "source")
+WHOLE_COLUMNS = ("tp_degree", POOL_COLUMN, "max_num_seqs", "max_num_batched_tokens", "long_prefill_token_threshold")
 DECIMALS = 6
 
 
@@ -109,7 +112,9 @@ def validate_capacity(frame: pd.DataFrame, where: str | Path = "capacity table")
 
     Rows with a non-positive rate are errors (leave the row out when a class cannot run).
     Returns the table with the optional columns filled: no engine settings ('' and 0: the
-    profile's defaults), ``policy`` '' and ``source`` 'capacity table'.
+    profile's defaults), ``policy`` '' and ``source`` 'capacity table'. A table calibrated at
+    several pool sizes (``pool_replicas``) gives each deployment's rows at its smallest size
+    (the others are listed in ``attrs["pool_sizes_not_used"]``).
     """
     missing = [c for c in REQUIRED_COLUMNS if c not in frame.columns]
     if missing:
@@ -130,13 +135,28 @@ def validate_capacity(frame: pd.DataFrame, where: str | Path = "capacity table")
     raise_problems(problems, str(where), _locate)
     table["max_rps_per_replica"] = pd.to_numeric(table["max_rps_per_replica"]).to_numpy(dtype=float)
     for column in WHOLE_COLUMNS:
-        # no setting: the profile's defaults
-        table[column] = pd.to_numeric(table[column]).to_numpy(dtype=np.int64) if column in table.columns else 0
+        # no setting: the profile's defaults; no pool size: one replica
+        unset = 1 if column == POOL_COLUMN else 0
+        table[column] = pd.to_numeric(table[column]).to_numpy(dtype=np.int64) if column in table.columns else unset
+    larger = larger_pool_sizes(table)
+    smallest = table.groupby(list(DEPLOYMENT_KEY), sort=False)[POOL_COLUMN].transform("min")
+    table = table[table[POOL_COLUMN] == smallest].reset_index(drop=True)
     for column, default in (("engine", ""), ("policy", ""), ("source", TABLE_LABEL)):
         if column not in table.columns:
             table[column] = default
         table[column] = table[column].astype("string").fillna(default).astype(str)
-    return table.loc[:, list(CAPACITY_COLUMNS)]
+    table = table.loc[:, list(CAPACITY_COLUMNS)]
+    table.attrs[UNUSED_POOL_SIZES] = larger or frame.attrs.get(UNUSED_POOL_SIZES, [])
+    return table
+
+
+def larger_pool_sizes(frame: pd.DataFrame) -> list[int]:
+    """The pool sizes of a capacity table above each deployment's smallest (none without ``pool_replicas``)."""
+    if POOL_COLUMN not in frame.columns or frame.empty:
+        return []
+    sizes = pd.to_numeric(frame[POOL_COLUMN], errors="coerce")
+    smallest = sizes.groupby([frame[c] for c in DEPLOYMENT_KEY], sort=False).transform("min")
+    return sorted({int(n) for n in sizes[sizes > smallest].dropna()})
 
 
 def _locate(problem: Problem) -> str:

@@ -40,6 +40,7 @@ class CalibrateOptions:
     replications: int | None = None
     rel_tol: float = 0.02
     pool_replicas: int = 1
+    larger_pools: tuple[int, ...] = ()
     seed: int | None = None
     use_cache: bool = True
     cache_dir: Path | None = None
@@ -64,7 +65,7 @@ def calibrate_scenario(scenario: Scenario, profiles: pd.DataFrame, options: Cali
     record_settings(run, settings)
     return calibrate(
         scenario, profiles, policy=options.policy, class_mix=class_mix, histogram=histogram, models=options.models,
-        skus=options.skus, pool_replicas=options.pool_replicas,
+        skus=options.skus, pool_replicas=options.pool_replicas, larger_pools=options.larger_pools,
         duration_s=DEFAULT_DURATION_S if options.duration_s is None else options.duration_s,
         replications=DEFAULT_REPLICATIONS if options.replications is None else options.replications,
         seed=settings.seed, rel_tol=options.rel_tol, confidence=confidence, engine=settings.engine,

@@ -14,6 +14,7 @@ from typing import Any
 
 from planner.calibrate.cache import entry_payload, entry_result
 from planner.calibrate.inputs import UnitTask
+from planner.calibrate.pools import PoolTask
 from planner.storage import write_json_atomic
 
 
@@ -36,8 +37,9 @@ class FolderStore:
             return None
         return entry_result(payload, key)
 
-    def put(self, task: UnitTask, result: dict[str, Any]) -> str:
-        """Store one unit's result; returns '' or, when the cache cannot be written, why (the run goes on)."""
+    def put(self, task: UnitTask | PoolTask, result: dict[str, Any]) -> str:
+        """Store one unit's (or its larger pools') result; returns '' or, when the cache cannot be written,
+        why (the run goes on)."""
         try:
             write_json_atomic(entry_path(self.directory, task.key), entry_payload(task, result))
         except OSError as exc:

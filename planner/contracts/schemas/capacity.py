@@ -37,8 +37,12 @@ def _whole_at_least(smallest: int, cells: pd.Series) -> npt.NDArray[np.bool_]:
     return good
 
 
+POOL = "pool_replicas"
+"""Optional key column: the pool size a row was calibrated at (``planner calibrate --pool-sizes``)."""
+
+
 def _whole(column: str) -> pa.Check:
-    smallest = 1 if column == "tp_degree" else 0
+    smallest = 1 if column in ("tp_degree", POOL) else 0
     return cell_check("whole", lambda cells: pd.Series(_whole_at_least(smallest, cells), index=cells.index),
                       lambda f, r: f"{column} must be a whole number >= {smallest}, got {quoted(f[column].iloc[r])}",
                       WHOLE_FIX, empty_passes=False)
@@ -58,28 +62,35 @@ def _rate() -> pa.Check:
 def capacity_schema(whole_columns: Sequence[str], *, rate_numeric: bool) -> FileSchema:
     """A capacity table: key names filled, ``max_rps_per_replica`` (when it holds numbers,
     ``rate_numeric``) a finite rate > 0, each of ``whole_columns`` (``tp_degree`` and the engine
-    settings present) a whole number (``tp_degree`` >= 1), and one row per :data:`CAPACITY_KEY`."""
+    settings present) a whole number (``tp_degree`` >= 1), and one row per :data:`CAPACITY_KEY` (and pool size,
+    when ``pool_replicas`` is among ``whole_columns``)."""
+    key = [*CAPACITY_KEY[:3], POOL, CAPACITY_KEY[3]] if POOL in whole_columns else list(CAPACITY_KEY)
     columns: dict[str, list[pa.Check]] = {
         column: [cell_check("filled", lambda cells: cells != "", f"empty {column}", f"fill in the {column}")]
         for column in TEXT_KEY}
     columns[RATE] = [_rate()] if rate_numeric else []
     columns.update({column: [_whole(column)] for column in whole_columns})
-    columns = {name: columns[name] for name in sorted(columns, key=CAPACITY_COLUMNS.index)}  # file order
+    order = [*CAPACITY_COLUMNS, POOL]
+    columns = {name: columns[name] for name in sorted(columns, key=order.index)}  # file order
 
     def keys(frame: pd.DataFrame) -> pd.DataFrame:
-        return frame.assign(tp_degree=cell_numbers(frame["tp_degree"])).loc[:, list(CAPACITY_KEY)]
+        numbers = {c: cell_numbers(frame[c]) for c in ("tp_degree", POOL) if c in key}
+        return frame.assign(**numbers).loc[:, key]
 
     def unique(frame: pd.DataFrame) -> pd.Series:
         # a key with a refused cell is not compared: that cell is reported already
         valid = _whole_at_least(1, frame["tp_degree"]) & (frame.loc[:, list(TEXT_KEY)] != "").all(axis=1).to_numpy()
+        if POOL in key:
+            valid &= _whole_at_least(1, frame[POOL])
         repeated = keys(frame).duplicated(keep="first").to_numpy()
         return pd.Series(~(valid & repeated), index=frame.index)
 
     def duplicate(frame: pd.DataFrame, row: int) -> str:
-        key = keys(frame).iloc[row]
-        return (f"two rows for model {key['model']!r}, sku {key['sku']!r}, TP {int(key['tp_degree'])}, "
-                f"class {key['traffic_class']!r}")
+        found = keys(frame).iloc[row]
+        pool = f", pool of {int(found[POOL])}" if POOL in key else ""
+        return (f"two rows for model {found['model']!r}, sku {found['sku']!r}, TP {int(found['tp_degree'])}{pool}, "
+                f"class {found['traffic_class']!r}")
 
-    rows = [row_check("model", "unique", unique, duplicate,
-                      "keep one row per (model, sku, tp_degree, traffic_class)", place=lambda _f, r: f"row {r + 1}")]
+    rows = [row_check("model", "unique", unique, duplicate, f"keep one row per ({', '.join(key)})",
+                      place=lambda _f, r: f"row {r + 1}")]
     return FileSchema(columns, rows=rows, required=())

@@ -1,0 +1,161 @@
+"""Capacity per replica as the pool grows (``planner calibrate --pool-sizes``): the measured answers, the table's
+non-decreasing law, the cache, and bad pool-size lists.
+
+The calibrated unit is llama-3.1-8b on one H100 under the demo's mix for that model, at the profile's defaults: its
+lone replica meets the SLOs at about half of its throughput ceiling (the interactive class's TTFT binds), so a pool
+has room to carry more per replica. (On a class mix whose lone replica already reaches its throughput ceiling, a pool
+adds nothing, and the measured answers sit within the search's tolerance of each other.)
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pandas as pd
+import pytest
+from scenario_fixtures import with_tps
+from typer.testing import CliRunner
+
+from planner import cli
+from planner.calibrate import run as calibrate_run
+from planner.calibrate.pools import check_pool_sizes, parse_pool_sizes, tabulated_rates
+from planner.errors import InputError
+from planner.placement.capacity import larger_pool_sizes, validate_capacity
+from planner.profiles import load_profiles
+from planner.scenario import load_scenario
+from planner.workflows.calibrate import calibrate_with_cache as calibrate
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+FAST = {"duration_s": 300.0, "replications": 3, "engine": "local"}
+LONE_TP1 = {"models": ["llama-3.1-8b"], "skus": ["H100"], "search_settings": False}
+SIZES = (2, 4, 8)
+
+
+def never(*_args, **_kwargs):
+    raise AssertionError("a cache hit must not simulate")
+
+
+@pytest.fixture(scope="module")
+def profiles() -> pd.DataFrame:
+    return load_profiles()
+
+
+@pytest.fixture(scope="module")
+def tp1(profiles):
+    return with_tps(load_scenario(REPO_ROOT / "scenarios/demo.toml"), (1,))
+
+
+@pytest.fixture(scope="module")
+def cache_dir(tmp_path_factory) -> Path:
+    return tmp_path_factory.mktemp("pool-cache")
+
+
+@pytest.fixture(scope="module")
+def pooled(tp1, profiles, cache_dir):
+    return calibrate(tp1, profiles, cache_dir=cache_dir, larger_pools=SIZES, **LONE_TP1, **FAST)
+
+
+def test_tabulated_capacity_is_the_running_minimum_from_the_right() -> None:
+    pools = [{"replicas": 2, "rate_rps_per_replica": 9.0, "status": "calibrated"},
+             {"replicas": 4, "rate_rps_per_replica": 8.0, "status": "calibrated"},
+             {"replicas": 8, "rate_rps_per_replica": 12.0, "status": "calibrated"}]
+    # 4 measured less than 2: the pool of 2 takes 8.0, never more than a larger pool verified
+    assert tabulated_rates(1, 6.0, pools) == [(1, 6.0), (2, 8.0), (4, 8.0), (8, 12.0)]
+    assert tabulated_rates(1, 6.0, [{**pools[0], "status": "infeasible"}]) == [(1, 0.0), (2, 0.0)]
+
+
+def test_each_pool_size_is_measured_from_the_next_smaller_answer_and_never_falls(pooled) -> None:
+    (unit,) = pooled.meta["units"]
+    measured = [unit["mix_rps_per_replica"]] + [p["rate_rps_per_replica"] for p in unit["pools"]]
+    assert [p["replicas"] for p in unit["pools"]] == list(SIZES)
+    # common random numbers, and each search starts from the smaller pool's verified rate
+    assert all(p["search"] == "from the next smaller pool's answer" for p in unit["pools"])
+    assert measured == sorted(measured)
+    assert measured[-1] > 1.3 * measured[0], measured  # the economy of scale is there to measure
+    for pool in unit["pools"]:
+        assert pool["probes"][0]["ok"] and pool["probes"][0]["rate_rps_per_replica"] <= pool["rate_rps_per_replica"]
+        assert pool["simulations"] == sum(p["replications"] for p in pool["probes"])
+    assert pooled.meta["pool_sizes"] == [1, *SIZES]
+
+
+def test_the_table_has_one_row_set_per_pool_size_scaled_by_its_rate(pooled) -> None:
+    table = pooled.table
+    assert sorted(table["pool_replicas"].unique()) == [1, *SIZES]
+    (unit,) = pooled.meta["units"]
+    rates = dict(tabulated_rates(1, unit["mix_rps_per_replica"], unit["pools"]))
+    for row in table.to_dict("records"):
+        rate = rates[row["pool_replicas"]]
+        assert row["mix_rps_per_replica"] == pytest.approx(rate, abs=1e-6)
+        assert row["utilisation_at_capacity"] == pytest.approx(rate / row["ceiling_rps_per_replica"], abs=1e-5)
+        # each class keeps its analytic relative cost at every size
+        assert row["max_rps_per_replica"] == pytest.approx(
+            row["utilisation_at_capacity"] * row["class_ceiling_rps_per_replica"], rel=1e-4)
+    for _, rows in table.groupby("traffic_class"):
+        assert rows["max_rps_per_replica"].is_monotonic_increasing
+
+
+def test_a_second_calibration_answers_every_pool_from_the_cache(tp1, profiles, cache_dir, pooled,
+                                                                 monkeypatch) -> None:
+    monkeypatch.setattr(calibrate_run, "calibrate_unit", never)
+    monkeypatch.setattr(calibrate_run, "calibrate_pools", never)
+    again = calibrate(tp1, profiles, cache_dir=cache_dir, larger_pools=SIZES, **LONE_TP1, **FAST)
+    pd.testing.assert_frame_equal(again.table.drop(columns="cached"), pooled.table.drop(columns="cached"))
+
+
+def test_placement_reads_a_pooled_table_at_its_smallest_size_and_names_the_rest(pooled) -> None:
+    table = pooled.table.drop(columns="cached")
+    lone = validate_capacity(table)
+    assert len(lone) == (table["pool_replicas"] == 1).sum()
+    assert lone["max_rps_per_replica"].tolist() == table.loc[table["pool_replicas"] == 1,
+                                                             "max_rps_per_replica"].tolist()
+    assert larger_pool_sizes(table) == list(SIZES)
+    assert larger_pool_sizes(table.drop(columns="pool_replicas")) == []
+
+
+def test_a_capacity_table_with_two_rows_for_one_pool_size_is_refused(pooled) -> None:
+    table = pooled.table.drop(columns="cached")
+    doubled = pd.concat([table, table.iloc[[0]]], ignore_index=True)
+    with pytest.raises(InputError, match="pool of 1") as caught:
+        validate_capacity(doubled)
+    assert "pool_replicas" in caught.value.fix
+    bad = table.assign(pool_replicas=table["pool_replicas"].astype(object))
+    bad.loc[0, "pool_replicas"] = 0
+    with pytest.raises(InputError, match="pool_replicas must be a whole number >= 1"):
+        validate_capacity(bad)
+
+
+@pytest.mark.parametrize(("text", "message"), [
+    ("", "empty"), (" , ", "empty"), ("1,1", "must increase"), ("4,2", "must increase"), ("0,1", ">= 1"),
+    ("1,two", "whole numbers"), ("1.5", "whole numbers"),
+])
+def test_bad_pool_size_lists_are_input_errors(text, message) -> None:
+    with pytest.raises(InputError, match=message) as caught:
+        parse_pool_sizes(text)
+    assert caught.value.where == "--pool-sizes"
+    assert check_pool_sizes((1, 2, 4)) == (1, 2, 4)
+
+
+@pytest.mark.parametrize(("args", "message"), [
+    (["--pool-sizes", "4,2"], "must increase"),
+    (["--pool-sizes", ""], "empty"),
+    (["--pool-sizes", "1,2", "--pool-replicas", "2"], "both give"),
+    (["--pool-sizes", "1,100000"], "above the simulator's ceiling"),
+])
+def test_the_cli_refuses_a_bad_pool_size_list_and_writes_nothing(args, message, tmp_path) -> None:
+    out = tmp_path / "cap.csv"
+    result = CliRunner().invoke(cli.app, ["calibrate", "--scenario", str(REPO_ROOT / "scenarios/demo.toml"),
+                                      "--out", str(out), "--models", "llama-3.1-8b", "--skus", "H100",
+                                      "--default-settings", "--no-cache", *args])
+    assert result.exit_code == 3, result.output
+    assert message in " ".join(result.output.split())
+    assert not out.exists() and not out.with_suffix(".json").exists()
+
+
+def test_the_calibration_json_keeps_each_pool_search(pooled, tmp_path) -> None:
+    from planner.calibrate import calibration_files
+
+    _, text = calibration_files(pooled)
+    (unit,) = json.loads(text)["meta"]["units"]
+    assert [p["replicas"] for p in unit["pools"]] == list(SIZES)
+    assert "running minimum" in json.loads(text)["meta"]["pool_law"]
