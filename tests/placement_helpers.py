@@ -91,10 +91,19 @@ def profiles(rows: list[tuple[str, str, int]], engine: str = "vllm", *, max_num_
                          for m, s, g in rows])
 
 
-def capacity(rows: list[tuple[str, str, int, str, float]]) -> pd.DataFrame:
-    """(model, sku, tp_degree, class, max req/s per replica) rows, validated."""
-    return validate_capacity(pd.DataFrame(rows, columns=["model", "sku", "tp_degree", "traffic_class",
-                                                         "max_rps_per_replica"]))
+def capacity(rows: list[tuple[str, str, int, str, float]],
+             pools: dict[tuple[str, str, int], list[tuple[int, float]]] | None = None) -> pd.DataFrame:
+    """(model, sku, tp_degree, class, max req/s per replica) rows, validated; with ``pools``, each listed
+    deployment also at the given (pool size, gain): its rows times the gain at that size."""
+    columns = ["model", "sku", "tp_degree", "traffic_class", "max_rps_per_replica"]
+    frame = pd.DataFrame(rows, columns=columns)
+    if not pools:
+        return validate_capacity(frame)
+    larger = [(m, s, g, k, rate * gain, size) for m, s, g, k, rate in rows
+              for size, gain in pools.get((m, s, g), [])]
+    frame = pd.concat([frame.assign(pool_replicas=1), pd.DataFrame(larger, columns=[*columns, "pool_replicas"])],
+                      ignore_index=True)
+    return validate_capacity(frame, pools=True)
 
 
 def horizon_of(series: dict[tuple[str, str, str], list[float]]) -> str:

@@ -140,7 +140,7 @@ def test_place_defaults_are_the_plan_loops(repo_root):
     assert defaults["place"]["periods"] == "how:4"
 
 
-def test_place_with_a_table_of_several_pool_sizes_uses_the_smallest_and_says_so(six_hours, forecast_file, tmp_path):
+def test_place_charges_each_pool_the_capacity_of_its_size(six_hours, forecast_file, tmp_path):
     from planner.placement.capacity import analytic_capacity
     from planner.placement.place import analytic_lengths
     from planner.profiles import load_profiles
@@ -150,7 +150,7 @@ def test_place_with_a_table_of_several_pool_sizes_uses_the_smallest_and_says_so(
     lone = analytic_capacity(usable_profiles(scenario, load_profiles()), analytic_lengths(scenario)[0],
                              kv_fraction=scenario.policy.admission.kv_fraction, policy=scenario.policy.name)
     pooled = pd.concat([lone.assign(pool_replicas=1),
-                        lone.assign(pool_replicas=4, max_rps_per_replica=2 * lone["max_rps_per_replica"])])
+                        lone.assign(pool_replicas=2, max_rps_per_replica=1.5 * lone["max_rps_per_replica"])])
     plans = {}
     for name, table in (("lone", lone), ("pooled", pooled)):
         capacity, plan = tmp_path / f"{name}.capacity.csv", tmp_path / f"{name}.plan.csv"
@@ -159,6 +159,10 @@ def test_place_with_a_table_of_several_pool_sizes_uses_the_smallest_and_says_so(
                                          "--capacity", str(capacity), "--out", str(plan), "--json"])
         assert result.exit_code == 0, result.output
         plans[name] = (pd.read_csv(plan), json.loads(plan.with_suffix(".json").read_text()))
-    pd.testing.assert_frame_equal(plans["pooled"][0], plans["lone"][0])  # the rows at pool size 4 are not used
-    (warning,) = plans["pooled"][1]["warnings"]
-    assert "pool sizes 4 are not used" in warning
+    (lone_plan, lone_meta), (pooled_plan, pooled_meta) = plans["lone"], plans["pooled"]
+    assert pooled_meta["warnings"] == [] and pooled_meta["check"]["ok"]
+    gains = pooled_meta["capacity"]["pool_gains"]
+    assert gains and all(steps == [[2, pytest.approx(1.5, rel=1e-5)]] for steps in gains.values())
+    # pools of two or more carry 1.5x per replica: fewer GPUs, never more
+    assert pooled_plan["gpus"].sum() < lone_plan["gpus"].sum()
+    assert pooled_meta["cost_usd"]["total"] < lone_meta["cost_usd"]["total"]

@@ -16,7 +16,9 @@ of any tier in that period), whose value is the latency tie-break penalty. When 
 horizon is shorter than the reserved term, the routing LP also holds a region's reserved
 replicas of units offered on demand to at most its steady load (in replicas) plus
 max(N, P, 1).
-The optimum over all fleets must equal the MILP's.
+The optimum over all fleets must equal the MILP's. A unit may carry more per replica in a pool
+of two (a capacity table calibrated at pool sizes 1 and 2): the oracle then gives its steady
+replicas n · g(n) replicas' worth of capacity, g(n) the gain of the largest pool size ≤ n.
 
 Placement leaves out a TP unit that a smaller TP of the same (region, SKU, model)
 dominates; on instances that always have a TP 2 unit, the exhaustive optimum with every
@@ -84,11 +86,13 @@ def tiny_builders(draw, with_tp2: bool = False):
             for s in skus for k in ("interactive", "batch")]
     rows += [("m", s, 2, k, tp2[k] * rate) for _, s, _, k, rate in rows if tp2 and s == skus[0]]
     units = [("m", s, 1) for s in skus] + ([("m", skus[0], 2)] if tp2 else [])
+    # a pool of two TP 1 replicas may carry more per replica than one (planner calibrate --pool-sizes 1,2)
+    pools = {("m", s, 1): [(2, gain)] for s in skus if (gain := draw(st.sampled_from([None, 1.25, 1.5])))}
     demand_frame = demand_from_forecast(forecast(demand), scenario, 0.95, parse_periods("hourly"))
 
     def build(keep_dominated: bool = False):
         def instance():
-            return build_instance(scenario, demand_frame, catalog(regions), profiles(units), capacity(rows))
+            return build_instance(scenario, demand_frame, catalog(regions), profiles(units), capacity(rows, pools))
 
         if not keep_dominated:
             return instance()
@@ -101,6 +105,16 @@ def tiny_builders(draw, with_tp2: bool = False):
 def tiny_cases():
     """Tiny instances as placement builds them (dominated TP units left out)."""
     return tiny_builders().map(lambda build: build())
+
+
+def _pool_capacity(inst, u: int, n: int) -> float:
+    """n steady replicas of unit u carry n · g_u(n) replicas' worth: the gain of the largest pool size <= n."""
+    gain = 1.0
+    if inst.unit_pool_size is not None:
+        for size, step in zip(inst.unit_pool_size[u], inst.unit_pool_gain[u], strict=True):
+            if 0 < size <= n:
+                gain = max(gain, float(step))
+    return n * gain
 
 
 def _route_penalty(inst, t: int, serving: tuple[int, ...], tolerant_to: tuple[int, ...], steady: np.ndarray,
@@ -131,7 +145,8 @@ def _route_penalty(inst, t: int, serving: tuple[int, ...], tolerant_to: tuple[in
         a_eq[k, j] = 1.0
     a_ub, b_ub = [], []
     for u in range(inst.n_units):
-        for pool, count, scale in ((0, steady[u], 1.0), (1, spot[u], inst.spot_fraction)):
+        for pool, count, scale in ((0, _pool_capacity(inst, u, int(steady[u])), 1.0),
+                                   (1, spot[u], inst.spot_fraction)):
             row = np.zeros(n)
             for j, (uu, k, p) in enumerate(columns):
                 if uu == u and p == pool:

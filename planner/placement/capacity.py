@@ -106,14 +106,17 @@ def analytic_capacity(
     return pd.DataFrame(rows, columns=list(CAPACITY_COLUMNS))
 
 
-def validate_capacity(frame: pd.DataFrame, where: str | Path = "capacity table") -> pd.DataFrame:
+def validate_capacity(frame: pd.DataFrame, where: str | Path = "capacity table", *, pools: bool = False
+                      ) -> pd.DataFrame:
     """Check a capacity table: required columns, positive finite rates and whole TP degrees and
     settings, one row per key; every problem is reported in one error.
 
     Rows with a non-positive rate are errors (leave the row out when a class cannot run).
     Returns the table with the optional columns filled: no engine settings ('' and 0: the
     profile's defaults), ``policy`` '' and ``source`` 'capacity table'. A table calibrated at
-    several pool sizes (``pool_replicas``) gives each deployment's rows at its smallest size
+    several pool sizes (``pool_replicas``) must not give a class less per replica in a larger
+    pool. With ``pools`` the result keeps every size (column ``pool_replicas`` where the table has
+    it: :func:`pool_gains` reads them); without, each deployment's rows at its smallest size
     (the others are listed in ``attrs["pool_sizes_not_used"]``).
     """
     missing = [c for c in REQUIRED_COLUMNS if c not in frame.columns]
@@ -138,16 +141,59 @@ def validate_capacity(frame: pd.DataFrame, where: str | Path = "capacity table")
         # no setting: the profile's defaults; no pool size: one replica
         unset = 1 if column == POOL_COLUMN else 0
         table[column] = pd.to_numeric(table[column]).to_numpy(dtype=np.int64) if column in table.columns else unset
+    _check_non_decreasing(table, where)
     larger = larger_pool_sizes(table)
-    smallest = table.groupby(list(DEPLOYMENT_KEY), sort=False)[POOL_COLUMN].transform("min")
-    table = table[table[POOL_COLUMN] == smallest].reset_index(drop=True)
+    if not pools:
+        smallest = table.groupby(list(DEPLOYMENT_KEY), sort=False)[POOL_COLUMN].transform("min")
+        table = table[table[POOL_COLUMN] == smallest].reset_index(drop=True)
     for column, default in (("engine", ""), ("policy", ""), ("source", TABLE_LABEL)):
         if column not in table.columns:
             table[column] = default
         table[column] = table[column].astype("string").fillna(default).astype(str)
-    table = table.loc[:, list(CAPACITY_COLUMNS)]
-    table.attrs[UNUSED_POOL_SIZES] = larger or frame.attrs.get(UNUSED_POOL_SIZES, [])
+    table = table.loc[:, [*CAPACITY_COLUMNS, *([POOL_COLUMN] if pools and POOL_COLUMN in frame.columns else [])]]
+    table.attrs[UNUSED_POOL_SIZES] = [] if pools else (larger or frame.attrs.get(UNUSED_POOL_SIZES, []))
     return table
+
+
+def _check_non_decreasing(table: pd.DataFrame, where: str | Path) -> None:
+    """A class's rate per replica never falls as its deployment's pool grows (planner/calibrate/pools.py)."""
+    ordered = table.assign(_row=np.arange(len(table))).sort_values([*CAPACITY_KEY, POOL_COLUMN], kind="stable")
+    falls = ordered.groupby(list(CAPACITY_KEY), sort=False)["max_rps_per_replica"].diff() < 0
+    if falls.any():
+        row = ordered[falls].iloc[0]
+        raise InputError(
+            f"row {int(row['_row']) + 1}: {row['model']} on {row['tp_degree']} x {row['sku']}, class "
+            f"{row['traffic_class']!r}, carries {row['max_rps_per_replica']:g} req/s per replica in a pool of "
+            f"{row[POOL_COLUMN]}, less than in a smaller pool", where=f"{where}, column 'max_rps_per_replica'",
+            fix="give each class a rate per replica that does not fall as pool_replicas grows (planner calibrate "
+                "--pool-sizes writes such tables)")
+
+
+def pool_gains(table: pd.DataFrame) -> dict[tuple[str, str, int], tuple[tuple[int, float], ...]]:
+    """Per deployment (model, SKU, TP), the pool sizes N_j above its smallest N_0 at which a replica carries more,
+    each with its gain g_j = c(N_j) / c(N_0): the smallest over the classes of the ratio of their rates, so no
+    class is charged less than its own row. Only sizes where the gain rises are kept; a deployment without
+    larger sizes has none (every pool carries N x c(N_0))."""
+    if POOL_COLUMN not in table.columns:
+        return {}
+    gains: dict[tuple[str, str, int], tuple[tuple[int, float], ...]] = {}
+    for (model, sku, tp), rows in table.groupby(list(DEPLOYMENT_KEY), sort=True):
+        rates = rows.pivot_table(index=POOL_COLUMN, columns="traffic_class", values="max_rps_per_replica",
+                                 aggfunc="first").sort_index()
+        if len(rates) < 2:
+            continue
+        base = rates.iloc[0]
+        steps: list[tuple[int, float]] = []
+        for size, rates_at in rates.iloc[1:].iterrows():
+            shared = base.notna() & rates_at.notna()
+            if not shared.any():
+                continue
+            gain = float((rates_at[shared] / base[shared]).min())
+            if gain > (steps[-1][1] if steps else 1.0) * (1.0 + 1e-9):
+                steps.append((int(size), gain))
+        if steps:
+            gains[(str(model), str(sku), int(tp))] = tuple(steps)
+    return gains
 
 
 def larger_pool_sizes(frame: pd.DataFrame) -> list[int]:

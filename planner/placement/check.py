@@ -13,7 +13,8 @@ a violation instead of a wrong plan written to disk. It checks:
 * residency and latency: every flow goes to a region in the origin's residency zones and
   within the class's RTT budget;
 * capacity (Mélange form): per (region, SKU, TP, model, period),
-  Σ_k steady load_k / cap_k ≤ reserved + on-demand replicas and
+  Σ_k steady load_k / cap_k ≤ n · g(n), n the reserved + on-demand replicas and g(n) the
+  table's pool gain at n (1 without pool sizes; :func:`planner.placement.capacity.pool_gains`), and
   Σ_k spot load_k / (φ·cap_k) ≤ spot replicas, spot load only for spot-tolerant classes,
   and the loads add up to the flows arriving in the region;
 * quotas: GPUs per (region, SKU, period) ≤ quota;
@@ -41,6 +42,7 @@ import pandas as pd
 
 from planner.catalog import Catalog
 from planner.contracts import FLOW_COLUMNS, LOAD_COLUMNS, PLAN_COLUMNS
+from planner.placement.capacity import POOL_COLUMN, pool_gains
 from planner.placement.periods import Demand, Periods
 from planner.scenario import Scenario
 
@@ -226,6 +228,10 @@ def _check_capacity(report: CheckReport, plan: pd.DataFrame, loads: pd.DataFrame
                     capacity: pd.DataFrame) -> None:
     """Capacity in the Mélange form per (unit, period) and pool, and spot load for spot-tolerant classes only."""
     cap_cfg = scenario.capacity
+    gains = pool_gains(capacity)
+    if POOL_COLUMN in capacity.columns:  # the coefficients are the smallest pool size's
+        capacity = capacity[capacity[POOL_COLUMN] == capacity.groupby(
+            ["model", "sku", "tp_degree"], sort=False)[POOL_COLUMN].transform("min")]
     cap = {(m, s, int(g), k): cap_cfg.utilisation_cap * float(v) for m, s, g, k, v in
            capacity[["model", "sku", "tp_degree", "traffic_class", "max_rps_per_replica"]].itertuples(index=False)}
     keys = ["period", "region", "sku", "tp_degree", "model"]
@@ -250,9 +256,11 @@ def _check_capacity(report: CheckReport, plan: pd.DataFrame, loads: pd.DataFrame
         / (coefficient[usable] * np.where(spot_pool[usable], cap_cfg.spot_reliable_fraction, 1.0)))
     for (period, region, sku, tp, model, pool), used in share.groupby([*keys, "pool"])["used"].sum().items():
         have = (spot_count if pool == "spot" else steady_count).get((period, region, sku, tp, model), 0)
-        if used > have + TOL_REPLICA:
+        worth = have if pool == "spot" else have * max(
+            [1.0] + [g for size, g in gains.get((model, sku, int(tp)), ()) if size <= have])
+        if used > worth + TOL_REPLICA:
             report.add(f"{model}/{tp} x {sku} in {region} ({period}): {pool} load needs {used:.6f} replicas, "
-                       f"plan has {have:g}")
+                       f"plan has {have:g}" + (f", worth {worth:.6f} in a pool of that size" if worth != have else ""))
 
 
 def _check_flows_carried(report: CheckReport, flows: pd.DataFrame, loads: pd.DataFrame) -> None:

@@ -18,6 +18,10 @@ and every model. The value is the scenario's override (the region's own ``quotas
 the tiers would triple it, so the **largest** catalog quota of the enabled, available
 tiers is used (on the bundled catalog this is the same as any one tier's figure).
 
+Pools. A capacity table calibrated at several pool sizes gives each unit its steps (N_j, g_j):
+from N_j steady replicas on, a replica carries g_j times its ``unit_cap_rps``
+(:func:`planner.placement.capacity.pool_gains`; steps above the unit's replica limit are dropped).
+
 Prices are USD per GPU-hour; a replica costs tp × price per hour. Renting happens in
 instances of ``gpus_per_instance`` GPUs: packing replicas into whole instances is not
 modelled (at most ``gpus_per_instance − 1`` idle GPUs per region, SKU and tier).
@@ -32,6 +36,8 @@ import pandas as pd
 
 from planner.catalog import Catalog
 from planner.contracts import TIER_NAMES as TIERS
+from planner.contracts.columns import DEPLOYMENT_KEY
+from planner.placement.capacity import POOL_COLUMN, pool_gains
 from planner.placement.periods import Demand, Periods
 from planner.scenario import Scenario
 
@@ -77,6 +83,15 @@ class PlacementInstance:
     quota_by_period: np.ndarray | None = None  # [r, s, t]: a residual quota that varies by period
     min_replicas_per_pool: int = 1  # replicas of any tier a serving (region, model) keeps in every period
     reserved_sustained_only: bool = False  # the horizon is shorter than the reserved term (``problem.py``)
+    unit_pool_size: np.ndarray | None = None  # [u, J] pool sizes N_j at which a replica carries more (0: none)
+    unit_pool_gain: np.ndarray | None = None  # [u, J] g_j = c(N_j) / c(N_0), increasing in j (0: none)
+
+    def pool_gain_max(self) -> np.ndarray:
+        """[u] the most a steady replica of the unit carries, in replicas at its ``unit_cap_rps`` (1: no pool gain)."""
+        if self.unit_pool_gain is None or self.unit_pool_gain.shape[1] == 0:
+            return np.ones(self.n_units)
+        most: np.ndarray = np.maximum(self.unit_pool_gain.max(axis=1), 1.0)
+        return most
 
     @property
     def pool_floor(self) -> int:
@@ -122,12 +137,14 @@ class PlacementInstance:
         """The same instance with only the units where ``keep`` is true (e.g. one SKU)."""
         fields = {name: getattr(self, name) for name in self.__dataclass_fields__}
         for name in ("unit_region", "unit_sku", "unit_model", "unit_gpus", "unit_price", "unit_cap_rps",
-                     "unit_max_replicas"):
-            fields[name] = fields[name][keep]
+                     "unit_max_replicas", "unit_pool_size", "unit_pool_gain"):
+            if fields[name] is not None:
+                fields[name] = fields[name][keep]
         return PlacementInstance(**fields)
 
 
-def _dominating_tp(gpus: int, caps: list[float], candidates: list[tuple[int, list[float], int]]) -> int | None:
+def _dominating_tp(gpus: int, caps: list[float], gain: float,
+                   candidates: list[tuple[int, list[float], int, tuple[tuple[int, float], ...]]]) -> int | None:
     """A smaller TP degree of the same (region, SKU, model) that makes this one redundant, or None.
 
     Replicas of ``g`` GPUs, ``gpus / g`` of them in place of one replica of ``gpus``, use the
@@ -136,10 +153,12 @@ def _dominating_tp(gpus: int, caps: list[float], candidates: list[tuple[int, lis
     are powers of two, so ``gpus / g`` is whole. The switching cost is the exception: it is
     charged per on-demand replica started or stopped, and the smaller replicas switch
     ``gpus / g`` times as often, so ``build_instance`` does not apply the rule where the
-    scenario charges switching and the unit can be bought on demand.
+    scenario charges switching and the unit can be bought on demand. Where pools of the larger
+    replica carry more per replica (``gain`` at most), the smaller ones must match that most.
     """
-    for g, other, _ in candidates:
-        if g < gpus and gpus % g == 0 and all((gpus // g) * o >= c for o, c in zip(other, caps, strict=True)):
+    for g, other, _, _ in candidates:
+        if g < gpus and gpus % g == 0 and all((gpus // g) * o >= c * gain
+                                              for o, c in zip(other, caps, strict=True)):
             return g
     return None
 
@@ -166,6 +185,7 @@ def build_instance(
     skus = tuple(sorted({sku for m in models for sku in scenario.allowed_skus(m)}))
     quota, quota_source = _quotas(scenario, catalog, regions, skus, tiers)
     tables = _Tables.read(catalog, regions, tiers, profiles, capacity)
+    steps_at = max((len(v) for v in tables.gains.values()), default=0)
     units = _Units(excluded=[])
     for mi, m in enumerate(models):
         for s in scenario.allowed_skus(m):
@@ -204,6 +224,10 @@ def build_instance(
         quota_source=quota_source,
         min_replicas_per_pool=scenario.capacity.min_replicas_per_pool,
         reserved_sustained_only=float(demand.periods.hours.sum()) < scenario.capacity.reserved_term_hours,
+        unit_pool_size=np.array([[n for n, _ in steps] + [0] * (steps_at - len(steps)) for steps in units.steps],
+                                dtype=np.int64).reshape(-1, steps_at) if steps_at else None,
+        unit_pool_gain=np.array([[g for _, g in steps] + [0.0] * (steps_at - len(steps)) for steps in units.steps],
+                                dtype=float).reshape(-1, steps_at) if steps_at else None,
     )
 
 
@@ -239,6 +263,7 @@ class _Tables:
     price: dict[tuple[str, str, str], float]  # (region, SKU, tier) -> USD per GPU-hour
     tps: dict[tuple[str, str], list[int]]  # (model, SKU) -> profiled TP degrees
     cap: dict[tuple[str, str, int, str], float]  # (model, SKU, TP, class) -> max req/s per replica
+    gains: dict[tuple[str, str, int], tuple[tuple[int, float], ...]]  # (model, SKU, TP) -> pool steps (N_j, g_j)
 
     @classmethod
     def read(cls, catalog: Catalog, regions: tuple[str, ...], tiers: tuple[str, ...], profiles: pd.DataFrame,
@@ -252,12 +277,16 @@ class _Tables:
             degrees = tps.setdefault((str(m), str(s)), [])
             if int(g) not in degrees:  # one unit per degree: rows of several engines would repeat it
                 degrees.append(int(g))
+        lone = capacity
+        if POOL_COLUMN in capacity.columns:
+            smallest = capacity.groupby(list(DEPLOYMENT_KEY), sort=False)[POOL_COLUMN].transform("min")
+            lone = capacity[capacity[POOL_COLUMN] == smallest]
         cap = {
             (str(m), str(s), int(g), str(k)): float(v)
-            for m, s, g, k, v in capacity[["model", "sku", "tp_degree", "traffic_class", "max_rps_per_replica"]]
+            for m, s, g, k, v in lone[["model", "sku", "tp_degree", "traffic_class", "max_rps_per_replica"]]
             .itertuples(index=False)
         }
-        return cls(price, tps, cap)
+        return cls(price, tps, cap, pool_gains(capacity))
 
 
 @dataclass(frozen=True)
@@ -284,6 +313,7 @@ class _Units:
     price: list[list[float]] = field(default_factory=list)
     cap: list[list[float]] = field(default_factory=list)
     most: list[int] = field(default_factory=list)
+    steps: list[tuple[tuple[int, float], ...]] = field(default_factory=list)
 
 
 def _add_units(units: _Units, scenario: Scenario, offer: _Offer, tables: _Tables, quota: np.ndarray) -> None:
@@ -311,10 +341,11 @@ def _add_units(units: _Units, scenario: Scenario, offer: _Offer, tables: _Tables
             units.excluded.append((r, f"{s} x{gpus}", m, f"quota of {limit} {s} GPUs in {r} is below "
                                                          f"the {gpus} GPUs one replica of {m} needs"))
             continue
-        candidates.append((gpus, caps, most))
+        candidates.append((gpus, caps, most, tables.gains.get((m, s, gpus), ())))
     switching = scenario.capacity.switching_cost_usd > 0 and bool(np.isfinite(unit_prices[TIERS.index("on_demand")]))
-    for gpus, caps, most in candidates:
-        smaller = None if switching else _dominating_tp(gpus, caps, candidates)
+    for gpus, caps, most, steps in candidates:
+        gain = max((g for _, g in steps), default=1.0)
+        smaller = None if switching else _dominating_tp(gpus, caps, gain, candidates)
         if smaller is not None:
             units.excluded.append((r, f"{s} x{gpus}", m, f"dominated by {smaller} x {s}: {gpus // smaller} of "
                                                          f"those replicas carry as much of every class on the "
@@ -327,3 +358,4 @@ def _add_units(units: _Units, scenario: Scenario, offer: _Offer, tables: _Tables
         units.price.append(unit_prices)
         units.cap.append(caps)
         units.most.append(most)
+        units.steps.append(tuple((n, g) for n, g in steps if n <= most))

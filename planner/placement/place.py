@@ -51,6 +51,7 @@ from planner.placement.capacity import (
     TokenLengths,
     analytic_capacity,
     deployment_settings,
+    pool_gains,
     validate_capacity,
 )
 from planner.placement.check import check_plan
@@ -83,9 +84,12 @@ ANALYTIC_WARNING = ("capacities are analytic estimates (no --capacity table): th
 def _capacity_table(scenario: Scenario, profiles: pd.DataFrame,
                     capacity: pd.DataFrame | None) -> tuple[pd.DataFrame, str, dict[str, Any]]:
     if capacity is not None:
-        table = validate_capacity(capacity, where=capacity.attrs.get("source_path", "capacity table"))
-        larger = table.attrs.get(UNUSED_POOL_SIZES, [])
-        return table, "capacity table", {UNUSED_POOL_SIZES: larger} if larger else {}
+        table = validate_capacity(capacity, where=capacity.attrs.get("source_path", "capacity table"), pools=True)
+        larger = capacity.attrs.get(UNUSED_POOL_SIZES, [])
+        gains = {f"{m}/{s}/tp{g}": [[n, round(gain, 6)] for n, gain in steps]
+                 for (m, s, g), steps in pool_gains(table).items()}
+        return table, "capacity table", {**({UNUSED_POOL_SIZES: larger} if larger else {}),
+                                         **({"pool_gains": gains} if gains else {})}
     lengths, workloads = analytic_lengths(scenario)
     table = analytic_capacity(profiles, lengths, kv_fraction=scenario.policy.admission.kv_fraction,
                               policy=scenario.policy.name)

@@ -25,6 +25,7 @@ Variables::
     y_rm ∈ {0, 1}                 region r serves model m
     v_rmt ∈ {0, 1}                region r takes spot-tolerant traffic of m in period t (only when N = 0)
     w_ut ≥ 0                      on-demand replicas switched on or off     (only when c_sw > 0)
+    q_utj ≥ 0, z_utj ∈ {0, 1}     pool step j of u in period t: q = R_u + D_ut when z = 1 (only with pool gains)
     e_omkt ≥ 0                    unserved demand                  (only in the elastic variant)
 
 Minimise::
@@ -38,7 +39,10 @@ subject to::
 
     (demand)     Σ_{r∈E_ok} f_ormkt + e_omkt = d_omkt               ∀ o,m,k,t with d > 0
     (route)      Σ_o f_ormkt = Σ_{u=(r,·,·,m)} (a_ukt + b_ukt)      ∀ r,m,k,t
-    (cap)        Σ_k a_ukt / cap_uk ≤ R_u + D_ut                    ∀ u,t    (Mélange form)
+    (cap)        Σ_k a_ukt / cap_uk ≤ R_u + D_ut + Σ_j Δ_uj q_utj   ∀ u,t    (Mélange form)
+    (poolq)      q_utj ≤ R_u + D_ut                                 ∀ u,t,j  (pool gains only)
+    (poolm)      q_utj ≤ M_u z_utj                                  ∀ u,t,j  (pool gains only)
+    (poolz)      N_uj z_utj ≤ R_u + D_ut                            ∀ u,t,j  (pool gains only)
     (spotcap)    Σ_{k∈K^S} b_ukt / (φ cap_uk) ≤ S_ut                ∀ u,t
     (quota)      Σ_{u=(r,s,·,·)} g_u (R_u + D_ut + S_ut) ≤ Q_rst    ∀ r,s,t
     (redundancy) Σ_{u=(r,·,·,m)} (R_u + D_ut) ≥ F y_rm             ∀ r,m,t
@@ -61,6 +65,16 @@ by (demand) and (vub) for integer y; it is there because it makes the LP relaxat
 at least one serving region per demand. The switching cost applies to on-demand replicas
 only (model load time on start-up, and the churn of stopping); spot capacity is reclaimed
 and restarted by the cloud regardless.
+
+Pools. Where the capacity table was calibrated at several pool sizes, a pool of n steady
+replicas of u carries n · g_u(n) replicas' worth at cap_uk, with g_u(n) = g_uj for the largest
+calibrated size N_uj ≤ n (1 below the first; ``planner/calibrate/pools.py``), g non-decreasing.
+With Δ_uj = g_uj − g_u,j−1 (g_u0 = 1), n + Σ_j Δ_uj q_utj with q_utj ≤ n and q_utj = 0 unless
+n ≥ N_uj (z_utj) is at most n + Σ_{N_uj ≤ n} Δ_uj n = n · g_u(n), and the program reaches it by
+setting z where n allows: (cap) charges a pool exactly its tabulated capacity. Spot replicas
+keep the smallest size's capacity (a cloud can reclaim them all at once), and each (SKU, TP) of
+a mixed pool counts its own replicas: the pool of several units carries at least the sum of its
+parts. Only steady units with a gain get the columns; without one the program is as before.
 
 A serving pool keeps at least P replicas in every period of the horizon, so that no pool
 is a one-replica fragment. They are steady replicas, as for N: a spot replica cannot carry
@@ -318,11 +332,50 @@ def _capacity_rows(b: _Builder, inst: PlacementInstance, units: np.ndarray, reps
     b.add(cap_row[reps.reserved[ui], ti], reps.R.start + ui, -1.0)
     D, S = reps.D, reps.S
     b.add(cap_row[D.index["u"], D.index["t"]], D.start + np.arange(D.size), -1.0)
+    _pool_gain_rows(b, inst, reps.steady(units), reps, cap_row)
     spot_row = _unit_period_rows(b, inst, "spotcap", reps.spot)
     bs = spot_loads
     b.add(spot_row[bs.index["u"], bs.index["t"]], bs.start + np.arange(bs.size),
           1.0 / (inst.spot_fraction * inst.unit_cap_rps[bs.index["u"], bs.index["k"]]))
     b.add(spot_row[S.index["u"], S.index["t"]], S.start + np.arange(S.size), -1.0)
+
+
+def _pool_gain_rows(b: _Builder, inst: PlacementInstance, steady: np.ndarray, reps: _Replicas,
+                    cap_row: np.ndarray) -> None:
+    """(poolq) and (poolz), and each step's gain in (cap): a pool of n steady replicas carries n · g(n)."""
+    if inst.unit_pool_size is None or inst.unit_pool_gain is None:
+        return
+    T = inst.n_periods
+    sizes, gains = inst.unit_pool_size[steady], inst.unit_pool_gain[steady]
+    ui, ji = np.nonzero(sizes > 0)
+    if ui.size == 0:
+        return
+    previous = np.where(ji > 0, gains[ui, np.maximum(ji - 1, 0)], 1.0)
+    delta, size, u = gains[ui, ji] - previous, sizes[ui, ji], steady[ui]
+    si, ti = _grid(ui.size, T)
+    u_t, j_t, t = u[si], ji[si], ti
+    most = inst.unit_max_replicas[u_t]
+    q = b.add_cols("pool_q", {"u": u_t, "j": j_t, "t": t}, 0.0, most, False, usd=0.0)
+    z = b.add_cols("pool_z", {"u": u_t, "j": j_t, "t": t}, 0.0, 1.0, True, usd=0.0)
+    b.add(cap_row[u_t, t], q.start + np.arange(q.size), -delta[si])
+    replicas = {"R": {int(unit): reps.R.start + i for i, unit in enumerate(reps.reserved)}}
+    on_demand = np.full((inst.n_units, T), -1, dtype=np.int64)
+    on_demand[reps.D.index["u"], reps.D.index["t"]] = reps.D.start + np.arange(reps.D.size)
+    for name, coefficient_q, coefficient_z in (("poolq", 1.0, None), ("poolm", 1.0, -most.astype(float)),
+                                               ("poolz", None, size[si].astype(float))):
+        rows = b.add_rows(name, {"u": u_t, "j": j_t, "t": t}, -np.inf, 0.0)
+        at = rows.start + np.arange(rows.size)
+        if coefficient_q is not None:
+            b.add(at, q.start + np.arange(q.size), coefficient_q)
+        if coefficient_z is not None:
+            b.add(at, z.start + np.arange(z.size), coefficient_z)
+        if name != "poolm":  # q and N z are both at most the pool's steady replicas R + D
+            reserved = np.array([replicas["R"].get(int(unit), -1) for unit in u_t], dtype=np.int64)
+            has_r = reserved >= 0
+            b.add(at[has_r], reserved[has_r], -1.0)
+            d_col = on_demand[u_t, t]
+            has_d = d_col >= 0
+            b.add(at[has_d], d_col[has_d], -1.0)
 
 
 def _quota_rows(b: _Builder, inst: PlacementInstance, units: np.ndarray, reps: _Replicas, rep_col: np.ndarray,

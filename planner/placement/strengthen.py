@@ -7,8 +7,8 @@ Part of it can be written down directly.
 For a model m, a period t and a set G of serving regions, let F(G) be the (origin, class)
 pairs whose every allowed region is in G: their demand has nowhere else to go. Pick a
 reference unit u* in G and weights ρ_k = 1 / cap_{u*,k}. Every unit u in G carries at most
-θ_u = max_k ρ_k·cap_uk "reference replicas" per steady replica and θ^S_u = φ·max_{k∈K^S} ρ_k·cap_uk
-per spot replica (Mélange form, summed over classes), so
+θ_u = ĝ_u·max_k ρ_k·cap_uk "reference replicas" per steady replica, ĝ_u its largest pool gain
+(1 without), and θ^S_u = φ·max_{k∈K^S} ρ_k·cap_uk per spot replica (Mélange form, summed over classes), so
 
     Σ_{u∈G} θ_u (R_u + D_ut) + Σ_{u∈G} θ^S_u S_ut ≥ β_t = Σ_{(o,k)∈F(G)} ρ_k d_omkt
 
@@ -166,7 +166,8 @@ def _group_rows(out: _Rows, inst: PlacementInstance, group: _Group,
         profiles.add(profile)
         rho = np.zeros(len(inst.classes))
         rho[ks] = 1.0 / caps
-        theta = (inst.unit_cap_rps[group.members][:, ks] * rho[ks]).max(axis=1)
+        # a steady replica in a pool carries up to its pool gain times its capacity (problem.py, Pools)
+        theta = (inst.unit_cap_rps[group.members][:, ks] * rho[ks]).max(axis=1) * inst.pool_gain_max()[group.members]
         theta_spot = (inst.spot_fraction * (inst.unit_cap_rps[group.spot_members][:, tolerant] * rho[tolerant])
                       .max(axis=1)) if tolerant and group.spot_members.size else np.zeros(0)
         # the base row, and the base row divided by φ (spot replicas of the reference's
