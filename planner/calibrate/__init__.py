@@ -11,7 +11,8 @@ so an unchanged unit is never simulated again.
 Modules: ``inputs`` (settings, class mix, the engine-setting grid, one task per unit),
 ``probe`` (simulate one rate; the predicate and common random numbers), ``search`` (the
 bisection and why it is monotone in the SLO), ``unit`` (one unit's search over its engine
-settings, with pruning, as a task), ``cache`` (keys and the store protocol), ``table``
+settings, with pruning, as a task), ``pools`` (the unit again at larger pool sizes, and the
+law that makes their rates non-decreasing), ``cache`` (keys and the store protocol), ``table``
 (per-class coefficients, the table and its files) and ``run`` (:func:`calibrate`).
 """
 
