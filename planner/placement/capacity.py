@@ -144,8 +144,7 @@ def validate_capacity(frame: pd.DataFrame, where: str | Path = "capacity table",
     _check_non_decreasing(table, where)
     larger = larger_pool_sizes(table)
     if not pools:
-        smallest = table.groupby(list(DEPLOYMENT_KEY), sort=False)[POOL_COLUMN].transform("min")
-        table = table[table[POOL_COLUMN] == smallest].reset_index(drop=True)
+        table = table[at_smallest_pool(table)].reset_index(drop=True)
     for column, default in (("engine", ""), ("policy", ""), ("source", TABLE_LABEL)):
         if column not in table.columns:
             table[column] = default
@@ -196,13 +195,27 @@ def pool_gains(table: pd.DataFrame) -> dict[tuple[str, str, int], tuple[tuple[in
     return gains
 
 
-def larger_pool_sizes(frame: pd.DataFrame) -> list[int]:
-    """The pool sizes of a capacity table above each deployment's smallest (none without ``pool_replicas``)."""
-    if POOL_COLUMN not in frame.columns or frame.empty:
-        return []
+def pool_gain_at(steps: tuple[tuple[int, float], ...], replicas: float) -> float:
+    """g(n): the gain of the largest pool size in ``steps`` (:func:`pool_gains`) up to ``replicas``, 1 below all."""
+    return max([1.0] + [gain for size, gain in steps if size <= replicas])
+
+
+def at_smallest_pool(frame: pd.DataFrame) -> np.ndarray:
+    """Which rows are at their deployment's smallest pool size (every row of a table without ``pool_replicas``)."""
+    if POOL_COLUMN not in frame.columns:
+        return np.ones(len(frame), dtype=bool)
     sizes = pd.to_numeric(frame[POOL_COLUMN], errors="coerce")
     smallest = sizes.groupby([frame[c] for c in DEPLOYMENT_KEY], sort=False).transform("min")
-    return sorted({int(n) for n in sizes[sizes > smallest].dropna()})
+    mask: np.ndarray = (sizes == smallest).to_numpy(dtype=bool)
+    return mask
+
+
+def larger_pool_sizes(frame: pd.DataFrame) -> list[int]:
+    """The pool sizes of a capacity table above each deployment's smallest (none without ``pool_replicas``)."""
+    if POOL_COLUMN not in frame.columns:
+        return []
+    sizes = pd.to_numeric(frame[POOL_COLUMN], errors="coerce")[~at_smallest_pool(frame)]
+    return sorted({int(n) for n in sizes.dropna()})
 
 
 def _locate(problem: Problem) -> str:

@@ -42,7 +42,7 @@ import pandas as pd
 
 from planner.catalog import Catalog
 from planner.contracts import FLOW_COLUMNS, LOAD_COLUMNS, PLAN_COLUMNS
-from planner.placement.capacity import POOL_COLUMN, pool_gains
+from planner.placement.capacity import at_smallest_pool, pool_gain_at, pool_gains
 from planner.placement.periods import Demand, Periods
 from planner.scenario import Scenario
 
@@ -229,9 +229,7 @@ def _check_capacity(report: CheckReport, plan: pd.DataFrame, loads: pd.DataFrame
     """Capacity in the Mélange form per (unit, period) and pool, and spot load for spot-tolerant classes only."""
     cap_cfg = scenario.capacity
     gains = pool_gains(capacity)
-    if POOL_COLUMN in capacity.columns:  # the coefficients are the smallest pool size's
-        capacity = capacity[capacity[POOL_COLUMN] == capacity.groupby(
-            ["model", "sku", "tp_degree"], sort=False)[POOL_COLUMN].transform("min")]
+    capacity = capacity[at_smallest_pool(capacity)]  # the coefficients are the smallest pool size's
     cap = {(m, s, int(g), k): cap_cfg.utilisation_cap * float(v) for m, s, g, k, v in
            capacity[["model", "sku", "tp_degree", "traffic_class", "max_rps_per_replica"]].itertuples(index=False)}
     keys = ["period", "region", "sku", "tp_degree", "model"]
@@ -256,8 +254,7 @@ def _check_capacity(report: CheckReport, plan: pd.DataFrame, loads: pd.DataFrame
         / (coefficient[usable] * np.where(spot_pool[usable], cap_cfg.spot_reliable_fraction, 1.0)))
     for (period, region, sku, tp, model, pool), used in share.groupby([*keys, "pool"])["used"].sum().items():
         have = (spot_count if pool == "spot" else steady_count).get((period, region, sku, tp, model), 0)
-        worth = have if pool == "spot" else have * max(
-            [1.0] + [g for size, g in gains.get((model, sku, int(tp)), ()) if size <= have])
+        worth = have if pool == "spot" else have * pool_gain_at(gains.get((model, sku, int(tp)), ()), have)
         if used > worth + TOL_REPLICA:
             report.add(f"{model}/{tp} x {sku} in {region} ({period}): {pool} load needs {used:.6f} replicas, "
                        f"plan has {have:g}" + (f", worth {worth:.6f} in a pool of that size" if worth != have else ""))

@@ -36,8 +36,7 @@ import pandas as pd
 
 from planner.catalog import Catalog
 from planner.contracts import TIER_NAMES as TIERS
-from planner.contracts.columns import DEPLOYMENT_KEY
-from planner.placement.capacity import POOL_COLUMN, pool_gains
+from planner.placement.capacity import at_smallest_pool, pool_gains
 from planner.placement.periods import Demand, Periods
 from planner.scenario import Scenario
 
@@ -277,10 +276,7 @@ class _Tables:
             degrees = tps.setdefault((str(m), str(s)), [])
             if int(g) not in degrees:  # one unit per degree: rows of several engines would repeat it
                 degrees.append(int(g))
-        lone = capacity
-        if POOL_COLUMN in capacity.columns:
-            smallest = capacity.groupby(list(DEPLOYMENT_KEY), sort=False)[POOL_COLUMN].transform("min")
-            lone = capacity[capacity[POOL_COLUMN] == smallest]
+        lone = capacity[at_smallest_pool(capacity)]
         cap = {
             (str(m), str(s), int(g), str(k)): float(v)
             for m, s, g, k, v in lone[["model", "sku", "tp_degree", "traffic_class", "max_rps_per_replica"]]

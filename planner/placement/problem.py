@@ -342,7 +342,7 @@ def _capacity_rows(b: _Builder, inst: PlacementInstance, units: np.ndarray, reps
 
 def _pool_gain_rows(b: _Builder, inst: PlacementInstance, steady: np.ndarray, reps: _Replicas,
                     cap_row: np.ndarray) -> None:
-    """(poolq) and (poolz), and each step's gain in (cap): a pool of n steady replicas carries n · g(n)."""
+    """(poolq), (poolm) and (poolz), and each step's gain in (cap): a pool of n steady replicas carries n · g(n)."""
     if inst.unit_pool_size is None or inst.unit_pool_gain is None:
         return
     T = inst.n_periods
@@ -355,27 +355,34 @@ def _pool_gain_rows(b: _Builder, inst: PlacementInstance, steady: np.ndarray, re
     si, ti = _grid(ui.size, T)
     u_t, j_t, t = u[si], ji[si], ti
     most = inst.unit_max_replicas[u_t]
-    q = b.add_cols("pool_q", {"u": u_t, "j": j_t, "t": t}, 0.0, most, False, usd=0.0)
-    z = b.add_cols("pool_z", {"u": u_t, "j": j_t, "t": t}, 0.0, 1.0, True, usd=0.0)
-    b.add(cap_row[u_t, t], q.start + np.arange(q.size), -delta[si])
-    replicas = {"R": {int(unit): reps.R.start + i for i, unit in enumerate(reps.reserved)}}
+    index = {"u": u_t, "j": j_t, "t": t}
+    q = b.add_cols("pool_q", index, 0.0, most, False, usd=0.0)
+    z = b.add_cols("pool_z", index, 0.0, 1.0, True, usd=0.0)
+    q_cols, z_cols = q.start + np.arange(q.size), z.start + np.arange(z.size)
+    b.add(cap_row[u_t, t], q_cols, -delta[si])
+
+    def rows(name: str) -> np.ndarray:
+        block = b.add_rows(name, index, -np.inf, 0.0)
+        return block.start + np.arange(block.size)
+
+    reserved = np.full(inst.n_units, -1, dtype=np.int64)  # R_u's column, D_ut's column (−1: none)
+    reserved[reps.reserved] = reps.R.start + np.arange(reps.R.size)
     on_demand = np.full((inst.n_units, T), -1, dtype=np.int64)
     on_demand[reps.D.index["u"], reps.D.index["t"]] = reps.D.start + np.arange(reps.D.size)
-    for name, coefficient_q, coefficient_z in (("poolq", 1.0, None), ("poolm", 1.0, -most.astype(float)),
-                                               ("poolz", None, size[si].astype(float))):
-        rows = b.add_rows(name, {"u": u_t, "j": j_t, "t": t}, -np.inf, 0.0)
-        at = rows.start + np.arange(rows.size)
-        if coefficient_q is not None:
-            b.add(at, q.start + np.arange(q.size), coefficient_q)
-        if coefficient_z is not None:
-            b.add(at, z.start + np.arange(z.size), coefficient_z)
-        if name != "poolm":  # q and N z are both at most the pool's steady replicas R + D
-            reserved = np.array([replicas["R"].get(int(unit), -1) for unit in u_t], dtype=np.int64)
-            has_r = reserved >= 0
-            b.add(at[has_r], reserved[has_r], -1.0)
-            d_col = on_demand[u_t, t]
-            has_d = d_col >= 0
-            b.add(at[has_d], d_col[has_d], -1.0)
+
+    def steady_replicas(at: np.ndarray) -> None:  # − (R_u + D_ut) in each of the rows ``at``
+        for cols in (reserved[u_t], on_demand[u_t, t]):
+            b.add(at[cols >= 0], cols[cols >= 0], -1.0)
+
+    at = rows("poolq")  # q ≤ R + D
+    b.add(at, q_cols, 1.0)
+    steady_replicas(at)
+    at = rows("poolm")  # q ≤ M z
+    b.add(at, q_cols, 1.0)
+    b.add(at, z_cols, -most.astype(float))
+    at = rows("poolz")  # N z ≤ R + D
+    b.add(at, z_cols, size[si].astype(float))
+    steady_replicas(at)
 
 
 def _quota_rows(b: _Builder, inst: PlacementInstance, units: np.ndarray, reps: _Replicas, rep_col: np.ndarray,
