@@ -10,7 +10,9 @@ and a table calibrated at pool sizes 1, 2 and 4 with per-replica gains 1.2 and 1
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 
+import numpy as np
 import pandas as pd
 import pytest
 from placement_helpers import Region, capacity, catalog, forecast, profiles, scenario_dict
@@ -19,7 +21,9 @@ from planner.errors import InputError
 from planner.placement.capacity import pool_gains, validate_capacity
 from planner.placement.check import check_plan
 from planner.placement.instance import build_instance
+from planner.placement.limits import SafetyNet
 from planner.placement.periods import demand_from_forecast, parse_periods
+from planner.placement.pool_steps import NO_STEP, choose_steps, solve_with_steps
 from planner.placement.result import plan_frames
 from planner.placement.solve import solve_instance
 from planner.scenario import parse_scenario
@@ -114,3 +118,26 @@ def test_a_table_whose_rate_falls_as_the_pool_grows_is_refused():
     with pytest.raises(InputError, match="less than in a smaller pool") as caught:
         validate_capacity(frame, "cap.csv")
     assert "row 2" in caught.value.message and "cap.csv" in caught.value.where
+
+
+def test_a_pool_takes_the_step_that_needs_the_fewest_replicas():
+    *_, inst = setup(1.0)
+    load = np.array([[0.0], [0.9], [2.0], [3.0], [4.5], [5.5], [7.2], [8.9]])  # one unit, several loads
+    steps = choose_steps(replace(inst, unit_pool_size=np.repeat(inst.unit_pool_size, 8, axis=0),
+                                 unit_pool_gain=np.repeat(inst.unit_pool_gain, 8, axis=0),
+                                 unit_cap_rps=np.repeat(inst.unit_cap_rps, 8, axis=0)), load)
+    # loads in replicas at the lone rate: 3.0 needs 3 alone, max(2, 3) = 3 at step 0 (no gain in count), and
+    # max(4, 2) = 4 at step 1, so no step; 4.5 needs 5 alone, 4 at step 0, 4 at step 1: the smaller step
+    assert steps[:, 0].tolist() == [NO_STEP, NO_STEP, NO_STEP, NO_STEP, 0, 1, 1, 1]
+
+
+@pytest.mark.parametrize("demand", [0.9, 3.0, 4.5, 7.2, 8.9, 13.0])
+def test_fixing_the_chosen_steps_finds_the_fewest_replicas_on_the_hand_computed_case(demand):
+    *_, inst = setup(demand)
+    net = SafetyNet.starting_now(30.0)
+    summary = solve_with_steps(inst, lambda fixed: solve_instance(fixed, backend="highs", gap=0.0,
+                                                                  strategy="direct", net=net), net.left, 0.0)
+    plan, _, _ = plan_frames(inst, summary.fleet)
+    assert int(plan["replicas"].sum()) == fewest(demand)
+    assert summary.bound <= summary.objective + 1e-6  # the free-step LP bound is a bound
+    assert [r["status"] for r in summary.pool_steps["rounds"]][0] in ("optimal", "feasible_within_gap")

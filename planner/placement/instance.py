@@ -84,13 +84,23 @@ class PlacementInstance:
     reserved_sustained_only: bool = False  # the horizon is shorter than the reserved term (``problem.py``)
     unit_pool_size: np.ndarray | None = None  # [u, J] pool sizes N_j at which a replica carries more (0: none)
     unit_pool_gain: np.ndarray | None = None  # [u, J] g_j = c(N_j) / c(N_0), increasing in j (0: none)
+    unit_pool_step: np.ndarray | None = None  # [u, T] a fixed step j per unit and period (-1: below the first);
+    # None: the program chooses (``planner/placement/pool_steps.py``)
 
     def pool_gain_max(self) -> np.ndarray:
         """[u] the most a steady replica of the unit carries, in replicas at its ``unit_cap_rps`` (1: no pool gain)."""
         if self.unit_pool_gain is None or self.unit_pool_gain.shape[1] == 0:
             return np.ones(self.n_units)
+        if self.unit_pool_step is not None:  # the largest gain of the fixed steps
+            fixed: np.ndarray = np.where(self.unit_pool_step >= 0, np.take_along_axis(
+                self.unit_pool_gain, np.maximum(self.unit_pool_step, 0), axis=1), 1.0).max(axis=1, initial=1.0)
+            return fixed
         most: np.ndarray = np.maximum(self.unit_pool_gain.max(axis=1), 1.0)
         return most
+
+    def has_pool_gains(self) -> bool:
+        """Some unit carries more per replica in a larger pool."""
+        return self.unit_pool_size is not None and bool((self.unit_pool_size > 0).any())
 
     @property
     def pool_floor(self) -> int:
@@ -136,7 +146,7 @@ class PlacementInstance:
         """The same instance with only the units where ``keep`` is true (e.g. one SKU)."""
         fields = {name: getattr(self, name) for name in self.__dataclass_fields__}
         for name in ("unit_region", "unit_sku", "unit_model", "unit_gpus", "unit_price", "unit_cap_rps",
-                     "unit_max_replicas", "unit_pool_size", "unit_pool_gain"):
+                     "unit_max_replicas", "unit_pool_size", "unit_pool_gain", "unit_pool_step"):
             if fields[name] is not None:
                 fields[name] = fields[name][keep]
         return PlacementInstance(**fields)

@@ -343,6 +343,7 @@ def _meta(scenario: Scenario, inst: PlacementInstance, demand: Demand, summary: 
         "baselines": baselines,
         "blocks": [block.to_dict() for block in summary.blocks],
         "quota_repaired": summary.repaired_quota,
+        **({"pool_steps": summary.pool_steps} if summary.pool_steps else {}),
         "capacity_source": capacity_label,
         "capacity": {**capacity_meta, "utilisation_cap": scenario.capacity.utilisation_cap,
                      "table_sha256": capacity_sha},

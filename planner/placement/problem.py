@@ -342,8 +342,15 @@ def _capacity_rows(b: _Builder, inst: PlacementInstance, units: np.ndarray, reps
 
 def _pool_gain_rows(b: _Builder, inst: PlacementInstance, steady: np.ndarray, reps: _Replicas,
                     cap_row: np.ndarray) -> None:
-    """(poolq), (poolm) and (poolz), and each step's gain in (cap): a pool of n steady replicas carries n · g(n)."""
+    """(poolq), (poolm) and (poolz), and each step's gain in (cap): a pool of n steady replicas carries n · g(n).
+
+    With the steps fixed (``inst.unit_pool_step``), one q per (u, t) at a fixed step s: q ≤ n, N_s ≤ n,
+    and (cap) gains (g_s − 1) q, no binaries.
+    """
     if inst.unit_pool_size is None or inst.unit_pool_gain is None:
+        return
+    if inst.unit_pool_step is not None:
+        _fixed_pool_rows(b, inst, steady, reps, cap_row)
         return
     T = inst.n_periods
     sizes, gains = inst.unit_pool_size[steady], inst.unit_pool_gain[steady]
@@ -360,29 +367,57 @@ def _pool_gain_rows(b: _Builder, inst: PlacementInstance, steady: np.ndarray, re
     z = b.add_cols("pool_z", index, 0.0, 1.0, True, usd=0.0)
     q_cols, z_cols = q.start + np.arange(q.size), z.start + np.arange(z.size)
     b.add(cap_row[u_t, t], q_cols, -delta[si])
-
-    def rows(name: str) -> np.ndarray:
-        block = b.add_rows(name, index, -np.inf, 0.0)
-        return block.start + np.arange(block.size)
-
-    reserved = np.full(inst.n_units, -1, dtype=np.int64)  # R_u's column, D_ut's column (−1: none)
-    reserved[reps.reserved] = reps.R.start + np.arange(reps.R.size)
-    on_demand = np.full((inst.n_units, T), -1, dtype=np.int64)
-    on_demand[reps.D.index["u"], reps.D.index["t"]] = reps.D.start + np.arange(reps.D.size)
-
-    def steady_replicas(at: np.ndarray) -> None:  # − (R_u + D_ut) in each of the rows ``at``
-        for cols in (reserved[u_t], on_demand[u_t, t]):
-            b.add(at[cols >= 0], cols[cols >= 0], -1.0)
-
-    at = rows("poolq")  # q ≤ R + D
+    steady_cols = _SteadyColumns(inst, reps)
+    at = _pool_rows_block(b, "poolq", index)  # q ≤ R + D
     b.add(at, q_cols, 1.0)
-    steady_replicas(at)
-    at = rows("poolm")  # q ≤ M z
+    steady_cols.subtract(b, at, u_t, t)
+    at = _pool_rows_block(b, "poolm", index)  # q ≤ M z
     b.add(at, q_cols, 1.0)
     b.add(at, z_cols, -most.astype(float))
-    at = rows("poolz")  # N z ≤ R + D
+    at = _pool_rows_block(b, "poolz", index)  # N z ≤ R + D
     b.add(at, z_cols, size[si].astype(float))
-    steady_replicas(at)
+    steady_cols.subtract(b, at, u_t, t)
+
+
+def _fixed_pool_rows(b: _Builder, inst: PlacementInstance, steady: np.ndarray, reps: _Replicas,
+                     cap_row: np.ndarray) -> None:
+    """The pool rows with each (u, t)'s step fixed: (poolq) q ≤ R + D, (poolz) R + D ≥ N_s, (g_s − 1) q in (cap)."""
+    assert inst.unit_pool_size is not None and inst.unit_pool_gain is not None and inst.unit_pool_step is not None
+    step = inst.unit_pool_step[steady]
+    ui, t = np.nonzero(step >= 0)
+    if ui.size == 0:
+        return
+    s, u = step[ui, t], steady[ui]
+    gain, size = inst.unit_pool_gain[u, s], inst.unit_pool_size[u, s]
+    index = {"u": u, "j": s, "t": t}
+    q = b.add_cols("pool_q", index, 0.0, inst.unit_max_replicas[u], False, usd=0.0)
+    q_cols = q.start + np.arange(q.size)
+    b.add(cap_row[u, t], q_cols, -(gain - 1.0))
+    steady_cols = _SteadyColumns(inst, reps)
+    at = _pool_rows_block(b, "poolq", index)  # q ≤ R + D
+    b.add(at, q_cols, 1.0)
+    steady_cols.subtract(b, at, u, t)
+    block = b.add_rows("poolz", index, -np.inf, -size.astype(float))  # −(R + D) ≤ −N_s
+    steady_cols.subtract(b, block.start + np.arange(block.size), u, t)
+
+
+def _pool_rows_block(b: _Builder, name: str, index: dict[str, np.ndarray]) -> np.ndarray:
+    block = b.add_rows(name, index, -np.inf, 0.0)
+    return block.start + np.arange(block.size)
+
+
+class _SteadyColumns:
+    """R_u's and D_ut's columns (−1: none), to put − (R_u + D_ut) in pool rows."""
+
+    def __init__(self, inst: PlacementInstance, reps: _Replicas) -> None:
+        self.reserved = np.full(inst.n_units, -1, dtype=np.int64)
+        self.reserved[reps.reserved] = reps.R.start + np.arange(reps.R.size)
+        self.on_demand = np.full((inst.n_units, inst.n_periods), -1, dtype=np.int64)
+        self.on_demand[reps.D.index["u"], reps.D.index["t"]] = reps.D.start + np.arange(reps.D.size)
+
+    def subtract(self, b: _Builder, rows: np.ndarray, u: np.ndarray, t: np.ndarray) -> None:
+        for cols in (self.reserved[u], self.on_demand[u, t]):
+            b.add(rows[cols >= 0], cols[cols >= 0], -1.0)
 
 
 def _quota_rows(b: _Builder, inst: PlacementInstance, units: np.ndarray, reps: _Replicas, rep_col: np.ndarray,

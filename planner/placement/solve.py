@@ -51,6 +51,7 @@ from planner.placement.instance import PlacementInstance
 from planner.placement.limits import DEFAULT_NODE_LIMIT, DEFAULT_TIME_LIMIT_S, PLAN_GRACE_S, SafetyNet
 from planner.placement.milp import Milp
 from planner.placement.period_relaxation import plan_by_period
+from planner.placement.pool_steps import solve_with_steps
 from planner.placement.problem import formulate
 from planner.placement.quota_repair import local_repair, with_quota
 from planner.placement.result import (
@@ -131,6 +132,7 @@ class SolveSummary:
     message: str = ""
     repaired_quota: bool = False
     time_limit_hits: list[str] = field(default_factory=list)
+    pool_steps: dict[str, Any] | None = None  # how each pool's size step was chosen (``pool_steps.py``)
 
     @property
     def gap(self) -> float:
@@ -267,6 +269,12 @@ def solve_instance(inst: PlacementInstance, *, backend: str = "highs", node_limi
     """
     began = time.perf_counter()
     net = net if net is not None else SafetyNet.starting_now(time_limit_s)
+    if inst.has_pool_gains() and inst.unit_pool_step is None \
+            and formulate(inst, budget=False, cuts=False).n_integer > DIRECT_MAX_INTEGERS:
+        summary = solve_with_steps(inst, lambda fixed: solve_instance(
+            fixed, backend=backend, node_limit=node_limit, gap=gap, strategy=strategy, net=net), net.left, gap)
+        summary.seconds = time.perf_counter() - began
+        return summary
     if strategy == "auto":
         joint_integers = formulate(inst, budget=False, cuts=False).n_integer
         strategy = "direct" if joint_integers <= DIRECT_MAX_INTEGERS else "decomposed"
