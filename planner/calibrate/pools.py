@@ -132,6 +132,19 @@ def check_pool_work(task: UnitTask, replica: ReplicaSpec, sizes: Sequence[int]) 
                        rate_fix="list smaller pool sizes (a pool's rate grows with its replicas)")
 
 
+def runnable_sizes(task: UnitTask, replica: ReplicaSpec, sizes: Sequence[int]) -> tuple[int, ...]:
+    """The leading ``sizes`` the simulator can run (:func:`check_pool_work`), for sizes derived from demand rather
+    than listed by the user."""
+    out: list[int] = []
+    for n in sizes:
+        try:
+            check_pool_work(task, replica, (n,))
+        except InputError:
+            break
+        out.append(n)
+    return tuple(out)
+
+
 def calibrate_pools(task: PoolTask) -> dict[str, Any]:
     """The measured answer at each of the task's sizes (module docstring), as plain values."""
     unit = task.unit

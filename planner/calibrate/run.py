@@ -38,7 +38,14 @@ from planner.calibrate.inputs import (
     model_mixes,
     select_units,
 )
-from planner.calibrate.pools import PoolTask, calibrate_pools, check_pool_sizes, check_pool_work, pool_key
+from planner.calibrate.pools import (
+    PoolTask,
+    calibrate_pools,
+    check_pool_sizes,
+    check_pool_work,
+    pool_key,
+    runnable_sizes,
+)
 from planner.calibrate.probe import pair_seed, run_length_s
 from planner.calibrate.search import FLOOR_FRACTION, GROWTH, MAX_GROWTHS
 from planner.calibrate.table import CalibrationResult, build_table, chosen_replica, unit_meta, unit_rows
@@ -76,6 +83,7 @@ def calibrate(
     skus: list[str] | None = None,
     pool_replicas: int = 1,
     larger_pools: Sequence[int] = (),
+    pool_sizes_for: Callable[[str, float], Sequence[int]] | None = None,
     duration_s: float = DEFAULT_DURATION_S,
     replications: int = DEFAULT_REPLICATIONS,
     seed: int,
@@ -94,7 +102,9 @@ def calibrate(
 
     See the package docstring for the method; the table feeds ``planner place --capacity``.
     ``larger_pools`` (sizes above ``pool_replicas``) are calibrated with each unit's chosen setting
-    (:mod:`planner.calibrate.pools`) and tabulated beside it. ``search_settings`` tries the engine
+    (:mod:`planner.calibrate.pools`) and tabulated beside it; ``pool_sizes_for(model, rate)`` instead gives each
+    unit its own larger sizes from its rate at ``pool_replicas`` (sizes the simulator cannot run are left out, and
+    the unit's meta says so). ``search_settings`` tries the engine
     settings of :data:`planner.calibrate.inputs.MAX_NUM_SEQS` × ``MAX_NUM_BATCHED_TOKENS`` (else only each
     profile's defaults); ``prune`` skips the settings that cannot beat the best one
     (:mod:`planner.calibrate.unit`). ``store`` answers units calibrated before and keeps the new answers;
@@ -125,7 +135,9 @@ def calibrate(
             check_pool_work(task, replica, larger)
     tasks = [replace(t, key=cache_key(t)) for t in tasks]
     results, cached, cache_notes = _answer(calibrate_unit, tasks, store, engine, workers, scheduler, progress)
-    pools, pool_notes = _answer_pools(tasks, results, larger, store, engine, workers, scheduler)
+    sizes = [_larger_sizes(task, result, larger, pool_replicas, pool_sizes_for)
+             for task, result in zip(tasks, results, strict=True)]
+    pools, pool_notes = _answer_pools(tasks, results, sizes, store, engine, workers, scheduler)
     n_cached = sum(cached)
     misses = [i for i, hit in enumerate(cached) if not hit]
 
@@ -139,7 +151,8 @@ def calibrate(
             failures.append({"model": task.model, "sku": task.sku, "tp_degree": task.tp, "reason": result["reason"]})
     meta = _meta(scenario, settings, {m: shares[m] for m in calibrated}, workloads, histogram is not None,
                  unit_notes, skipped,
-                 failures, store is not None, cache_notes + pool_notes, len(misses), n_cached, larger)
+                 failures, store is not None, cache_notes + pool_notes, len(misses), n_cached,
+                 larger if pool_sizes_for is None else tuple(sorted({n for unit in sizes for n in unit})))
     return CalibrationResult(build_table(rows), meta, failures, len(misses), n_cached, tuple(tasks))
 
 
@@ -170,18 +183,31 @@ def _answer(fn: Callable[[Any], dict[str, Any]], tasks: Sequence[UnitTask | Pool
     return [r for r in stored if r is not None], cached, notes
 
 
-def _answer_pools(tasks: list[UnitTask], results: list[dict[str, Any]], larger: tuple[int, ...],
+def _larger_sizes(task: UnitTask, result: dict[str, Any], larger: tuple[int, ...], pool_replicas: int,
+                  pool_sizes_for: Callable[[str, float], Sequence[int]] | None) -> tuple[int, ...]:
+    """The unit's pool sizes above ``pool_replicas`` to calibrate: ``larger``, or those ``pool_sizes_for`` gives
+    from the unit's rate that the simulator can run (none for an infeasible unit)."""
+    rate = float(result["rate_rps_per_replica"]) if result["status"] != "infeasible" else 0.0
+    if rate <= 0:
+        return ()
+    if pool_sizes_for is None:
+        return larger
+    wanted = tuple(sorted({int(n) for n in pool_sizes_for(task.model, rate) if int(n) > pool_replicas}))
+    return runnable_sizes(task, chosen_replica(task, result), wanted)
+
+
+def _answer_pools(tasks: list[UnitTask], results: list[dict[str, Any]], unit_sizes: list[tuple[int, ...]],
                   store: CalibrationStore | None, engine: str, workers: int | None, scheduler: str | None,
                   ) -> tuple[list[dict[str, Any] | None], list[str]]:
-    """Per unit, its answers at the ``larger`` pool sizes (None: no larger size, or the unit is infeasible)."""
-    if not larger:
+    """Per unit, its answers at its larger pool sizes ``unit_sizes`` (None: no larger size)."""
+    todo, pool_tasks = [], []
+    for i, (task, result, sizes) in enumerate(zip(tasks, results, unit_sizes, strict=True)):
+        if sizes:
+            todo.append(i)
+            pool = PoolTask(task, chosen_replica(task, result), float(result["rate_rps_per_replica"]), sizes)
+            pool_tasks.append(replace(pool, key=pool_key(pool)))
+    if not pool_tasks:
         return [None] * len(tasks), []
-    todo = [i for i, r in enumerate(results) if r["status"] != "infeasible" and r["rate_rps_per_replica"] > 0]
-    pool_tasks = []
-    for i in todo:
-        task = PoolTask(tasks[i], chosen_replica(tasks[i], results[i]), float(results[i]["rate_rps_per_replica"]),
-                        larger)
-        pool_tasks.append(replace(task, key=pool_key(task)))
     answers, _, notes = _answer(calibrate_pools, pool_tasks, store, engine, workers, scheduler, None)
     out: list[dict[str, Any] | None] = [None] * len(tasks)
     for i, answer in zip(todo, answers, strict=True):
