@@ -103,7 +103,7 @@ def capacity(rows: list[tuple[str, str, int, str, float]],
               for size, gain in pools.get((m, s, g), [])]
     frame = pd.concat([frame.assign(pool_replicas=1), pd.DataFrame(larger, columns=[*columns, "pool_replicas"])],
                       ignore_index=True)
-    return validate_capacity(frame, pools=True)
+    return validate_capacity(frame)
 
 
 def horizon_of(series: dict[tuple[str, str, str], list[float]]) -> str:

@@ -166,25 +166,3 @@ def test_place_charges_each_pool_the_capacity_of_its_size(six_hours, forecast_fi
     # pools of two or more carry 1.5x per replica: fewer GPUs, never more
     assert pooled_plan["gpus"].sum() < lone_plan["gpus"].sum()
     assert pooled_meta["cost_usd"]["total"] < lone_meta["cost_usd"]["total"]
-
-
-def test_a_pooled_table_read_for_the_loop_is_placed_at_its_smallest_size_and_says_so(six_hours, forecast_file):
-    """`planner plan` and `sweep` validate a --capacity table without its pool sizes: the plan names them."""
-    from planner.catalog import load_catalog
-    from planner.placement.capacity import analytic_capacity, validate_capacity
-    from planner.placement.place import analytic_lengths, place_plan
-    from planner.profiles import load_profiles
-    from planner.scenario import load_scenario, usable_profiles
-
-    scenario, profiles = load_scenario(six_hours), load_profiles()
-    lone = analytic_capacity(usable_profiles(scenario, profiles), analytic_lengths(scenario)[0],
-                             kv_fraction=scenario.policy.admission.kv_fraction, policy=scenario.policy.name)
-    pooled = pd.concat([lone.assign(pool_replicas=1),
-                        lone.assign(pool_replicas=4, max_rps_per_replica=2 * lone["max_rps_per_replica"])])
-    forecast = pd.read_csv(forecast_file)
-    plans = {name: place_plan(scenario, forecast, load_catalog(), profiles, capacity=validate_capacity(table),
-                              baselines=False)
-             for name, table in (("lone", lone), ("pooled", pooled))}
-    pd.testing.assert_frame_equal(plans["pooled"].plan, plans["lone"].plan)
-    (warning,) = plans["pooled"].meta["warnings"]
-    assert "pool sizes 4 are not used" in warning

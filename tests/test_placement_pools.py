@@ -105,7 +105,7 @@ def test_pool_gains_read_the_smallest_ratio_over_classes_and_only_rising_steps()
         [("m", "H100", 1, k, rate * gain, size) for size, gain in ((1, 1.0), (2, 1.3), (4, 1.3), (8, 1.6))
          for k, rate in (("a", 1.0), ("b", 2.0))]
         + [("m", "H100", 1, "a", 1.0 * 1.7, 16), ("m", "H100", 1, "b", 2.0 * 1.65, 16)],
-        columns=["model", "sku", "tp_degree", "traffic_class", "max_rps_per_replica", "pool_replicas"]), pools=True)
+        columns=["model", "sku", "tp_degree", "traffic_class", "max_rps_per_replica", "pool_replicas"]))
     (steps,) = pool_gains(table).values()
     assert [n for n, _ in steps] == [2, 8, 16]  # 4 adds nothing over 2
     assert steps[-1][1] == pytest.approx(1.65)  # the smaller of the two classes' ratios

@@ -19,7 +19,9 @@ than needed near the knee; MAX_FACTOR = 0.95 guarantees progress (every miss cos
 least 5 % of the coefficient) and MIN_FACTOR = 0.5 stops one noisy miss from halving a
 fleet's capacity twice over. A miss with an infinite p99 (more than 1 % of the class's
 requests rejected by admission control) has no finite shortfall and takes MIN_FACTOR.
-The capacity table is per (model, SKU, TP, class), not per region, so a correction found
+A table calibrated at several pool sizes has one row per size; every size of the coefficient
+takes the same factor, so capacity still grows with the pool. The capacity table is per
+(model, SKU, TP, class), not per region, so a correction found
 in one region applies to the model's pools everywhere: conservative, never optimistic.
 When several windows or regions miss the same (model, SKU, TP, class), the largest
 correction wins. Every change is returned, so a round records what changed and why.
@@ -158,6 +160,7 @@ def derate(table: pd.DataFrame, misses: list[Miss]) -> tuple[pd.DataFrame, list[
     changes = []
     keys = list(zip(out["model"].astype(str), out["sku"].astype(str), out["tp_degree"].astype(int),
                     out["traffic_class"].astype(str), strict=True))
+    pools = pool_sizes(out)
     for index, key in enumerate(keys):
         if key not in factors:
             continue
@@ -166,7 +169,8 @@ def derate(table: pd.DataFrame, misses: list[Miss]) -> tuple[pd.DataFrame, list[
         after = round(before * factor, 6)
         out.iloc[index, out.columns.get_loc("max_rps_per_replica")] = after
         changes.append({"kind": "derate", "model": key[0], "sku": key[1], "tp_degree": key[2],
-                        "traffic_class": key[3], "before_rps": before, "after_rps": after, "factor": round(factor, 4),
+                        "traffic_class": key[3], "pool_replicas": pools[index],
+                        "before_rps": before, "after_rps": after, "factor": round(factor, 4),
                         "window": f"{miss.window} {miss.period}",
                         "p99_over_slo": round(miss.shortfall, 4) if math.isfinite(miss.shortfall) else None,
                         "because": miss.describe()})
@@ -174,4 +178,16 @@ def derate(table: pd.DataFrame, misses: list[Miss]) -> tuple[pd.DataFrame, list[
         changed = {(c["model"], c["sku"], c["tp_degree"], c["traffic_class"]) for c in changes}
         out["source"] = [text if key not in changed or str(text).endswith(DERATED) else f"{text}{DERATED}"
                          for key, text in zip(keys, out["source"], strict=True)]
-    return out, sorted(changes, key=lambda c: (c["model"], c["sku"], c["tp_degree"], c["traffic_class"]))
+    return out, sorted(changes, key=change_order)
+
+
+def pool_sizes(table: pd.DataFrame) -> list[int]:
+    """Each row's pool size (1 for a table calibrated at one size)."""
+    if "pool_replicas" not in table.columns:
+        return [1] * len(table)
+    return [int(n) for n in table["pool_replicas"]]
+
+
+def change_order(change: dict[str, Any]) -> tuple[str, str, int, str, int]:
+    return (change["model"], change["sku"], change["tp_degree"], change["traffic_class"],
+            int(change.get("pool_replicas", 1)))

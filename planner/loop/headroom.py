@@ -11,7 +11,8 @@ of model m for class k when all of these hold:
   p99 / target over the metrics the class sets) in every window where k had traffic: the
   pool's own peak and trough, and the fleet peak when the pool was replayed there;
 * the coefficient is below its calibrated value (the loop's starting table) and has never
-  been backed off.
+  been backed off. A table calibrated at several pool sizes raises each size's row towards
+  its own calibrated value, so a fleet-sized pool may come back up to what its size supports.
 
 The step is bounded: cap' = min(calibrated, cap · RAISE_STEP) with RAISE_STEP = 1.15. At
 half the SLO a pool is far from the knee of its latency curve, so 15 % more load per
@@ -26,8 +27,9 @@ again. If it misses again, the next round derates it like any other. This makes 
 converge instead of oscillating: each coefficient has at most one run of raises (they stop
 at the calibrated value, and the first miss after a raise ends them for good), and derates
 remain bounded by the rounds, as before. The loop is settled when no class misses and no
-coefficient qualifies for a raise. Every change (derate, raise, back-off) is returned with
-its unit, values, window and p99 / SLO ratio.
+coefficient qualifies for a raise. A table with several pool sizes keeps each coefficient
+non-decreasing in the pool size after every round (:func:`non_decreasing_in_pool`). Every
+change (derate, raise, back-off) is returned with its unit, values, window and p99 / SLO ratio.
 """
 
 from __future__ import annotations
@@ -38,7 +40,7 @@ from typing import Any
 
 import pandas as pd
 
-from planner.loop.derate import Miss, derate, slo_ratio
+from planner.loop.derate import Miss, change_order, derate, pool_sizes, slo_ratio
 from planner.loop.windows import Pool
 
 RAISE_BELOW = 0.5
@@ -46,6 +48,8 @@ RAISE_STEP = 1.15
 
 Key = tuple[str, str, int, str]
 """A capacity coefficient: (model, SKU, TP degree, traffic class)."""
+Row = tuple[Key, int]
+"""One row of the table: a coefficient at one pool size."""
 Unit = tuple[str, int]
 """A deployment: (SKU, TP degree)."""
 
@@ -112,10 +116,16 @@ def _keys(table: pd.DataFrame) -> list[Key]:
                     table["traffic_class"].astype(str), strict=True))
 
 
-def _change(kind: str, key: Key, before: float, after: float, window: str, ratio: float | None,
+def _rows(table: pd.DataFrame) -> list[Row]:
+    return list(zip(_keys(table), pool_sizes(table), strict=True))
+
+
+def _change(kind: str, row: Row, before: float, after: float, window: str, ratio: float | None,
             because: str) -> dict[str, Any]:
+    key, pool = row
     return {"kind": kind, "model": key[0], "sku": key[1], "tp_degree": key[2], "traffic_class": key[3],
-            "before_rps": before, "after_rps": after, "factor": round(after / before, 4) if before else None,
+            "pool_replicas": pool, "before_rps": before, "after_rps": after,
+            "factor": round(after / before, 4) if before else None,
             "window": window, "p99_over_slo": None if ratio is None or not math.isfinite(ratio) else round(ratio, 4),
             "because": because}
 
@@ -124,14 +134,14 @@ def _change(kind: str, key: Key, before: float, after: float, window: str, ratio
 class Headroom:
     """What the loop remembers across rounds to raise and back off (see the module docstring)."""
 
-    calibrated: dict[Key, float]
-    raised_from: dict[Key, float] = field(default_factory=dict)
+    calibrated: dict[Row, float]
+    raised_from: dict[Row, float] = field(default_factory=dict)
     backed_off: set[Key] = field(default_factory=set)
 
     @classmethod
     def of(cls, table: pd.DataFrame) -> Headroom:
-        """The ceiling of every coefficient: its value in the loop's starting table."""
-        return cls(dict(zip(_keys(table), table["max_rps_per_replica"].astype(float), strict=True)))
+        """The ceiling of every coefficient at every pool size: its value in the loop's starting table."""
+        return cls(dict(zip(_rows(table), table["max_rps_per_replica"].astype(float), strict=True)))
 
     def adjust(self, table: pd.DataFrame, misses: list[Miss], slo: pd.DataFrame,
                pool_units: dict[Pool, set[Unit]]) -> tuple[pd.DataFrame, list[dict[str, Any]]]:
@@ -143,19 +153,20 @@ class Headroom:
         table, raised = self.raise_coefficients(table, raise_candidates(slo, pool_units, misses),
                                                 skip={(c["model"], c["sku"], c["tp_degree"], c["traffic_class"])
                                                       for c in changes})
-        return table, changes + raised
+        return non_decreasing_in_pool(table), changes + raised
 
     def _back_off(self, table: pd.DataFrame,
                   derated: list[dict[str, Any]]) -> tuple[pd.DataFrame, list[dict[str, Any]]]:
         """Derates of raised coefficients become back-offs: to the value before the latest raise."""
-        out, changes, index = table.copy(), [], {key: i for i, key in enumerate(_keys(table))}
+        out, changes, index = table.copy(), [], {row: i for i, row in enumerate(_rows(table))}
         column = out.columns.get_loc("max_rps_per_replica")
         for change in derated:
             key = (change["model"], change["sku"], change["tp_degree"], change["traffic_class"])
-            if key in self.raised_from:
-                after = self.raised_from.pop(key)
+            row = (key, int(change.get("pool_replicas", 1)))
+            if row in self.raised_from:
+                after = self.raised_from.pop(row)
                 self.backed_off.add(key)
-                out.iloc[index[key], column] = after
+                out.iloc[index[row], column] = after
                 change = {**change, "kind": "back off", "after_rps": after,
                           "factor": round(after / change["before_rps"], 4),
                           "because": f"{change['because']}; undoes the loop's raise, never raised again"}
@@ -167,19 +178,32 @@ class Headroom:
         """``table`` with each candidate below its calibrated value raised one bounded step; and the raises."""
         out, changes = table.copy(), []
         column = out.columns.get_loc("max_rps_per_replica")
-        for index, key in enumerate(_keys(out)):
+        for index, row in enumerate(_rows(out)):
+            key = row[0]
             check = candidates.get(key)
-            ceiling = self.calibrated.get(key)
+            ceiling = self.calibrated.get(row)
             if check is None or ceiling is None or key in self.backed_off or key in (skip or set()):
                 continue
             before = float(out.iloc[index, column])
             after = round(min(ceiling, before * RAISE_STEP), 6)
             if after <= before:
                 continue
-            self.raised_from[key] = before
+            self.raised_from[row] = before
             out.iloc[index, column] = after
-            changes.append(_change("raise", key, before, after, f"{check.window} {check.period}", check.ratio,
+            changes.append(_change("raise", row, before, after, f"{check.window} {check.period}", check.ratio,
                                    f"p99 below {RAISE_BELOW:g} of the SLO in every window of every pool running "
                                    f"it; highest: {check.describe()}"
                                    + ("; back at its calibrated value" if after >= ceiling else "")))
-        return out, sorted(changes, key=lambda c: (c["model"], c["sku"], c["tp_degree"], c["traffic_class"]))
+        return out, sorted(changes, key=change_order)
+
+
+def non_decreasing_in_pool(table: pd.DataFrame) -> pd.DataFrame:
+    """Each coefficient's rows at no more than its rows at larger pool sizes (the running minimum from the right,
+    as calibration tabulates them): a back-off to a raise's value and a derate of another size in the same round
+    can otherwise leave a smaller pool above a larger one."""
+    if "pool_replicas" not in table.columns:
+        return table
+    order = table.sort_values(["model", "sku", "tp_degree", "traffic_class", "pool_replicas"], ascending=[
+        True, True, True, True, False], kind="stable")
+    lowest = order.groupby(["model", "sku", "tp_degree", "traffic_class"], sort=False)["max_rps_per_replica"].cummin()
+    return table.assign(max_rps_per_replica=lowest.reindex(table.index))

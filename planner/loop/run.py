@@ -41,6 +41,7 @@ from planner.catalog import Catalog
 from planner.forecast.model import ModelSpec
 from planner.loop.derate import Miss, find_misses
 from planner.loop.headroom import Headroom
+from planner.loop.pool_sizes import loop_pool_sizes
 from planner.loop.windows import Pool, loop_windows
 from planner.placement.limits import DEFAULT_NODE_LIMIT, DEFAULT_TIME_LIMIT_S
 from planner.placement.place import DEFAULT_GAP, DEFAULT_PERIODS, place_plan
@@ -78,6 +79,8 @@ class LoopSettings:
     workers: int | None = None
     scheduler: str | None = None
     search_settings: bool = True
+    pools: bool = True
+    """Calibrate every unit at the pool sizes the forecast can need (``pool_sizes.py``); False: one replica only."""
     min_history_hours: int = ModelSpec.min_history_hours
 
     def to_dict(self) -> dict[str, Any]:
@@ -123,9 +126,9 @@ def peak_gpus(plan: pd.DataFrame) -> int:
 
 def capacity_key(table: pd.DataFrame) -> str:
     """The capacity coefficients that placement reads, as a hash."""
-    columns = ["model", "sku", "tp_degree", "traffic_class", "max_rps_per_replica", "max_num_seqs",
-               "max_num_batched_tokens", "long_prefill_token_threshold"]
-    text = table[columns].sort_values(columns[:4]).to_csv(index=False, lineterminator="\n")
+    columns = ["model", "sku", "tp_degree", "traffic_class", *(["pool_replicas"] if "pool_replicas" in table else []),
+               "max_rps_per_replica", "max_num_seqs", "max_num_batched_tokens", "long_prefill_token_threshold"]
+    text = table[columns].sort_values(columns[:-4]).to_csv(index=False, lineterminator="\n")
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
@@ -138,8 +141,10 @@ def _pool_units(plan: pd.DataFrame, period: str) -> dict[tuple[str, str], tuple[
 
 
 def _describe_change(change: dict[str, Any]) -> str:
+    pool = int(change.get("pool_replicas", 1))
     return (f"{change.get('kind', 'derate')} {change['model']}/{change['tp_degree']} x {change['sku']}/"
-            f"{change['traffic_class']} {change['before_rps']:g} -> {change['after_rps']:g}")
+            f"{change['traffic_class']}{f' in pools of {pool}' if pool > 1 else ''} {change['before_rps']:g} -> "
+            f"{change['after_rps']:g}")
 
 
 def _round_record(number: int, placement: PlacementResult, misses: list[Miss], changes: list[dict[str, Any]],
@@ -185,6 +190,11 @@ class _Inputs:
         """Each model's class mix in the forecast (:func:`planner.workloads.forecast_mixes`): what it is calibrated
         and simulated with."""
         return forecast_mixes(self.forecast, self.scenario.model_names, self.scenario.class_names)
+
+    @cached_property
+    def pool_sizes_for(self) -> Callable[[str, float], tuple[int, ...]] | None:
+        """Each unit's larger pool sizes to calibrate (:mod:`planner.loop.pool_sizes`); None: one replica only."""
+        return loop_pool_sizes(self.scenario, self.forecast, self.settings, self.planning_window)
 
 
 @dataclass
@@ -250,7 +260,7 @@ def _calibrated(run: _Inputs, store: CalibrationStore | None) -> CalibrationResu
     settings = run.settings
     run.say(f"calibrating capacity for {run.policy}")
     return calibrate(run.scenario, run.profiles, policy=run.policy, histogram=run.histogram, mixes=run.mixes,
-                     seed=settings.seed,
+                     seed=settings.seed, pool_sizes_for=run.pool_sizes_for,
                      search_settings=settings.search_settings, engine=settings.engine, workers=settings.workers,
                      scheduler=settings.scheduler, store=store)
 

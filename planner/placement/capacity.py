@@ -40,7 +40,6 @@ ANALYTIC_LABEL = "analytic estimate (step-time model × utilisation cap)"
 TABLE_LABEL = "capacity table"
 REQUIRED_COLUMNS = (*CAPACITY_KEY, "max_rps_per_replica")
 POOL_COLUMN = "pool_replicas"
-UNUSED_POOL_SIZES = "pool_sizes_not_used"
 """The validated table's attribute naming the pool sizes it had rows for above each deployment's smallest."""
 OPTIONAL_COLUMNS = (POOL_COLUMN, *ENGINE_SETTING_COLUMNS, "policy", "source")
 WHOLE_COLUMNS = ("tp_degree", POOL_COLUMN, "max_num_seqs", "max_num_batched_tokens", "long_prefill_token_threshold")
@@ -106,8 +105,7 @@ def analytic_capacity(
     return pd.DataFrame(rows, columns=list(CAPACITY_COLUMNS))
 
 
-def validate_capacity(frame: pd.DataFrame, where: str | Path = "capacity table", *, pools: bool = False
-                      ) -> pd.DataFrame:
+def validate_capacity(frame: pd.DataFrame, where: str | Path = "capacity table") -> pd.DataFrame:
     """Check a capacity table: required columns, positive finite rates and whole TP degrees and
     settings, one row per key; every problem is reported in one error.
 
@@ -115,9 +113,8 @@ def validate_capacity(frame: pd.DataFrame, where: str | Path = "capacity table",
     Returns the table with the optional columns filled: no engine settings ('' and 0: the
     profile's defaults), ``policy`` '' and ``source`` 'capacity table'. A table calibrated at
     several pool sizes (``pool_replicas``) must not give a class less per replica in a larger
-    pool. With ``pools`` the result keeps every size (column ``pool_replicas`` where the table has
-    it: :func:`pool_gains` reads them); without, each deployment's rows at its smallest size
-    (the others are listed in ``attrs["pool_sizes_not_used"]``).
+    pool. The result keeps every size (column ``pool_replicas`` where the table has it:
+    :func:`pool_gains` reads them).
     """
     missing = [c for c in REQUIRED_COLUMNS if c not in frame.columns]
     if missing:
@@ -142,16 +139,11 @@ def validate_capacity(frame: pd.DataFrame, where: str | Path = "capacity table",
         unset = 1 if column == POOL_COLUMN else 0
         table[column] = pd.to_numeric(table[column]).to_numpy(dtype=np.int64) if column in table.columns else unset
     _check_non_decreasing(table, where)
-    larger = larger_pool_sizes(table)
-    if not pools:
-        table = table[at_smallest_pool(table)].reset_index(drop=True)
     for column, default in (("engine", ""), ("policy", ""), ("source", TABLE_LABEL)):
         if column not in table.columns:
             table[column] = default
         table[column] = table[column].astype("string").fillna(default).astype(str)
-    table = table.loc[:, [*CAPACITY_COLUMNS, *([POOL_COLUMN] if pools and POOL_COLUMN in frame.columns else [])]]
-    table.attrs[UNUSED_POOL_SIZES] = [] if pools else (larger or frame.attrs.get(UNUSED_POOL_SIZES, []))
-    return table
+    return table.loc[:, [*CAPACITY_COLUMNS, *([POOL_COLUMN] if POOL_COLUMN in frame.columns else [])]]
 
 
 def _check_non_decreasing(table: pd.DataFrame, where: str | Path) -> None:

@@ -47,7 +47,6 @@ from planner.placement.backends import BACKENDS, HIDDEN_BACKENDS
 from planner.placement.bounds import SingleSku, best_single_sku, elastic_bound, reference_status, status_of
 from planner.placement.capacity import (
     ANALYTIC_LABEL,
-    UNUSED_POOL_SIZES,
     TokenLengths,
     analytic_capacity,
     deployment_settings,
@@ -84,12 +83,10 @@ ANALYTIC_WARNING = ("capacities are analytic estimates (no --capacity table): th
 def _capacity_table(scenario: Scenario, profiles: pd.DataFrame,
                     capacity: pd.DataFrame | None) -> tuple[pd.DataFrame, str, dict[str, Any]]:
     if capacity is not None:
-        table = validate_capacity(capacity, where=capacity.attrs.get("source_path", "capacity table"), pools=True)
-        larger = capacity.attrs.get(UNUSED_POOL_SIZES, [])
+        table = validate_capacity(capacity, where=capacity.attrs.get("source_path", "capacity table"))
         gains = {f"{m}/{s}/tp{g}": [[n, round(gain, 6)] for n, gain in steps]
                  for (m, s, g), steps in pool_gains(table).items()}
-        return table, "capacity table", {**({UNUSED_POOL_SIZES: larger} if larger else {}),
-                                         **({"pool_gains": gains} if gains else {})}
+        return table, "capacity table", {"pool_gains": gains} if gains else {}
     lengths, workloads = analytic_lengths(scenario)
     table = analytic_capacity(profiles, lengths, kv_fraction=scenario.policy.admission.kv_fraction,
                               policy=scenario.policy.name)
@@ -189,10 +186,6 @@ def place_plan(
         raise PlannerError("the plan failed its independent check: " + "; ".join(report.violations[:5]),
                            where="placement", fix="rerun with --debug and report the LP/MPS files with the command")
     warnings = [] if capacity is not None else [ANALYTIC_WARNING, *capacity_meta["length_defaults"]]
-    if capacity_meta.get(UNUSED_POOL_SIZES):
-        sizes = ", ".join(map(str, capacity_meta[UNUSED_POOL_SIZES]))
-        warnings.append(f"the capacity table's rows at pool sizes {sizes} are not used: placement charges every "
-                        "pool its deployment's capacity at the table's smallest pool size")
     hits = list(dict.fromkeys(net.hits))
     if hits:
         warnings.append(f"the wall-clock safety net (--time-limit {time_limit_s:g} s) stopped {len(hits)} solver "

@@ -63,6 +63,7 @@ class LoopOptions:
 
 def resolve_loop(options: LoopOptions, scenario: Scenario) -> tuple[Settings, LoopSettings]:
     """The run's settings (seed, quantile, engine, scheduler, cache folder) and the loop's, from them."""
+    from planner.forecast.model import ModelSpec
     from planner.loop import LoopSettings
 
     settings = resolve_settings(os.environ, seed=options.seed, default_seed=scenario.seeds.base,
@@ -75,8 +76,8 @@ def resolve_loop(options: LoopOptions, scenario: Scenario) -> tuple[Settings, Lo
                         sim_replications=options.sim_replications, seed=settings.seed, engine=settings.engine,
                         workers=settings.workers, scheduler=settings.scheduler,
                         search_settings=options.search_settings,
-                        **({} if options.min_history_hours is None else
-                           {"min_history_hours": options.min_history_hours}))
+                        min_history_hours=ModelSpec.min_history_hours if options.min_history_hours is None
+                        else options.min_history_hours)
     return settings, loop
 
 
