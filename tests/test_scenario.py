@@ -265,7 +265,7 @@ BAD_CASES = [
     ),
     ("extra key", lambda d: d["capacity"].update(utilization_cap=0.8), "capacity.utilization_cap", "unknown key"),
     ("extra top-level key", lambda d: d.update(region=[]), "region", "unknown key"),
-    ("out of range", lambda d: d["capacity"].update(utilisation_cap=1.0), "capacity.utilisation_cap", "< 1"),
+    ("out of range", lambda d: d["capacity"].update(utilisation_cap=1.2), "capacity.utilisation_cap", "<= 1"),
     ("unknown sku", lambda d: d["models"][1].update(skus=["H100", "H1000"]), "models[llama-3.1-70b].skus[1]", "H1000"),
     ("unknown quota sku", lambda d: d["capacity"].update(quotas={"V100": 8}), "capacity.quotas.V100", "GPU SKU"),
     (

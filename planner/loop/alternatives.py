@@ -1,4 +1,4 @@
-"""What would change the plan: its cost under each neighbouring purchase-tier choice, from a small built-in sweep.
+"""What would change the plan: its cost under each neighbouring purchase-tier choice, and the price of each margin.
 
 For every tier the scenario allows (when it allows more than one) the plan is placed again
 without it, and for every tier it does not allow, with it. Each is one placement with the
@@ -7,17 +7,27 @@ without re-simulating it, which is right for tiers (a tier changes the price and
 spot-tolerance of the replicas, not how fast a replica serves). An SLO choice changes the
 capacity per replica and needs calibration and the simulator again: that is what
 ``planner sweep`` does, and the report names the command.
+
+Every safety margin the plan carries is priced the same way, by placing the forecast again with
+that margin alone removed (:data:`MARGINS`): the forecast quantile (the median instead), the
+utilisation cap (1), redundancy (0), the pool floor (1), and calibration's confidence level (the
+plan's deployments calibrated again at 50 %, where the interval's half-width is smallest, the
+loop's headroom changes carried over). The difference in USD and GPUs at the fleet peak is
+what the margin costs; none of them is re-simulated, so it is a price, not a recommendation.
 """
 
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
+from functools import partial
 from typing import TYPE_CHECKING
 
 import pandas as pd
 
 from planner.contracts.names import Tier
 from planner.errors import InfeasibleError
+from planner.loop.pool_sizes import loop_pool_sizes
 from planner.loop.run import peak_gpus
 from planner.placement.place import place_plan
 from planner.workloads import forecast_mixes
@@ -26,11 +36,26 @@ if TYPE_CHECKING:
     from planner.calibrate.cache import CalibrationStore
     from planner.catalog import Catalog
     from planner.loop.run import LoopResult, LoopSettings
+    from planner.placement.result import PlacementResult
     from planner.placement.window import PlanningWindow
     from planner.scenario import Scenario
 
 CACHE_CHOICE = "prefix caching off"
-ALTERNATIVE_COLUMNS = ("choice", "set", "feasible", "usd", "usd_vs_plan", "usd_vs_plan_pct", "note")
+ALTERNATIVE_COLUMNS = ("choice", "kind", "set", "feasible", "usd", "usd_vs_plan", "usd_vs_plan_pct", "gpus_peak",
+                       "gpus_vs_plan", "note")
+TIER, CACHE, MARGIN = "tier", "prefix cache", "margin"
+"""The kinds of row: a neighbouring tier choice, prefix caching off, a safety margin removed."""
+LOW_CONFIDENCE = 0.5
+MARGINS = {
+    "forecast quantile": "forecast error: demand above the median forecast in the plan's busiest hours",
+    "utilisation cap": "traffic burstier than the Poisson arrivals calibration assumes within an hour, and a class "
+                       "mix that shifts within the hour",
+    "redundancy": "losing a replica (or a region's capacity) to a failure or a rollout",
+    "pool floor": "a pool of one replica: no replica to drain to during restarts and upgrades",
+    "calibration confidence": "the simulator's sampling error: a coefficient measured from a few replications "
+                              "could sit above the true capacity",
+}
+"""Each margin and what it protects against."""
 
 
 def tier_choices(scenario: Scenario) -> list[tuple[str, tuple[str, ...]]]:
@@ -48,28 +73,105 @@ def tier_choices(scenario: Scenario) -> list[tuple[str, tuple[str, ...]]]:
 def what_would_change(loop: LoopResult, scenario: Scenario, forecast: pd.DataFrame, catalog: Catalog,
                       profiles: pd.DataFrame, settings: LoopSettings, window: PlanningWindow | None = None,
                       store: CalibrationStore | None = None) -> pd.DataFrame:
-    """One row per tier choice, and one for prefix caching off (:func:`cache_choice`): its plan cost against the
-    loop's plan, or why it is infeasible; cheapest first."""
+    """One row per tier choice, one for prefix caching off (:func:`cache_choice`) and one per margin
+    (:func:`margin_rows`): its plan cost and GPUs against the loop's plan, or why it is infeasible; cheapest first."""
     rows = []
     for label, tiers in tier_choices(scenario):
         changed = scenario.model_copy(update={"capacity": scenario.capacity.model_copy(update={"tiers": tiers})})
-        row = {"choice": label, "set": f"--set 'capacity.tiers={json.dumps(list(tiers))}'"}
-        try:
-            placed = place_plan(changed, forecast, catalog, profiles, capacity=loop.capacity, solver=settings.solver,
-                                node_limit=settings.node_limit, time_limit_s=settings.time_limit_s, gap=settings.gap,
-                                quantile=settings.quantile, periods=settings.periods, baselines=False,
-                                window=window)
-        except InfeasibleError as exc:
-            rows.append({**row, "feasible": False, "note": exc.message.split("\n")[0].rstrip(": ")})
-            continue
-        usd = float(placed.meta["cost_usd"]["total"])
-        rows.append({**row, "feasible": True, "usd": usd, "usd_vs_plan": usd - loop.cost_usd,
-                     "usd_vs_plan_pct": 100.0 * (usd - loop.cost_usd) / loop.cost_usd if loop.cost_usd else None,
-                     "note": "placement only: not re-simulated"})
+        rows.append(_priced(loop, {"choice": label, "kind": TIER,
+                                   "set": f"--set 'capacity.tiers={json.dumps(list(tiers))}'"},
+                            partial(place_plan, changed, forecast, catalog, profiles, capacity=loop.capacity,
+                                    solver=settings.solver, node_limit=settings.node_limit,
+                                    time_limit_s=settings.time_limit_s, gap=settings.gap, quantile=settings.quantile,
+                                    periods=settings.periods, baselines=False, window=window),
+                            "placement only: not re-simulated"))
     rows += cache_choice(loop, scenario, forecast, catalog, profiles, settings, window=window, store=store)
+    rows += margin_rows(loop, scenario, forecast, catalog, profiles, settings, window=window, store=store)
     table = pd.DataFrame(rows, columns=list(ALTERNATIVE_COLUMNS))
     return table.sort_values(["feasible", "usd", "choice"], ascending=[False, True, True], kind="stable",
                              na_position="last").reset_index(drop=True)
+
+
+def _priced(loop: LoopResult, row: dict[str, object], place: Callable[[], PlacementResult],
+            note: str) -> dict[str, object]:
+    """``row`` with the cost and GPUs of ``place()``'s plan against the loop's, or why it is infeasible."""
+    try:
+        placed = place()
+    except InfeasibleError as exc:
+        return {**row, "feasible": False, "note": exc.message.split("\n")[0].rstrip(": ")}
+    usd, gpus = float(placed.meta["cost_usd"]["total"]), peak_gpus(placed.plan)
+    return {**row, "feasible": True, "usd": usd, "usd_vs_plan": usd - loop.cost_usd,
+            "usd_vs_plan_pct": 100.0 * (usd - loop.cost_usd) / loop.cost_usd if loop.cost_usd else None,
+            "gpus_peak": gpus, "gpus_vs_plan": gpus - loop.gpus_peak, "note": note}
+
+
+def margin_rows(loop: LoopResult, scenario: Scenario, forecast: pd.DataFrame, catalog: Catalog,
+                profiles: pd.DataFrame, settings: LoopSettings, *, window: PlanningWindow | None = None,
+                store: CalibrationStore | None = None) -> list[dict[str, object]]:
+    """One row per margin the plan carries (:data:`MARGINS`): the plan placed again without it."""
+    capacity = scenario.capacity
+    level = capacity.forecast_quantile if settings.quantile is None else settings.quantile
+
+    def place(changed: Scenario, table: pd.DataFrame, quantile: float | None = settings.quantile
+              ) -> Callable[[], PlacementResult]:
+        return lambda: place_plan(changed, forecast, catalog, profiles, capacity=table, solver=settings.solver,
+                                  node_limit=settings.node_limit, time_limit_s=settings.time_limit_s,
+                                  gap=settings.gap, quantile=quantile, periods=settings.periods, baselines=False,
+                                  window=window)
+
+    def rule(**update: object) -> Scenario:
+        return scenario.model_copy(update={"capacity": capacity.model_copy(update=update)})
+
+    removed: list[tuple[str, str, str, Callable[[], PlacementResult]]] = []
+    if level > 0.5:
+        removed.append(("forecast quantile", f"the median instead of q{100 * level:g}", "--quantile 0.5",
+                        place(scenario, loop.capacity, 0.5)))
+    if capacity.utilisation_cap < 1:
+        removed.append(("utilisation cap", f"1 instead of {capacity.utilisation_cap:g}",
+                        "--set capacity.utilisation_cap=1", place(rule(utilisation_cap=1.0), loop.capacity)))
+    if capacity.redundancy > 0:
+        removed.append(("redundancy", f"0 instead of {capacity.redundancy}", "--set capacity.redundancy=0",
+                        place(rule(redundancy=0), loop.capacity)))
+    if capacity.min_replicas_per_pool > 1:
+        removed.append(("pool floor", f"1 instead of {capacity.min_replicas_per_pool}",
+                        "--set capacity.min_replicas_per_pool=1", place(rule(min_replicas_per_pool=1),
+                                                                       loop.capacity)))
+    confident = _low_confidence_table(loop, scenario, forecast, profiles, settings, window, store)
+    if confident is not None:
+        removed.append(("calibration confidence", f"{100 * LOW_CONFIDENCE:g} % instead of 95 %",
+                        f"planner calibrate --confidence {LOW_CONFIDENCE:g}", place(scenario, confident)))
+    return [_priced(loop, {"choice": f"{name}: {change}", "kind": MARGIN, "set": option}, run,
+                    f"what the margin costs; it protects against {MARGINS[name]}; placement only: not re-simulated")
+            for name, change, option, run in removed]
+
+
+def _low_confidence_table(loop: LoopResult, scenario: Scenario, forecast: pd.DataFrame, profiles: pd.DataFrame,
+                          settings: LoopSettings, window: PlanningWindow | None,
+                          store: CalibrationStore | None) -> pd.DataFrame | None:
+    """The loop's final table with the plan's deployments calibrated again at :data:`LOW_CONFIDENCE` (None when
+    the loop's capacity was not calibrated)."""
+    from planner.calibrate import calibrate
+
+    calibration = getattr(loop, "calibration", None)
+    if calibration is None or float(calibration.meta.get("confidence", 0.0)) <= LOW_CONFIDENCE:
+        return None
+    models = sorted(set(loop.placement.plan.loc[loop.placement.plan["replicas"] > 0, "model"].astype(str)))
+    if not models:
+        return None
+    deployed = _deployed(loop.placement.plan, models)
+    only = scenario.model_copy(update={"models": tuple(
+        m.model_copy(update={"skus": tuple(sorted({s for s, _ in deployed[m.name]})),
+                             "tp": tuple(sorted({t for _, t in deployed[m.name]}))})
+        if m.name in models else m for m in scenario.models)})
+    mixes = forecast_mixes(forecast, scenario.model_names, scenario.class_names)
+    low = calibrate(only, profiles, policy=loop.policy, mixes=mixes, models=models, seed=settings.seed,
+                    pool_sizes_for=loop_pool_sizes(scenario, forecast, settings, window), confidence=LOW_CONFIDENCE,
+                    search_settings=settings.search_settings, engine=settings.engine, workers=settings.workers,
+                    scheduler=settings.scheduler, store=store).table
+    table = _headroom_applied(loop.capacity, calibration.table, low)
+    kept = [str(m) not in deployed or (str(s), int(t)) in deployed[str(m)]
+            for m, s, t in zip(table["model"], table["sku"], table["tp_degree"], strict=True)]
+    return table[kept].reset_index(drop=True)
 
 
 def cached_models(scenario: Scenario, forecast: pd.DataFrame) -> list[str]:
@@ -105,26 +207,25 @@ def cache_choice(loop: LoopResult, scenario: Scenario, forecast: pd.DataFrame, c
         if m.name in models else m for m in scenario.models)})
     mixes = forecast_mixes(forecast, scenario.model_names, scenario.class_names)
     uncached = calibrate(off, profiles, policy=loop.policy, mixes=mixes, models=models, seed=settings.seed,
+                         pool_sizes_for=loop_pool_sizes(scenario, forecast, settings, window),
                          search_settings=settings.search_settings, engine=settings.engine, workers=settings.workers,
                          scheduler=settings.scheduler, store=store).table
     table = _headroom_applied(loop.capacity, loop.calibration.table, uncached)
     kept = [str(m) not in deployed or (str(s), int(t)) in deployed[str(m)]
             for m, s, t in zip(table["model"], table["sku"], table["tp_degree"], strict=True)]
     table = table[kept].reset_index(drop=True)
-    row: dict[str, object] = {"choice": CACHE_CHOICE,
+    row: dict[str, object] = {"choice": CACHE_CHOICE, "kind": CACHE,
                               "set": " ".join(f"--set models.{m}.prefix_caching=false" for m in models)}
-    try:
-        placed = place_plan(off, forecast, catalog, profiles, capacity=table, solver=settings.solver,
-                            node_limit=settings.node_limit, time_limit_s=settings.time_limit_s, gap=settings.gap,
-                            quantile=settings.quantile, periods=settings.periods, baselines=False, window=window)
-    except InfeasibleError as exc:
-        return [{**row, "feasible": False, "note": exc.message.split("\n")[0].rstrip(": ")}]
-    usd, gpus = float(placed.meta["cost_usd"]["total"]), peak_gpus(placed.plan)
-    return [{**row, "feasible": True, "usd": usd, "usd_vs_plan": usd - loop.cost_usd,
-             "usd_vs_plan_pct": 100.0 * (usd - loop.cost_usd) / loop.cost_usd if loop.cost_usd else None,
-             "note": f"{gpus - loop.gpus_peak:+d} GPUs at the fleet peak ({gpus} against {loop.gpus_peak}): what "
-                     f"the prefix cache of {', '.join(models)} saves; calibrated with caching off, placement only: "
-                     "not re-simulated"}]
+    priced = _priced(loop, row, lambda: place_plan(
+        off, forecast, catalog, profiles, capacity=table, solver=settings.solver, node_limit=settings.node_limit,
+        time_limit_s=settings.time_limit_s, gap=settings.gap, quantile=settings.quantile, periods=settings.periods,
+        baselines=False, window=window), "")
+    if priced["feasible"]:
+        gpus = int(priced["gpus_peak"])  # type: ignore[call-overload]
+        priced["note"] = (f"{gpus - loop.gpus_peak:+d} GPUs at the fleet peak ({gpus} against {loop.gpus_peak}): "
+                          f"what the prefix cache of {', '.join(models)} saves; calibrated with caching off, "
+                          "placement only: not re-simulated")
+    return [priced]
 
 
 def _deployed(plan: pd.DataFrame, models: list[str]) -> dict[str, set[tuple[str, int]]]:
@@ -138,12 +239,32 @@ def _deployed(plan: pd.DataFrame, models: list[str]) -> dict[str, set[tuple[str,
 
 def _headroom_applied(final: pd.DataFrame, calibrated: pd.DataFrame, uncached: pd.DataFrame) -> pd.DataFrame:
     """``final`` with the rows of ``uncached``'s units replaced by them, each scaled by final / calibrated of the
-    same (model, sku, tp_degree, traffic_class): the loop's derates and raises carried over."""
+    same (model, sku, tp_degree, traffic_class) and pool size: the loop's derates and raises carried over (a pool
+    size the loop's table lacks takes the factor of the coefficient's smallest size)."""
     key = ["model", "sku", "tp_degree", "traffic_class"]
+    if "pool_replicas" in final.columns or "pool_replicas" in uncached.columns:
+        final, calibrated, uncached = (_with_pool_size(t) for t in (final, calibrated, uncached))
+        factor = (final.set_index([*key, "pool_replicas"])["max_rps_per_replica"]
+                  / calibrated.set_index([*key, "pool_replicas"])["max_rps_per_replica"])
+        smallest = factor.groupby(level=key).first()
+        scaled = uncached.set_index([*key, "pool_replicas"])
+        exact = factor.reindex(scaled.index)
+        fallback = smallest.reindex(scaled.index.droplevel("pool_replicas")).to_numpy()
+        scaled["max_rps_per_replica"] = scaled["max_rps_per_replica"] * exact.fillna(
+            pd.Series(fallback, index=scaled.index)).fillna(1.0)
+        return _replace_units(final, uncached, scaled.reset_index())
     ratio = final.set_index(key)["max_rps_per_replica"] / calibrated.set_index(key)["max_rps_per_replica"]
     scaled = uncached.set_index(key)
     scaled["max_rps_per_replica"] = scaled["max_rps_per_replica"] * ratio.reindex(scaled.index).fillna(1.0)
+    return _replace_units(final, uncached, scaled.reset_index())
+
+
+def _with_pool_size(table: pd.DataFrame) -> pd.DataFrame:
+    return table if "pool_replicas" in table.columns else table.assign(pool_replicas=1)
+
+
+def _replace_units(final: pd.DataFrame, uncached: pd.DataFrame, scaled: pd.DataFrame) -> pd.DataFrame:
+    """``final`` without the units of ``uncached``, and ``scaled`` in their place."""
     units = set(map(tuple, uncached[["model", "sku", "tp_degree"]].itertuples(index=False)))
     kept = final[[tuple(r) not in units for r in final[["model", "sku", "tp_degree"]].itertuples(index=False)]]
-    return pd.concat([kept, scaled.reset_index()[final.columns.intersection(scaled.reset_index().columns)]],
-                     ignore_index=True)[final.columns]
+    return pd.concat([kept, scaled[final.columns.intersection(scaled.columns)]], ignore_index=True)[final.columns]

@@ -1,11 +1,12 @@
-"""The report's "What would change the plan" section: the cost of each neighbouring tier choice, and the command
-that prices an SLO choice (:mod:`planner.loop.alternatives` computes the table)."""
+"""The report's "What would change the plan" section: the cost of each neighbouring tier choice, what the prefix
+cache saves, the price of each safety margin, and the command that prices an SLO choice
+(:mod:`planner.loop.alternatives` computes the table)."""
 
 from __future__ import annotations
 
 import pandas as pd
 
-from planner.loop.alternatives import CACHE_CHOICE
+from planner.loop.alternatives import CACHE, MARGIN, TIER
 from planner.report.inputs import ReportInputs, money, rounded
 from planner.report.model import Section, Table
 
@@ -19,8 +20,9 @@ def changes_section(inputs: ReportInputs) -> Section:
     table = inputs.alternatives
     if table is None or table.empty:
         return section.no_data("the neighbouring tier choices were not priced for this run.")
-    cached = table[table["choice"] == CACHE_CHOICE]
-    table_all, table = table, table[table["choice"] != CACHE_CHOICE]
+    kind = table["kind"].fillna(TIER) if "kind" in table.columns else pd.Series(TIER, index=table.index)
+    cached, margins = table[kind == CACHE], table[kind == MARGIN]
+    table_all, table = table, table[kind == TIER]
     feasible = table[table["feasible"].astype(bool)]
     cheaper = feasible[pd.to_numeric(feasible["usd_vs_plan"], errors="coerce") < -0.005]
     if not cheaper.empty:
@@ -41,15 +43,37 @@ def changes_section(inputs: ReportInputs) -> Section:
         section.paragraphs.append("Not possible: " + "; ".join(
             f"{row['choice']} ({row['note']})" for _, row in infeasible.iterrows()) + ".")
     section.paragraphs += [_cache_text(row) for _, row in cached.iterrows()]
+    if not margins.empty:
+        section.paragraphs.append(_margins_text(margins))
     section.paragraphs.append(SWEEP_HINT.format(cls=inputs.tightest_class or "interactive"))
     section.tables.append(Table(
         "plan_alternatives", "Plan cost under each neighbouring tier choice"
-        + (", and with prefix caching off" if not cached.empty else ""),
+        + (", with prefix caching off" if not cached.empty else "")
+        + (", and without each safety margin" if not margins.empty else ""),
         rounded(table_all, {"usd": 2, "usd_vs_plan": 2, "usd_vs_plan_pct": 1}),
         "Each tier row places the same forecast with the loop's final capacity per replica and one tier dropped or "
         "added" + ("; the prefix-caching row places it on capacity calibrated with caching off" if not cached.empty
-                   else "") + " (placement only, not re-simulated); `set` is the option that makes the choice."))
+                   else "")
+        + ("; each margin row places it with that margin alone removed (the median forecast, utilisation cap 1, "
+           "no redundancy, pool floor 1, or capacity calibrated at 50 % confidence)" if not margins.empty else "")
+        + " (placement only, not re-simulated); `set` is the option that makes the choice; `gpus_vs_plan` is the "
+          "change in GPUs at the fleet peak."))
     return section
+
+
+def _margins_text(margins: pd.DataFrame) -> str:
+    """What each safety margin costs: the plan's USD and GPUs above the plan placed without it."""
+    parts = []
+    for _, row in margins.iterrows():
+        name = str(row["choice"]).split(":")[0]
+        if not bool(row["feasible"]):
+            parts.append(f"{name}: the plan without it is not possible ({row['note']})")
+            continue
+        usd, gpus = -float(row["usd_vs_plan"]), -int(row["gpus_vs_plan"])
+        parts.append(f"{name} {money(usd)} ({-float(row['usd_vs_plan_pct']):.1f} %) and {gpus:d} "
+                     f"GPU{'' if abs(gpus) == 1 else 's'} at the peak")
+    return ("Safety margins the plan carries, each priced by placing the plan without it (what it protects "
+            "against is in the table's notes): " + "; ".join(parts) + ".")
 
 
 def _cache_text(row: pd.Series) -> str:

@@ -276,8 +276,9 @@ class Capacity(Frozen):
     tiers: Annotated[tuple[Tier, ...], Field(min_length=1)] = Field(
         default=tuple(Tier), validate_default=True, description="purchase tiers placement may use"
     )
-    utilisation_cap: Annotated[float, Field(strict=True, gt=0, lt=1)] = Field(
-        default=0.85, description="plan each replica to at most this fraction of its calibrated capacity"
+    utilisation_cap: Annotated[float, Field(strict=True, gt=0, le=1)] = Field(
+        default=0.85, description="plan each replica to at most this fraction of its calibrated capacity (1: the "
+                                  "calibrated rate, which already holds every p99 SLO on Poisson arrivals)"
     )
     redundancy: Annotated[int, Field(strict=True, ge=0)] = Field(
         default=1, description="minimum replicas of a model in every serving region that serves it"

@@ -52,7 +52,7 @@ def place(scenario_file: Path, forecast_file: Path, out: Path, options: PlaceOpt
     hashes = {**scenario_hashes(scenario_file, scenario), "forecast": file_sha256(forecast_file)}
     capacity = None
     if capacity_file is not None:
-        capacity = validate_capacity(read_table(capacity_file), where=capacity_file, pools=True)
+        capacity = validate_capacity(read_table(capacity_file), where=capacity_file)
         hashes["capacity"] = file_sha256(capacity_file)
     forecast = scale_forecast(read_named(forecast_file), what_if.demand)
     result = place_plan(
