@@ -90,3 +90,16 @@ def test_the_loop_buys_for_the_pool_it_runs_and_every_slo_holds():
     assert result.converged and result.slo["slo_met"].all()
     assert result.gpus_peak < lone_gpus, (result.gpus_peak, lone_gpus)
     assert result.placement.meta["capacity"]["pool_gains"]
+
+
+def test_the_reports_utilisation_charges_a_pool_its_tabulated_capacity():
+    from planner.report.assemble import capacity_utilisation
+
+    table = _pooled_table({1: 4.0, 2: 6.0})  # 4 req/s alone, 6 per replica in a pool of two or more
+    plan = pd.DataFrame({"period": "p", "region": "r", "model": "m", "sku": "H100", "tp_degree": 1,
+                         "replicas": [1, 3]}).iloc[[1]]
+    per_class = pd.DataFrame({"period": ["p"], "region": ["r"], "model": ["m"], "traffic_class": ["chat"],
+                              "offered_rps": [9.0]})
+    assert capacity_utilisation(per_class, plan, table).item() == pytest.approx(9.0 / (3 * 6.0))
+    lone = table[table["pool_replicas"] == 1].drop(columns="pool_replicas")
+    assert capacity_utilisation(per_class, plan, lone).item() == pytest.approx(9.0 / (3 * 4.0))

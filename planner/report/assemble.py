@@ -17,6 +17,7 @@ import pandas as pd
 from planner.catalog import Catalog
 from planner.loop.compare import comparison_table
 from planner.loop.pipeline import PipelineResult
+from planner.placement.capacity import at_smallest_pool, pool_gain_at, pool_gains
 from planner.placement.check import quota_limit_gpus
 from planner.report.economics import deployment_table, prefix_figures, served_cost_per_m_tokens
 from planner.report.evidence import metric_columns
@@ -47,9 +48,11 @@ def capacity_utilisation(per_class: pd.DataFrame, plan: pd.DataFrame, capacity: 
         ρ = Σ_k λ_k / Σ_u n_u · cap(u, m, k)
 
     (the Mélange load of the pool). ρ = 1 is the load at which the calibrated p99s sit
-    exactly at their SLOs; the plan aims at ``utilisation_cap`` at the forecast quantile.
+    exactly at their SLOs; the plan aims at ``utilisation_cap`` at the forecast quantile. A table
+    calibrated at several pool sizes charges n_u replicas n_u · g_u(n_u) · cap(u, m, k), as placement does.
     """
-    caps = {(str(m), str(s), int(g), str(k)): float(v) for m, s, g, k, v in capacity[
+    gains = pool_gains(capacity)
+    caps = {(str(m), str(s), int(g), str(k)): float(v) for m, s, g, k, v in capacity[at_smallest_pool(capacity)][
         ["model", "sku", "tp_degree", "traffic_class", "max_rps_per_replica"]].itertuples(index=False)}
     replicas = plan.groupby([plan["period"].astype(str), "region", "model", "sku", "tp_degree"])["replicas"].sum()
     pools: dict[tuple[str, str, str], list[tuple[str, int, int]]] = {}
@@ -58,8 +61,8 @@ def capacity_utilisation(per_class: pd.DataFrame, plan: pd.DataFrame, capacity: 
     load: dict[tuple[str, str, str], float] = {}
     for row in per_class.itertuples(index=False):
         key = (str(row.period), str(row.region), str(row.model))
-        pooled = sum(n * caps.get((key[2], sku, tp, str(row.traffic_class)), 0.0)
-                     for sku, tp, n in pools.get(key, []))
+        pooled = sum(n * pool_gain_at(gains.get((key[2], sku, tp), ()), n)
+                     * caps.get((key[2], sku, tp, str(row.traffic_class)), 0.0) for sku, tp, n in pools.get(key, []))
         rate = float(row.offered_rps)
         load[key] = load.get(key, 0.0) + (rate / pooled if pooled > 0 else (float("inf") if rate > 0 else 0.0))
     return pd.Series([load[(str(r.period), str(r.region), str(r.model))] for r in per_class.itertuples(index=False)],
