@@ -103,3 +103,15 @@ def test_the_reports_utilisation_charges_a_pool_its_tabulated_capacity():
     assert capacity_utilisation(per_class, plan, table).item() == pytest.approx(9.0 / (3 * 6.0))
     lone = table[table["pool_replicas"] == 1].drop(columns="pool_replicas")
     assert capacity_utilisation(per_class, plan, lone).item() == pytest.approx(9.0 / (3 * 4.0))
+
+
+@pytest.mark.parametrize("pools", [True, False])
+def test_lone_replica_reaches_the_loop(pools):
+    from planner.cli.loop import loop_options
+    from planner.workflows.plan import resolve_loop
+
+    options = loop_options(max_rounds=2, periods="how:4", solver="highs", node_limit=100, time_limit=60.0, gap=0.02,
+                           quantile=None, sim_duration="10min", replications=2, seed=1, engine="local", workers=None,
+                           scheduler=None, cache_dir=None, pools=pools)
+    _, settings = resolve_loop(options, parse_scenario(small_raw(), source="t"))
+    assert settings.pools is pools

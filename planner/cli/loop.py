@@ -50,6 +50,11 @@ SearchSettingsOption = Annotated[bool, typer.Option(
     help="Search each unit's engine settings (batch cap, token budget) in calibration, or keep each profile's "
          "defaults.")]
 
+PoolsOption = Annotated[bool, typer.Option(
+    "--pools/--lone-replica",
+    help="Calibrate each unit alone and in pools of 2, 4, 8, ... up to the largest pool the forecast can need (a "
+         "pool carries more per replica at the same p99), or on one replica only.")]
+
 
 def _names(text: str | None) -> list[str] | None:
     return [part.strip() for part in text.split(",") if part.strip()] if text else None
@@ -160,7 +165,7 @@ def _pool_sizes(pool_sizes: str | None, pool_replicas: int) -> tuple[int, ...]:
 def loop_options(*, max_rounds: int, periods: str, solver: str, node_limit: int, time_limit: float, gap: float,
                  quantile: float | None, sim_duration: str, replications: int, seed: int | None, engine: str,
                  workers: int | None, scheduler: str | None, cache_dir: Path | None,
-                 search_settings: bool = True, min_history: str = "7d") -> Any:
+                 search_settings: bool = True, min_history: str = "7d", pools: bool = True) -> Any:
     """The loop's options, checked (rounds, replications, durations) before any work."""
     from planner.forecast.run import parse_min_history
     from planner.sim.work import check_duration, check_replications
@@ -174,7 +179,7 @@ def loop_options(*, max_rounds: int, periods: str, solver: str, node_limit: int,
                        time_limit_s=time_limit, gap=gap, quantile=quantile,
                        sim_duration_s=check_duration(parse_duration_s(sim_duration)),
                        sim_replications=replications, seed=seed, engine=engine, workers=workers, scheduler=scheduler,
-                       cache_dir=cache_dir, search_settings=search_settings,
+                       cache_dir=cache_dir, search_settings=search_settings, pools=pools,
                        min_history_hours=parse_min_history(min_history))
 
 
@@ -235,6 +240,7 @@ def plan(
     seed: SeedOption = None,
     cache_dir: CacheDirOption = None,
     search_settings: SearchSettingsOption = True,
+    pools: PoolsOption = True,
     min_history: MinHistoryOption = "7d",
     engine: EngineOption = "auto",
     workers: WorkersOption = None,
@@ -251,7 +257,8 @@ def plan(
     options = loop_options(max_rounds=max_rounds, periods=periods, solver=solver, node_limit=node_limit,
                            time_limit=time_limit, gap=gap, quantile=quantile, sim_duration=sim_duration,
                            replications=replications, seed=seed, engine=engine, workers=workers, scheduler=scheduler,
-                           cache_dir=cache_dir, search_settings=search_settings, min_history=min_history)
+                           cache_dir=cache_dir, search_settings=search_settings, min_history=min_history,
+                           pools=pools)
 
     from planner.loop.compare import comparison_table
     from planner.workflows.plan import plan as plan_workflow

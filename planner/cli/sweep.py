@@ -29,6 +29,7 @@ from planner.cli.loop import (
     CacheDirOption,
     HistoryOption,
     MaxRoundsOption,
+    PoolsOption,
     SearchSettingsOption,
     SimDurationOption,
     SimReplicationsOption,
@@ -74,6 +75,7 @@ def sweep(
     seed: SeedOption = None,
     cache_dir: CacheDirOption = None,
     search_settings: SearchSettingsOption = True,
+    pools: PoolsOption = True,
     min_history: MinHistoryOption = "7d",
     engine: EngineOption = "auto",
     workers: WorkersOption = None,
@@ -96,7 +98,8 @@ def sweep(
     options = loop_options(max_rounds=max_rounds, periods=periods, solver=solver, node_limit=node_limit,
                            time_limit=time_limit, gap=gap, quantile=quantile, sim_duration=sim_duration,
                            replications=replications, seed=seed, engine=engine, workers=workers, scheduler=scheduler,
-                           cache_dir=cache_dir, search_settings=search_settings, min_history=min_history)
+                           cache_dir=cache_dir, search_settings=search_settings, min_history=min_history,
+                           pools=pools)
 
     from planner.workflows.sweep import sweep as sweep_workflow
 

@@ -55,6 +55,7 @@ class LoopOptions:
     seed: int | None = None
     cache_dir: Path | None = None
     search_settings: bool = True
+    pools: bool = True
     engine: str = "auto"
     workers: int | None = None
     scheduler: str | None = None
@@ -75,7 +76,7 @@ def resolve_loop(options: LoopOptions, scenario: Scenario) -> tuple[Settings, Lo
                         quantile=settings.quantile, sim_duration_s=options.sim_duration_s,
                         sim_replications=options.sim_replications, seed=settings.seed, engine=settings.engine,
                         workers=settings.workers, scheduler=settings.scheduler,
-                        search_settings=options.search_settings,
+                        search_settings=options.search_settings, pools=options.pools,
                         min_history_hours=ModelSpec.min_history_hours if options.min_history_hours is None
                         else options.min_history_hours)
     return settings, loop
