@@ -21,7 +21,7 @@ from planner import cli
 from planner.calibrate import run as calibrate_run
 from planner.calibrate.pools import check_pool_sizes, parse_pool_sizes, tabulated_rates
 from planner.errors import InputError
-from planner.placement.capacity import larger_pool_sizes, validate_capacity
+from planner.placement.capacity import validate_capacity
 from planner.profiles import load_profiles
 from planner.scenario import load_scenario
 from planner.workflows.calibrate import calibrate_with_cache as calibrate
@@ -103,14 +103,13 @@ def test_a_second_calibration_answers_every_pool_from_the_cache(tp1, profiles, c
     pd.testing.assert_frame_equal(again.table.drop(columns="cached"), pooled.table.drop(columns="cached"))
 
 
-def test_placement_reads_a_pooled_table_at_its_smallest_size_and_names_the_rest(pooled) -> None:
+def test_placement_reads_every_pool_size_of_a_pooled_table(pooled) -> None:
     table = pooled.table.drop(columns="cached")
-    lone = validate_capacity(table)
-    assert len(lone) == (table["pool_replicas"] == 1).sum()
-    assert lone["max_rps_per_replica"].tolist() == table.loc[table["pool_replicas"] == 1,
-                                                             "max_rps_per_replica"].tolist()
-    assert larger_pool_sizes(table) == list(SIZES)
-    assert larger_pool_sizes(table.drop(columns="pool_replicas")) == []
+    read = validate_capacity(table)
+    assert sorted(set(read["pool_replicas"])) == [1, *SIZES]
+    assert read["max_rps_per_replica"].tolist() == table["max_rps_per_replica"].tolist()
+    lone = table[table["pool_replicas"] == 1].drop(columns="pool_replicas")
+    assert "pool_replicas" not in validate_capacity(lone).columns
 
 
 def test_a_capacity_table_with_two_rows_for_one_pool_size_is_refused(pooled) -> None:
@@ -159,3 +158,11 @@ def test_the_calibration_json_keeps_each_pool_search(pooled, tmp_path) -> None:
     (unit,) = json.loads(text)["meta"]["units"]
     assert [p["replicas"] for p in unit["pools"]] == list(SIZES)
     assert "running minimum" in json.loads(text)["meta"]["pool_law"]
+
+
+def test_a_pool_has_saturated_when_a_size_adds_under_five_percent_or_runs_at_the_ceiling():
+    from planner.calibrate.pools import saturated
+
+    assert not saturated(10.0, 11.0, 20.0)  # +10 %
+    assert saturated(10.0, 10.4, 20.0)  # +4 %: larger pools take 10.4
+    assert saturated(10.0, 19.2, 20.0)  # 96 % of the ceiling: nothing left to gain

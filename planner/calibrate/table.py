@@ -144,7 +144,8 @@ def unit_meta(task: UnitTask, result: dict[str, Any], cached: bool,
               pools: dict[str, Any] | None = None) -> dict[str, Any]:
     """What the JSON beside the table says about one unit: every setting tried, the chosen one's trace, and its
     search at each larger pool size."""
-    extra = {} if pools is None else {"pools": pools["pools"], "pool_cache_key": pools["key"]}
+    extra = {} if pools is None else {"pools": pools["pools"], "pool_cache_key": pools["key"],
+                                      **({"pools_saturated": pools["saturated"]} if "saturated" in pools else {})}
     return {
         **extra,
         "model": task.model, "sku": task.sku, "tp_degree": task.tp, "engine": task.engine, "cache_key": task.key,

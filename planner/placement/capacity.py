@@ -202,14 +202,6 @@ def at_smallest_pool(frame: pd.DataFrame) -> np.ndarray:
     return mask
 
 
-def larger_pool_sizes(frame: pd.DataFrame) -> list[int]:
-    """The pool sizes of a capacity table above each deployment's smallest (none without ``pool_replicas``)."""
-    if POOL_COLUMN not in frame.columns:
-        return []
-    sizes = pd.to_numeric(frame[POOL_COLUMN], errors="coerce")[~at_smallest_pool(frame)]
-    return sorted({int(n) for n in sizes.dropna()})
-
-
 def _locate(problem: Problem) -> str:
     return f"column '{problem.column}'" if problem.row is None else f"row {problem.row + 1}, column '{problem.column}'"
 
