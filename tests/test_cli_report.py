@@ -42,8 +42,9 @@ GENERATED = re.compile(rb"^.*[Gg]enerated[ _]at.*$", re.MULTILINE)
 FAST = ["--sim-duration", "20min", "--replications", "2", "--engine", "local"]
 # The golden report calibrates each unit at the engine's default setting (--default-settings): the setting search has
 # its own tests, and searching it here for two policies would take a third of the suite's budget.
+# one replica per unit: this checks the report's content and format; the loop's pools are checked in test_loop_pools.py
 DEMO_ARGS = ["--periods", "how:24", "--compare-policies", "fcfs,drr-wspt", "--gap", "0.05", "--sim-duration", "10min",
-             "--replications", "2", "--default-settings", "--engine", "local"]
+             "--replications", "2", "--default-settings", "--lone-replica", "--engine", "local"]
 
 
 def _files(folder: Path) -> dict[str, bytes]:
