@@ -143,3 +143,16 @@ def test_the_section_prices_each_margin_and_never_takes_one_for_a_cheaper_tier_c
     assert ("forecast quantile $200 (20.0 %) and 4 GPUs at the peak; redundancy $50.00 (5.0 %) and 1 GPU at the "
             "peak") in text
     assert len(section.table("plan_alternatives").frame) == 3
+
+
+def test_a_recalibration_on_one_replica_scales_every_pool_size_of_the_loops_table():
+    from planner.loop.alternatives import _headroom_applied
+
+    unit = {"model": "a", "sku": "H100", "tp_degree": 1, "traffic_class": "x"}
+    calibrated = pd.DataFrame([{**unit, "pool_replicas": n, "max_rps_per_replica": r} for n, r in ((1, 10.0),
+                                                                                                 (4, 15.0))])
+    final = calibrated.assign(max_rps_per_replica=[9.0, 13.5])  # the loop derated both sizes by 10 %
+    recalibrated = pd.DataFrame([{**unit, "max_rps_per_replica": 8.0}])  # 20 % less with the change, alone
+    table = _headroom_applied(final, calibrated, recalibrated)
+    assert table["pool_replicas"].tolist() == [1, 4]
+    assert table["max_rps_per_replica"].tolist() == pytest.approx([7.2, 10.8])

@@ -11,8 +11,8 @@ capacity per replica and needs calibration and the simulator again: that is what
 Every safety margin the plan carries is priced the same way, by placing the forecast again with
 that margin alone removed (:data:`MARGINS`): the forecast quantile (the median instead), the
 utilisation cap (1), redundancy (0), the pool floor (1), and calibration's confidence level (the
-plan's deployments calibrated again at 50 %, where the interval's half-width is smallest, the
-loop's headroom changes carried over). The difference in USD and GPUs at the fleet peak is
+plan's deployments calibrated again at 50 % on one replica, and the loop's final table scaled by
+the change, at every pool size). The difference in USD and GPUs at the fleet peak is
 what the margin costs; none of them is re-simulated, so it is a price, not a recommendation.
 """
 
@@ -23,12 +23,14 @@ from collections.abc import Callable
 from functools import partial
 from typing import TYPE_CHECKING
 
+import numpy as np
 import pandas as pd
 
+from planner.contracts.columns import ENGINE_SETTING_COLUMNS
 from planner.contracts.names import Tier
 from planner.errors import InfeasibleError
-from planner.loop.pool_sizes import loop_pool_sizes
 from planner.loop.run import peak_gpus
+from planner.placement.capacity import at_smallest_pool
 from planner.placement.place import place_plan
 from planner.workloads import forecast_mixes
 
@@ -165,7 +167,7 @@ def _low_confidence_table(loop: LoopResult, scenario: Scenario, forecast: pd.Dat
         if m.name in models else m for m in scenario.models)})
     mixes = forecast_mixes(forecast, scenario.model_names, scenario.class_names)
     low = calibrate(only, profiles, policy=loop.policy, mixes=mixes, models=models, seed=settings.seed,
-                    pool_sizes_for=loop_pool_sizes(scenario, forecast, settings, window), confidence=LOW_CONFIDENCE,
+                    confidence=LOW_CONFIDENCE,
                     search_settings=settings.search_settings, engine=settings.engine, workers=settings.workers,
                     scheduler=settings.scheduler, store=store).table
     table = _headroom_applied(loop.capacity, calibration.table, low)
@@ -188,9 +190,9 @@ def cache_choice(loop: LoopResult, scenario: Scenario, forecast: pd.DataFrame, c
     """What the prefix cache saves: the same plan's deployments, placed again on capacity calibrated with caching off.
 
     For the models whose cache serves something, the deployments (SKU, TP) the plan runs are calibrated again
-    with ``prefix_caching = false`` (the loop's policy, mixes and seed; the calibration cache keeps them for the
-    next run), each coefficient scaled by the loop's own headroom change of that row (its final table over its
-    calibration), and the forecast placed on those deployments alone (other models keep every unit).
+    with ``prefix_caching = false`` on one replica (the loop's policy, mixes and seed; the calibration cache keeps
+    them for the next run), the loop's final table scaled by the change at every pool size
+    (:func:`_headroom_applied`), and the forecast placed on those deployments alone (other models keep every unit).
     Placement only: the caching-off plan is not re-simulated. No row when no model's cache serves anything, or
     when the loop's capacity was not calibrated.
     """
@@ -207,7 +209,6 @@ def cache_choice(loop: LoopResult, scenario: Scenario, forecast: pd.DataFrame, c
         if m.name in models else m for m in scenario.models)})
     mixes = forecast_mixes(forecast, scenario.model_names, scenario.class_names)
     uncached = calibrate(off, profiles, policy=loop.policy, mixes=mixes, models=models, seed=settings.seed,
-                         pool_sizes_for=loop_pool_sizes(scenario, forecast, settings, window),
                          search_settings=settings.search_settings, engine=settings.engine, workers=settings.workers,
                          scheduler=settings.scheduler, store=store).table
     table = _headroom_applied(loop.capacity, loop.calibration.table, uncached)
@@ -237,34 +238,31 @@ def _deployed(plan: pd.DataFrame, models: list[str]) -> dict[str, set[tuple[str,
     return out
 
 
-def _headroom_applied(final: pd.DataFrame, calibrated: pd.DataFrame, uncached: pd.DataFrame) -> pd.DataFrame:
-    """``final`` with the rows of ``uncached``'s units replaced by them, each scaled by final / calibrated of the
-    same (model, sku, tp_degree, traffic_class) and pool size: the loop's derates and raises carried over (a pool
-    size the loop's table lacks takes the factor of the coefficient's smallest size)."""
+def _headroom_applied(final: pd.DataFrame, calibrated: pd.DataFrame, recalibrated: pd.DataFrame) -> pd.DataFrame:
+    """``final`` with every row (every pool size) of each unit ``recalibrated`` holds scaled by recalibrated /
+    calibrated of the same (model, sku, tp_degree, traffic_class) at the smallest pool size, with the
+    recalibration's engine setting: the loop's derates and raises and the pool gains carried over, the change
+    measured on one replica. A class only ``recalibrated`` has keeps its own rate; one it lacks is dropped."""
     key = ["model", "sku", "tp_degree", "traffic_class"]
-    if "pool_replicas" in final.columns or "pool_replicas" in uncached.columns:
-        final, calibrated, uncached = (_with_pool_size(t) for t in (final, calibrated, uncached))
-        factor = (final.set_index([*key, "pool_replicas"])["max_rps_per_replica"]
-                  / calibrated.set_index([*key, "pool_replicas"])["max_rps_per_replica"])
-        smallest = factor.groupby(level=key).first()
-        scaled = uncached.set_index([*key, "pool_replicas"])
-        exact = factor.reindex(scaled.index)
-        fallback = smallest.reindex(scaled.index.droplevel("pool_replicas")).to_numpy()
-        scaled["max_rps_per_replica"] = scaled["max_rps_per_replica"] * exact.fillna(
-            pd.Series(fallback, index=scaled.index)).fillna(1.0)
-        return _replace_units(final, uncached, scaled.reset_index())
-    ratio = final.set_index(key)["max_rps_per_replica"] / calibrated.set_index(key)["max_rps_per_replica"]
-    scaled = uncached.set_index(key)
-    scaled["max_rps_per_replica"] = scaled["max_rps_per_replica"] * ratio.reindex(scaled.index).fillna(1.0)
-    return _replace_units(final, uncached, scaled.reset_index())
-
-
-def _with_pool_size(table: pd.DataFrame) -> pd.DataFrame:
-    return table if "pool_replicas" in table.columns else table.assign(pool_replicas=1)
-
-
-def _replace_units(final: pd.DataFrame, uncached: pd.DataFrame, scaled: pd.DataFrame) -> pd.DataFrame:
-    """``final`` without the units of ``uncached``, and ``scaled`` in their place."""
-    units = set(map(tuple, uncached[["model", "sku", "tp_degree"]].itertuples(index=False)))
-    kept = final[[tuple(r) not in units for r in final[["model", "sku", "tp_degree"]].itertuples(index=False)]]
-    return pd.concat([kept, scaled[final.columns.intersection(scaled.columns)]], ignore_index=True)[final.columns]
+    lone = calibrated[at_smallest_pool(calibrated)].set_index(key)["max_rps_per_replica"]
+    fresh = recalibrated[at_smallest_pool(recalibrated)].set_index(key)
+    units = set(map(tuple, recalibrated[["model", "sku", "tp_degree"]].itertuples(index=False)))
+    in_unit = np.array([tuple(r) in units for r in final[["model", "sku", "tp_degree"]].itertuples(index=False)],
+                       dtype=bool)
+    rows = final[in_unit].copy()
+    index = pd.MultiIndex.from_frame(rows[key])
+    ratio = (fresh["max_rps_per_replica"] / lone).reindex(index).to_numpy()
+    rows = rows[~np.isnan(ratio)].assign(max_rps_per_replica=rows["max_rps_per_replica"].to_numpy()[
+        ~np.isnan(ratio)] * ratio[~np.isnan(ratio)])
+    settings = [c for c in ENGINE_SETTING_COLUMNS if c in rows.columns and c in fresh.columns]
+    if settings:
+        chosen = fresh[settings].reindex(pd.MultiIndex.from_frame(rows[key]))
+        for column in settings:
+            rows[column] = chosen[column].to_numpy()
+    known = set(map(tuple, final[key].itertuples(index=False)))
+    added = fresh.reset_index()
+    added = added[[tuple(r) not in known for r in added[key].itertuples(index=False)]]
+    if "pool_replicas" in final.columns:
+        added = added.assign(pool_replicas=1)
+    return pd.concat([final[~in_unit], rows, added[final.columns.intersection(added.columns)]],
+                     ignore_index=True)[final.columns]
