@@ -138,9 +138,19 @@ def calibrate(
     sizes = [_larger_sizes(task, result, larger, pool_replicas, pool_sizes_for)
              for task, result in zip(tasks, results, strict=True)]
     pools, pool_notes = _answer_pools(tasks, results, sizes, store, engine, workers, scheduler)
-    n_cached = sum(cached)
-    misses = [i for i, hit in enumerate(cached) if not hit]
+    n_cached, n_simulated = sum(cached), sum(not hit for hit in cached)
+    rows, unit_notes, failures = _tabulated(tasks, results, cached, pools)
+    meta = _meta(scenario, settings, {m: shares[m] for m in calibrated}, workloads, histogram is not None,
+                 unit_notes, skipped,
+                 failures, store is not None, cache_notes + pool_notes, n_simulated, n_cached,
+                 larger if pool_sizes_for is None else tuple(sorted({n for unit in sizes for n in unit})))
+    return CalibrationResult(build_table(rows), meta, failures, n_simulated, n_cached, tuple(tasks))
 
+
+def _tabulated(tasks: list[UnitTask], results: list[dict[str, Any]], cached: list[bool],
+               pools: list[dict[str, Any] | None]) -> tuple[list[dict[str, Any]], list[dict[str, Any]],
+                                                           list[dict[str, Any]]]:
+    """The table rows, the per-unit meta and the failures of the answered units."""
     rows: list[dict[str, Any]] = []
     failures: list[dict[str, Any]] = []
     unit_notes = []
@@ -149,11 +159,7 @@ def calibrate(
         unit_notes.append(unit_meta(task, result, hit, pool))
         if result["status"] == "infeasible":
             failures.append({"model": task.model, "sku": task.sku, "tp_degree": task.tp, "reason": result["reason"]})
-    meta = _meta(scenario, settings, {m: shares[m] for m in calibrated}, workloads, histogram is not None,
-                 unit_notes, skipped,
-                 failures, store is not None, cache_notes + pool_notes, len(misses), n_cached,
-                 larger if pool_sizes_for is None else tuple(sorted({n for unit in sizes for n in unit})))
-    return CalibrationResult(build_table(rows), meta, failures, len(misses), n_cached, tuple(tasks))
+    return rows, unit_notes, failures
 
 
 def _answer(fn: Callable[[Any], dict[str, Any]], tasks: Sequence[UnitTask | PoolTask], store: CalibrationStore | None,
