@@ -21,7 +21,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable
 from functools import partial
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pandas as pd
@@ -152,28 +152,37 @@ def _low_confidence_table(loop: LoopResult, scenario: Scenario, forecast: pd.Dat
                           store: CalibrationStore | None) -> pd.DataFrame | None:
     """The loop's final table with the plan's deployments calibrated again at :data:`LOW_CONFIDENCE` (None when
     the loop's capacity was not calibrated)."""
-    from planner.calibrate import calibrate
-
     calibration = getattr(loop, "calibration", None)
     if calibration is None or float(calibration.meta.get("confidence", 0.0)) <= LOW_CONFIDENCE:
         return None
     models = sorted(set(loop.placement.plan.loc[loop.placement.plan["replicas"] > 0, "model"].astype(str)))
     if not models:
         return None
+    return _recalibrated(loop, scenario, models, forecast, profiles, settings, store, {},
+                         confidence=LOW_CONFIDENCE)[1]
+
+
+def _recalibrated(loop: LoopResult, scenario: Scenario, models: list[str], forecast: pd.DataFrame,
+                  profiles: pd.DataFrame, settings: LoopSettings, store: CalibrationStore | None,
+                  change: dict[str, object], **options: Any) -> tuple[Scenario, pd.DataFrame]:
+    """The scenario with ``change`` made to ``models``, each cut to the (SKU, TP) deployments the plan runs, and the
+    loop's final table with those deployments calibrated again on it on one replica (``options`` go to the
+    calibration; :func:`_headroom_applied`), the models' other deployments left out."""
+    from planner.calibrate import calibrate
+
     deployed = _deployed(loop.placement.plan, models)
-    only = scenario.model_copy(update={"models": tuple(
-        m.model_copy(update={"skus": tuple(sorted({s for s, _ in deployed[m.name]})),
+    changed = scenario.model_copy(update={"models": tuple(
+        m.model_copy(update={**change, "skus": tuple(sorted({s for s, _ in deployed[m.name]})),
                              "tp": tuple(sorted({t for _, t in deployed[m.name]}))})
         if m.name in models else m for m in scenario.models)})
     mixes = forecast_mixes(forecast, scenario.model_names, scenario.class_names)
-    low = calibrate(only, profiles, policy=loop.policy, mixes=mixes, models=models, seed=settings.seed,
-                    confidence=LOW_CONFIDENCE,
-                    search_settings=settings.search_settings, engine=settings.engine, workers=settings.workers,
-                    scheduler=settings.scheduler, store=store).table
-    table = _headroom_applied(loop.capacity, calibration.table, low)
+    fresh = calibrate(changed, profiles, policy=loop.policy, mixes=mixes, models=models, seed=settings.seed,
+                      search_settings=settings.search_settings, engine=settings.engine, workers=settings.workers,
+                      scheduler=settings.scheduler, store=store, **options).table
+    table = _headroom_applied(loop.capacity, loop.calibration.table, fresh)
     kept = [str(m) not in deployed or (str(s), int(t)) in deployed[str(m)]
             for m, s, t in zip(table["model"], table["sku"], table["tp_degree"], strict=True)]
-    return table[kept].reset_index(drop=True)
+    return changed, table[kept].reset_index(drop=True)
 
 
 def cached_models(scenario: Scenario, forecast: pd.DataFrame) -> list[str]:
@@ -196,25 +205,11 @@ def cache_choice(loop: LoopResult, scenario: Scenario, forecast: pd.DataFrame, c
     Placement only: the caching-off plan is not re-simulated. No row when no model's cache serves anything, or
     when the loop's capacity was not calibrated.
     """
-    from planner.calibrate import calibrate
-
     models = [m for m in cached_models(scenario, forecast) if m in set(loop.placement.plan["model"].astype(str))] \
         if getattr(loop, "calibration", None) is not None else []
     if not models:
         return []
-    deployed = _deployed(loop.placement.plan, models)
-    off = scenario.model_copy(update={"models": tuple(
-        m.model_copy(update={"prefix_caching": False, "skus": tuple(sorted({s for s, _ in deployed[m.name]})),
-                             "tp": tuple(sorted({t for _, t in deployed[m.name]}))})
-        if m.name in models else m for m in scenario.models)})
-    mixes = forecast_mixes(forecast, scenario.model_names, scenario.class_names)
-    uncached = calibrate(off, profiles, policy=loop.policy, mixes=mixes, models=models, seed=settings.seed,
-                         search_settings=settings.search_settings, engine=settings.engine, workers=settings.workers,
-                         scheduler=settings.scheduler, store=store).table
-    table = _headroom_applied(loop.capacity, loop.calibration.table, uncached)
-    kept = [str(m) not in deployed or (str(s), int(t)) in deployed[str(m)]
-            for m, s, t in zip(table["model"], table["sku"], table["tp_degree"], strict=True)]
-    table = table[kept].reset_index(drop=True)
+    off, table = _recalibrated(loop, scenario, models, forecast, profiles, settings, store, {"prefix_caching": False})
     row: dict[str, object] = {"choice": CACHE_CHOICE, "kind": CACHE,
                               "set": " ".join(f"--set models.{m}.prefix_caching=false" for m in models)}
     priced = _priced(loop, row, lambda: place_plan(
