@@ -14,12 +14,17 @@ utilisation cap (1), redundancy (0), the pool floor (1), and calibration's confi
 plan's deployments calibrated again at 50 % on one replica, and the loop's final table scaled by
 the change, at every pool size). The difference in USD and GPUs at the fleet peak is
 what the margin costs; none of them is re-simulated, so it is a price, not a recommendation.
+
+The rows' placements share nothing, so they run side by side on the loop's engine (each on one
+core; a placement's search is bounded by counts, never the clock, so where a row runs changes
+nothing). The recalibrations they need run first, on the whole engine.
 """
 
 from __future__ import annotations
 
 import json
 from collections.abc import Callable
+from dataclasses import dataclass, replace
 from functools import partial
 from typing import TYPE_CHECKING, Any
 
@@ -28,6 +33,7 @@ import pandas as pd
 
 from planner.contracts.columns import ENGINE_SETTING_COLUMNS
 from planner.contracts.names import Tier
+from planner.engine import run_tasks
 from planner.errors import InfeasibleError
 from planner.loop.run import peak_gpus
 from planner.placement.capacity import at_smallest_pool
@@ -38,7 +44,6 @@ if TYPE_CHECKING:
     from planner.calibrate.cache import CalibrationStore
     from planner.catalog import Catalog
     from planner.loop.run import LoopResult, LoopSettings
-    from planner.placement.result import PlacementResult
     from planner.placement.window import PlanningWindow
     from planner.scenario import Scenario
 
@@ -72,84 +77,126 @@ def tier_choices(scenario: Scenario) -> list[tuple[str, tuple[str, ...]]]:
     return choices
 
 
+@dataclass(frozen=True)
+class Alternative:
+    """One row of the table before it is placed: its label, and the scenario, capacity table and forecast
+    quantile it is placed with. ``note`` says what the row is, given the GPUs its plan runs at the fleet peak."""
+
+    row: dict[str, object]
+    scenario: Scenario
+    capacity: pd.DataFrame
+    quantile: float | None
+    note: Callable[[int], str]
+
+
+@dataclass(frozen=True)
+class AlternativePlacement:
+    """What a worker needs to place one row (:func:`place_alternative`)."""
+
+    scenario: Scenario
+    capacity: pd.DataFrame
+    quantile: float | None
+    forecast: pd.DataFrame
+    catalog: Catalog
+    profiles: pd.DataFrame
+    settings: LoopSettings
+    window: PlanningWindow | None
+
+
+def place_alternative(task: AlternativePlacement) -> tuple[float, int] | str:
+    """The plan cost (USD) and GPUs at the fleet peak of one row's placement, or why it is infeasible."""
+    s = task.settings
+    try:
+        placed = place_plan(task.scenario, task.forecast, task.catalog, task.profiles, capacity=task.capacity,
+                            solver=s.solver, node_limit=s.node_limit, time_limit_s=s.time_limit_s, gap=s.gap,
+                            quantile=task.quantile, periods=s.periods, baselines=False, window=task.window)
+    except InfeasibleError as exc:
+        return exc.message.split("\n")[0].rstrip(": ")
+    return float(placed.meta["cost_usd"]["total"]), peak_gpus(placed.plan)
+
+
 def what_would_change(loop: LoopResult, scenario: Scenario, forecast: pd.DataFrame, catalog: Catalog,
                       profiles: pd.DataFrame, settings: LoopSettings, window: PlanningWindow | None = None,
                       store: CalibrationStore | None = None) -> pd.DataFrame:
     """One row per tier choice, one for prefix caching off (:func:`cache_choice`) and one per margin
     (:func:`margin_rows`): its plan cost and GPUs against the loop's plan, or why it is infeasible; cheapest first."""
-    rows = []
-    for label, tiers in tier_choices(scenario):
-        changed = scenario.model_copy(update={"capacity": scenario.capacity.model_copy(update={"tiers": tiers})})
-        rows.append(_priced(loop, {"choice": label, "kind": TIER,
-                                   "set": f"--set 'capacity.tiers={json.dumps(list(tiers))}'"},
-                            partial(place_plan, changed, forecast, catalog, profiles, capacity=loop.capacity,
-                                    solver=settings.solver, node_limit=settings.node_limit,
-                                    time_limit_s=settings.time_limit_s, gap=settings.gap, quantile=settings.quantile,
-                                    periods=settings.periods, baselines=False, window=window),
-                            "placement only: not re-simulated"))
-    rows += cache_choice(loop, scenario, forecast, catalog, profiles, settings, window=window, store=store)
-    rows += margin_rows(loop, scenario, forecast, catalog, profiles, settings, window=window, store=store)
+    alternatives = [*tier_rows(loop, scenario, settings),
+                    *cache_choice(loop, scenario, forecast, profiles, settings, store=store),
+                    *margin_rows(loop, scenario, forecast, profiles, settings, store=store)]
+    one_core = replace(settings, engine="local", workers=1, scheduler=None)
+    tasks = [AlternativePlacement(a.scenario, a.capacity, a.quantile, forecast, catalog, profiles, one_core, window)
+             for a in alternatives]
+    engine = "local" if settings.engine in ("local", "dask") else settings.engine
+    placed = run_tasks(place_alternative, tasks, engine=engine, workers=settings.workers)
+    rows = [_priced(loop, a, outcome) for a, outcome in zip(alternatives, placed, strict=True)]
     table = pd.DataFrame(rows, columns=list(ALTERNATIVE_COLUMNS))
     return table.sort_values(["feasible", "usd", "choice"], ascending=[False, True, True], kind="stable",
                              na_position="last").reset_index(drop=True)
 
 
-def _priced(loop: LoopResult, row: dict[str, object], place: Callable[[], PlacementResult],
-            note: str) -> dict[str, object]:
-    """``row`` with the cost and GPUs of ``place()``'s plan against the loop's, or why it is infeasible."""
-    try:
-        placed = place()
-    except InfeasibleError as exc:
-        return {**row, "feasible": False, "note": exc.message.split("\n")[0].rstrip(": ")}
-    usd, gpus = float(placed.meta["cost_usd"]["total"]), peak_gpus(placed.plan)
+def tier_rows(loop: LoopResult, scenario: Scenario, settings: LoopSettings) -> list[Alternative]:
+    """One row per neighbouring tier choice (:func:`tier_choices`), placed on the loop's final capacity."""
+    rows = []
+    for label, tiers in tier_choices(scenario):
+        changed = scenario.model_copy(update={"capacity": scenario.capacity.model_copy(update={"tiers": tiers})})
+        rows.append(Alternative({"choice": label, "kind": TIER,
+                                 "set": f"--set 'capacity.tiers={json.dumps(list(tiers))}'"},
+                                changed, loop.capacity, settings.quantile,
+                                lambda _gpus: "placement only: not re-simulated"))
+    return rows
+
+
+def _priced(loop: LoopResult, alternative: Alternative, placed: tuple[float, int] | str) -> dict[str, object]:
+    """The row with the cost and GPUs of its plan against the loop's, or why it is infeasible."""
+    row = alternative.row
+    if isinstance(placed, str):
+        return {**row, "feasible": False, "note": placed}
+    usd, gpus = placed
     return {**row, "feasible": True, "usd": usd, "usd_vs_plan": usd - loop.cost_usd,
             "usd_vs_plan_pct": 100.0 * (usd - loop.cost_usd) / loop.cost_usd if loop.cost_usd else None,
-            "gpus_peak": gpus, "gpus_vs_plan": gpus - loop.gpus_peak, "note": note}
+            "gpus_peak": gpus, "gpus_vs_plan": gpus - loop.gpus_peak, "note": alternative.note(gpus)}
 
 
-def margin_rows(loop: LoopResult, scenario: Scenario, forecast: pd.DataFrame, catalog: Catalog,
-                profiles: pd.DataFrame, settings: LoopSettings, *, window: PlanningWindow | None = None,
-                store: CalibrationStore | None = None) -> list[dict[str, object]]:
+def margin_rows(loop: LoopResult, scenario: Scenario, forecast: pd.DataFrame, profiles: pd.DataFrame,
+                settings: LoopSettings, *, store: CalibrationStore | None = None) -> list[Alternative]:
     """One row per margin the plan carries (:data:`MARGINS`): the plan placed again without it."""
     capacity = scenario.capacity
     level = capacity.forecast_quantile if settings.quantile is None else settings.quantile
 
-    def place(changed: Scenario, table: pd.DataFrame, quantile: float | None = settings.quantile
-              ) -> Callable[[], PlacementResult]:
-        return lambda: place_plan(changed, forecast, catalog, profiles, capacity=table, solver=settings.solver,
-                                  node_limit=settings.node_limit, time_limit_s=settings.time_limit_s,
-                                  gap=settings.gap, quantile=quantile, periods=settings.periods, baselines=False,
-                                  window=window)
-
     def rule(**update: object) -> Scenario:
         return scenario.model_copy(update={"capacity": capacity.model_copy(update=update)})
 
-    removed: list[tuple[str, str, str, Callable[[], PlacementResult]]] = []
+    removed: list[tuple[str, str, str, Scenario, pd.DataFrame, float | None]] = []
     if level > 0.5:
         removed.append(("forecast quantile", f"the median instead of q{100 * level:g}", "--quantile 0.5",
-                        place(scenario, loop.capacity, 0.5)))
+                        scenario, loop.capacity, 0.5))
     if capacity.utilisation_cap < 1:
         removed.append(("utilisation cap", f"1 instead of {capacity.utilisation_cap:g}",
-                        "--set capacity.utilisation_cap=1", place(rule(utilisation_cap=1.0), loop.capacity)))
+                        "--set capacity.utilisation_cap=1", rule(utilisation_cap=1.0), loop.capacity,
+                        settings.quantile))
     if capacity.redundancy > 0:
         removed.append(("redundancy", f"0 instead of {capacity.redundancy}", "--set capacity.redundancy=0",
-                        place(rule(redundancy=0), loop.capacity)))
+                        rule(redundancy=0), loop.capacity, settings.quantile))
     if capacity.min_replicas_per_pool > 1:
         removed.append(("pool floor", f"1 instead of {capacity.min_replicas_per_pool}",
-                        "--set capacity.min_replicas_per_pool=1", place(rule(min_replicas_per_pool=1),
-                                                                       loop.capacity)))
-    confident = _low_confidence_table(loop, scenario, forecast, profiles, settings, window, store)
+                        "--set capacity.min_replicas_per_pool=1", rule(min_replicas_per_pool=1), loop.capacity,
+                        settings.quantile))
+    confident = _low_confidence_table(loop, scenario, forecast, profiles, settings, store)
     if confident is not None:
         removed.append(("calibration confidence", f"{100 * LOW_CONFIDENCE:g} % instead of 95 %",
-                        f"planner calibrate --confidence {LOW_CONFIDENCE:g}", place(scenario, confident)))
-    return [_priced(loop, {"choice": f"{name}: {change}", "kind": MARGIN, "set": option}, run,
-                    f"what the margin costs; it protects against {MARGINS[name]}; placement only: not re-simulated")
-            for name, change, option, run in removed]
+                        f"planner calibrate --confidence {LOW_CONFIDENCE:g}", scenario, confident,
+                        settings.quantile))
+    return [Alternative({"choice": f"{name}: {change}", "kind": MARGIN, "set": option}, changed, table, quantile,
+                        partial(_margin_note, name))
+            for name, change, option, changed, table, quantile in removed]
+
+
+def _margin_note(name: str, _gpus: int) -> str:
+    return f"what the margin costs; it protects against {MARGINS[name]}; placement only: not re-simulated"
 
 
 def _low_confidence_table(loop: LoopResult, scenario: Scenario, forecast: pd.DataFrame, profiles: pd.DataFrame,
-                          settings: LoopSettings, window: PlanningWindow | None,
-                          store: CalibrationStore | None) -> pd.DataFrame | None:
+                          settings: LoopSettings, store: CalibrationStore | None) -> pd.DataFrame | None:
     """The loop's final table with the plan's deployments calibrated again at :data:`LOW_CONFIDENCE` (None when
     the loop's capacity was not calibrated)."""
     calibration = getattr(loop, "calibration", None)
@@ -193,9 +240,8 @@ def cached_models(scenario: Scenario, forecast: pd.DataFrame) -> list[str]:
         for k, share in mixes.get(m, {}).items())]
 
 
-def cache_choice(loop: LoopResult, scenario: Scenario, forecast: pd.DataFrame, catalog: Catalog,
-                 profiles: pd.DataFrame, settings: LoopSettings, *, window: PlanningWindow | None = None,
-                 store: CalibrationStore | None = None) -> list[dict[str, object]]:
+def cache_choice(loop: LoopResult, scenario: Scenario, forecast: pd.DataFrame, profiles: pd.DataFrame,
+                 settings: LoopSettings, *, store: CalibrationStore | None = None) -> list[Alternative]:
     """What the prefix cache saves: the same plan's deployments, placed again on capacity calibrated with caching off.
 
     For the models whose cache serves something, the deployments (SKU, TP) the plan runs are calibrated again
@@ -210,18 +256,15 @@ def cache_choice(loop: LoopResult, scenario: Scenario, forecast: pd.DataFrame, c
     if not models:
         return []
     off, table = _recalibrated(loop, scenario, models, forecast, profiles, settings, store, {"prefix_caching": False})
-    row: dict[str, object] = {"choice": CACHE_CHOICE, "kind": CACHE,
-                              "set": " ".join(f"--set models.{m}.prefix_caching=false" for m in models)}
-    priced = _priced(loop, row, lambda: place_plan(
-        off, forecast, catalog, profiles, capacity=table, solver=settings.solver, node_limit=settings.node_limit,
-        time_limit_s=settings.time_limit_s, gap=settings.gap, quantile=settings.quantile, periods=settings.periods,
-        baselines=False, window=window), "")
-    if priced["feasible"]:
-        gpus = int(priced["gpus_peak"])  # type: ignore[call-overload]
-        priced["note"] = (f"{gpus - loop.gpus_peak:+d} GPUs at the fleet peak ({gpus} against {loop.gpus_peak}): "
-                          f"what the prefix cache of {', '.join(models)} saves; calibrated with caching off, "
-                          "placement only: not re-simulated")
-    return [priced]
+
+    def note(gpus: int) -> str:
+        return (f"{gpus - loop.gpus_peak:+d} GPUs at the fleet peak ({gpus} against {loop.gpus_peak}): "
+                f"what the prefix cache of {', '.join(models)} saves; calibrated with caching off, "
+                "placement only: not re-simulated")
+
+    return [Alternative({"choice": CACHE_CHOICE, "kind": CACHE,
+                         "set": " ".join(f"--set models.{m}.prefix_caching=false" for m in models)},
+                        off, table, settings.quantile, note)]
 
 
 def _deployed(plan: pd.DataFrame, models: list[str]) -> dict[str, set[tuple[str, int]]]:
