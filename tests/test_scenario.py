@@ -549,3 +549,23 @@ def test_scenario_models_are_plain_values():
     scenario = load_scenario(DEMO)
     again = Scenario.model_validate(scenario.model_dump())
     assert again == scenario
+
+
+def test_validation_looks_each_class_up_a_bounded_number_of_times(demo_raw, monkeypatch):
+    """Validation work grows with the number of classes, not its square: a 10 MB scenario of tens of thousands of
+    classes once ran past five minutes, each (origin, class) pair scanning every class by name."""
+    import planner.scenario.model as scenario_model
+
+    scanned = []
+    real_find = scenario_model._find
+    monkeypatch.setattr(scenario_model, "_find", lambda items, *args: scanned.append(len(items)) or real_find(
+        items, *args))
+    data = copy.deepcopy(demo_raw)
+    base = {k: v for k, v in data["classes"][1].items() if k not in ("reuse",)}
+    data["classes"] = [{**base, "name": f"c{i}", "share": 1 / 500} for i in range(500)]
+    for model in data["models"]:
+        for key in ("mix", "classes", "slos", "workloads"):
+            model.pop(key, None)
+    scenario = parse_scenario(data, source="many.toml")
+    assert len(scenario.classes) == 500
+    assert sum(scanned) <= 20 * 500, f"{len(scanned)} lookups scanning {sum(scanned)} entries"

@@ -376,25 +376,20 @@ class Scenario(Frozen):
         return self
 
     def _reachability_issues(self) -> list[Issue]:
-        """Every (origin, class) pair needs a serving region that residency and RTT both allow."""
-        issues: list[Issue] = []
-        for index, klass in enumerate(self.classes):
-            for origin in self.regions.origins:
-                allowed = self._residency_keys(origin.name)
-                if not allowed or self.eligible_serving(origin.name, klass.name):
-                    continue  # an empty residency set is reported by Regions
-                nearest = min(allowed, key=lambda key: (self.rtt_ms(origin.name, key), key))
-                rtt = self.rtt_ms(origin.name, nearest)
-                issues.append(
-                    Issue(
-                        ("classes", index, "latency_budget_ms"),
-                        f"origin {origin.name!r} has no serving region within {klass.latency_budget_ms:g} ms "
-                        f"in its residency zones (nearest allowed: {nearest} at {rtt:g} ms)",
-                        f"raise latency_budget_ms to at least {rtt:g} or add a serving region nearer to "
-                        f"{origin.name}",
-                    )
-                )
-        return issues
+        """Every (origin, class) pair needs a serving region that residency and RTT both allow: the class's
+        latency budget must reach the origin's nearest allowed region (one pass over the classes per origin)."""
+        nearest: dict[str, tuple[str, float]] = {}
+        for origin in self.regions.origins:
+            allowed = self._residency_keys(origin.name)
+            if allowed:  # an empty residency set is reported by Regions
+                key = min(allowed, key=lambda key: (self.rtt_ms(origin.name, key), key))
+                nearest[origin.name] = (key, self.rtt_ms(origin.name, key))
+        return [Issue(("classes", index, "latency_budget_ms"),
+                      f"origin {origin!r} has no serving region within {klass.latency_budget_ms:g} ms "
+                      f"in its residency zones (nearest allowed: {key} at {rtt:g} ms)",
+                      f"raise latency_budget_ms to at least {rtt:g} or add a serving region nearer to {origin}")
+                for index, klass in enumerate(self.classes)
+                for origin, (key, rtt) in nearest.items() if rtt > klass.latency_budget_ms]
 
     def _slo_override_issues(self) -> list[Issue]:
         """Each override names a declared class, and the SLOs it leaves in effect can all hold."""
