@@ -22,6 +22,9 @@ from planner.errors import InputError
 from planner.placement.window import HOUR, PlanningWindow, iso_hour
 
 MONTH_PATTERN = re.compile(r"\d{4}-(0[1-9]|1[0-2])")
+YEARS = (1970, 2199)
+"""The years a report month may fall in: hourly timestamps (and the month before, which the report compares
+with) exist from 1677 to 2262 only, and traffic histories begin after 1970."""
 """``YYYY-MM``, month 01 to 12; always matched whole (``fullmatch``: no trailing newline or space)."""
 STALE_HISTORY_DAYS = 7.0
 DAY = pd.Timedelta(days=1)
@@ -32,6 +35,9 @@ def check_month(text: str, where: str = "--month") -> str:
     if not isinstance(text, str) or MONTH_PATTERN.fullmatch(text) is None:
         raise InputError(f"{text!r} is not YYYY-MM (a year and a month 01-12)", where=where,
                          fix="pass e.g. --month 2026-11")
+    if not YEARS[0] <= int(text[:4]) <= YEARS[1]:
+        raise InputError(f"{text!r} is outside the years a report can plan ({YEARS[0]}-{YEARS[1]})", where=where,
+                         fix="pass the month of the history's year, e.g. --month 2026-11")
     return text
 
 
