@@ -391,6 +391,11 @@ CASES = [
     BadInput("forecast: the HISTORY is a named pipe",
              lambda d: ["forecast", _fifo(d, "h.csv"), "--out", "f.csv"],
              mentions=("h.csv", "named pipe"), timeout_s=60),
+    BadInput("forecast: a requests column empty in every row",
+             lambda d: ["forecast", _file(d, "h.csv", "ts,region,model,traffic_class,requests\n" + "".join(
+                 f"2026-10-01T{h:02d}:00:00Z,us-east,llama-3.1-8b,standard,\n" for h in range(24))),
+                        "--out", "f.csv"],
+             mentions=("h.csv", "requests", "empty in every row"), earlier=("f.csv", "f.meta.json")),
     BadInput("forecast: --out is the HISTORY file",
              lambda d: ["forecast", _file(d, "h.csv"), "--out", "h.csv"],
              mentions=("--out h.csv", "overwrite"), earlier=("h.csv",)),

@@ -11,7 +11,8 @@ names the file (when the shell recorded it, :mod:`planner.sources`), the 1-based
   count has no unit in the file, and guessing one would date the history to 1970 or 50,000 AD;
 * a measure column of true/false (a boolean is not a count, though pandas would add it up);
 * a measure that is not a number, negative, infinite, or above the physical ceiling of
-  :mod:`planner.ceilings`. An empty cell is a missing hour, which the data-quality pass fills.
+  :mod:`planner.ceilings`. An empty cell is a missing hour, which the data-quality pass fills;
+  a measure column empty in every row is an error, not a history of no demand.
 """
 
 from __future__ import annotations
@@ -66,6 +67,10 @@ def _column_problems(frame: pd.DataFrame, measure: str) -> list[Problem]:
     if _is_boolean(frame[measure]):
         problems.append(Problem(None, measure, f"{measure} holds true/false values, not counts per hour",
                                 f"write {measure} as a number per hour (true would be read as 1); {INGEST_COLUMNS}"))
+    elif len(frame) and bool(frame[measure].isna().all()):
+        problems.append(Problem(None, measure, f"{measure} is empty in every row: no hour has a count to forecast "
+                                "(an empty cell is a missing hour, and a history of missing hours would be "
+                                "forecast as no demand)", f"fill {measure} with the count per hour; {INGEST_COLUMNS}"))
     return problems
 
 
