@@ -166,29 +166,29 @@ def margin_rows(loop: LoopResult, scenario: Scenario, forecast: pd.DataFrame, pr
     def rule(**update: object) -> Scenario:
         return scenario.model_copy(update={"capacity": capacity.model_copy(update=update)})
 
-    removed: list[tuple[str, str, str, Scenario, pd.DataFrame, float | None]] = []
+    def without(name: str, change: str, option: str, changed: Scenario, table: pd.DataFrame | None = None,
+                quantile: float | None = settings.quantile) -> Alternative:
+        return Alternative({"choice": f"{name}: {change}", "kind": MARGIN, "set": option}, changed,
+                           loop.capacity if table is None else table, quantile, partial(_margin_note, name))
+
+    rows: list[Alternative] = []
     if level > 0.5:
-        removed.append(("forecast quantile", f"the median instead of q{100 * level:g}", "--quantile 0.5",
-                        scenario, loop.capacity, 0.5))
+        rows.append(without("forecast quantile", f"the median instead of q{100 * level:g}", "--quantile 0.5",
+                            scenario, quantile=0.5))
     if capacity.utilisation_cap < 1:
-        removed.append(("utilisation cap", f"1 instead of {capacity.utilisation_cap:g}",
-                        "--set capacity.utilisation_cap=1", rule(utilisation_cap=1.0), loop.capacity,
-                        settings.quantile))
+        rows.append(without("utilisation cap", f"1 instead of {capacity.utilisation_cap:g}",
+                            "--set capacity.utilisation_cap=1", rule(utilisation_cap=1.0)))
     if capacity.redundancy > 0:
-        removed.append(("redundancy", f"0 instead of {capacity.redundancy}", "--set capacity.redundancy=0",
-                        rule(redundancy=0), loop.capacity, settings.quantile))
+        rows.append(without("redundancy", f"0 instead of {capacity.redundancy}", "--set capacity.redundancy=0",
+                            rule(redundancy=0)))
     if capacity.min_replicas_per_pool > 1:
-        removed.append(("pool floor", f"1 instead of {capacity.min_replicas_per_pool}",
-                        "--set capacity.min_replicas_per_pool=1", rule(min_replicas_per_pool=1), loop.capacity,
-                        settings.quantile))
+        rows.append(without("pool floor", f"1 instead of {capacity.min_replicas_per_pool}",
+                            "--set capacity.min_replicas_per_pool=1", rule(min_replicas_per_pool=1)))
     confident = _low_confidence_table(loop, scenario, forecast, profiles, settings, store)
     if confident is not None:
-        removed.append(("calibration confidence", f"{100 * LOW_CONFIDENCE:g} % instead of 95 %",
-                        f"planner calibrate --confidence {LOW_CONFIDENCE:g}", scenario, confident,
-                        settings.quantile))
-    return [Alternative({"choice": f"{name}: {change}", "kind": MARGIN, "set": option}, changed, table, quantile,
-                        partial(_margin_note, name))
-            for name, change, option, changed, table, quantile in removed]
+        rows.append(without("calibration confidence", f"{100 * LOW_CONFIDENCE:g} % instead of 95 %",
+                            f"planner calibrate --confidence {LOW_CONFIDENCE:g}", scenario, confident))
+    return rows
 
 
 def _margin_note(name: str, _gpus: int) -> str:

@@ -22,10 +22,10 @@ from planner.errors import InputError
 from planner.placement.window import HOUR, PlanningWindow, iso_hour
 
 MONTH_PATTERN = re.compile(r"\d{4}-(0[1-9]|1[0-2])")
+"""``YYYY-MM``, month 01 to 12; always matched whole (``fullmatch``: no trailing newline or space)."""
 YEARS = (1970, 2199)
 """The years a report month may fall in: hourly timestamps (and the month before, which the report compares
 with) exist from 1677 to 2262 only, and traffic histories begin after 1970."""
-"""``YYYY-MM``, month 01 to 12; always matched whole (``fullmatch``: no trailing newline or space)."""
 STALE_HISTORY_DAYS = 7.0
 DAY = pd.Timedelta(days=1)
 
