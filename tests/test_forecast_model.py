@@ -174,11 +174,12 @@ def test_implausible_forecast_raises_fit_failure():
         forecast(fitted, 24, [0.5], max_growth_factor=1e-6)
 
 
-def test_time_budget_truncation_is_recorded():
+def test_the_model_search_does_not_depend_on_the_clock():
+    """The exact stage is bounded by fits and iterations, so a slow machine chooses the same model."""
     values, _ = synthetic_series(4 * 168, np.random.default_rng(11))
-    fitted = fit(values, T0_ABS, ModelSpec(time_budget_s=0.0, n_exact=3))
-    assert fitted.search_truncated is True
-    assert len(fitted.candidates) == 1
+    fitted = fit(values, T0_ABS, ModelSpec(n_exact=3))
+    assert len(fitted.candidates) == 3
+    assert "time_budget_s" not in ModelSpec().as_dict()
 
 
 def test_seven_days_fit_with_daily_terms_only_and_fewer_observed_hours_refuse():

@@ -41,8 +41,8 @@ Order selection (all by an information criterion, deterministic):
    maximum likelihood (Kalman filter; missing and masked hours are missing
    observations, not zeros), and the lowest exact AIC among *converged* fits wins.
    Reported AIC = -2 llf + 2 (p + q + 1 + k_regression).
-A wall-clock guard (``time_budget_s``) stops the exact stage early if a fit is
-pathologically slow; that is recorded, so results stay reproducible otherwise.
+The exact stage is bounded by ``n_exact`` fits of at most ``maxiter`` optimiser iterations each,
+never by the clock, so the same series gives the same model on a busy machine as on a quiet one.
 
 Forecast and quantiles. On the log scale the h-step forecast is Gaussian with mean
 ``m_h = x_h' b + E[u_{T+h}]`` and variance
@@ -57,7 +57,6 @@ mean is the log-normal mean ``exp(m_h + v_h/2) - 1``, clipped at 0.
 
 from __future__ import annotations
 
-import time
 import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
@@ -96,7 +95,6 @@ class ModelSpec:
     )
     n_exact: int = 2
     maxiter: int = 50
-    time_budget_s: float = 5.0
     max_growth_factor: float = 10.0
 
     def as_dict(self) -> dict[str, Any]:
@@ -110,7 +108,6 @@ class ModelSpec:
             "arma_orders": [list(o) for o in self.arma_orders],
             "n_exact": self.n_exact,
             "maxiter": self.maxiter,
-            "time_budget_s": self.time_budget_s,
             "max_growth_factor": self.max_growth_factor,
         }
 
@@ -135,7 +132,6 @@ class FittedModel:
     trend_damping: float = 1.0
     candidates: list[dict[str, Any]] = field(default_factory=list)
     regression_candidates: int = 0
-    search_truncated: bool = False
 
     @property
     def model_used(self) -> str:
@@ -158,7 +154,6 @@ class FittedModel:
             "n_obs": self.n_obs,
             "arma_candidates": self.candidates,
             "regression_candidates": self.regression_candidates,
-            "search_truncated": self.search_truncated,
         }
 
 
@@ -317,14 +312,9 @@ def _fit(values: np.ndarray, t_start_abs: int, spec: ModelSpec) -> FittedModel:
     screened = _screen_arma(np.nan_to_num(resid, nan=0.0), spec)
     if not screened:
         raise FitFailure("no ARMA order could be screened")
-    started = time.perf_counter()
     best: tuple[float, tuple[int, int], Any] | None = None
     candidates: list[dict[str, Any]] = []
-    truncated = False
     for screen_aic, order, start_params in screened[: spec.n_exact]:
-        if best is not None and time.perf_counter() - started > spec.time_budget_s:
-            truncated = True
-            break
         p, q = order
         model = SARIMAX(resid, order=(p, 0, q), trend="n", concentrate_scale=True)
         try:
@@ -359,7 +349,6 @@ def _fit(values: np.ndarray, t_start_abs: int, spec: ModelSpec) -> FittedModel:
         xtx_inv=xtx_inv, s2_long_run=_long_run_variance(ar, ma, sigma2, var_u, int(obs.sum())),
         arma=res, aic=aic, sigma2=sigma2, n_obs=int(obs.sum()), history_max=float(np.nanmax(values)),
         trend_damping=trend_damping(n), candidates=candidates, regression_candidates=len(reg_tried),
-        search_truncated=truncated,
     )
     return fitted
 
