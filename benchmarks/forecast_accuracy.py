@@ -48,10 +48,33 @@ What it does:
    after the data-quality pass. Only the horizon's really observed hours are scored
    (outage-masked and missing hours are not). **MASE here is scaled by the in-sample 24 h
    seasonal naive**: its mean absolute error over every observed pair of hours before the
-   origin (not the product's 168 h, 8-week scale). Columns: MASE, sMAPE, 80 % and 90 %
-   interval coverage (pooled over series and origins as in ``planner.forecast.backtest``)
-   and seconds per (series, origin) fit. Verdict lines follow each table, then the planner's
-   fit time on the whole 1-year demo (one worker) per series, and on one series alone.
+   origin (not the product's 168 h, 8-week scale). Every method gives its q01, q05, q10, q90,
+   q95 and q99 (the planner's quantile columns; the naives' empirical error quantiles;
+   statsforecast's ``lo98``, ``lo90``, ``lo80``, ``hi80``, ``hi90``, ``hi98``, the ends of its
+   central 98/90/80 % intervals). Columns:
+
+   - MASE and sMAPE of the point forecast;
+   - cov80, cov90, cov98: the share of scored hours with q10 <= x <= q90, q05 <= x <= q95,
+     q01 <= x <= q99, pooled over every scored hour of every series and origin (as coverage is
+     in ``planner.forecast.backtest``);
+   - pb q90, pb q95, pb q99: the pinball loss at 0.90, 0.95, 0.99 of each scored hour,
+     max(tau (x - Q), (tau - 1)(x - Q)), divided by the same scale as MASE (that origin's
+     in-sample 24 h naive error), the ``pinball_scaled`` of ``bt._Accumulator``: lower is better,
+     0 is perfect, and it charges a quantile too low tau per unit and one too high (1 - tau);
+   - seconds per (series, origin) fit.
+
+   Per series, MASE, sMAPE and scaled pinball are the mean over that series' scored hours of
+   all origins; the table's rows are then the mean over series (every series weighs the same,
+   as in ``planner.forecast.backtest``). Verdict lines follow each table: planner MASE against
+   statsforecast's best and the better naive, and planner q95 pinball against the better naive's
+   (the naive with the lower q95 pinball; met when the planner's is lower). A per-series table
+   follows (methods as columns; MASE, cov90, cov98, pb q95, pb q99 of each series), then the
+   q95 pinball verdict of every series where the planner's is not lower (or one line saying it
+   is lower on all). Then the planner's fit time on the whole 1-year demo (one worker) per
+   series, and on one series alone. ``--json`` carries, per data set, each method's overall
+   figures (``pinball_scaled`` and ``below``, the share of hours at or below each quantile, at
+   every level above; coverage80/90/98), the same per series under ``per_series``, and the
+   verdict lines.
 
 Usage: ``python benchmarks/forecast_accuracy.py [--workers 2] [--windows ...] [--compare-mstl ...] [--real]
 [--reference-python PY] [--json OUT]``. It prints figures; it does not pass or fail.
@@ -211,7 +234,11 @@ def mstl_comparison(window: int, workers: int | None) -> dict:
 
 # ---- step 5: real data against statsforecast (--real) ----
 
-REAL_QUANTILES = [0.05, 0.10, 0.50, 0.90, 0.95]
+REAL_QUANTILES = [0.01, 0.05, 0.10, 0.50, 0.90, 0.95, 0.99]
+# The quantiles every method of step 5 supplies and is scored at: the product's 80 % and 90 % band ends
+# (bt.INTERVAL_LEVELS) and the 98 % band's, so that the q99 a fleet is sized on is scored too.
+TAIL_LEVELS = (0.01, 0.05, 0.10, 0.90, 0.95, 0.99)
+TABLE_PINBALL = ("q90", "q95", "q99")  # the scaled pinball columns of the tables
 REFERENCE_PYTHON = ROOT / ".venv-reference" / "bin" / "python"
 REFERENCE_RUNNER = ROOT / "benchmarks" / "reference" / "statsforecast_models.py"
 REFERENCE_MODELS = {"mstl_autoarima": "statsforecast MSTL+AutoARIMA", "autoets": "statsforecast AutoETS(24)"}
@@ -222,7 +249,7 @@ DEMO_SERIES = 6
 HOUR = pd.Timedelta(hours=1)
 
 Key = tuple[str, str, str]
-Forecast = tuple[np.ndarray, dict[float, np.ndarray]]  # mean, quantiles at bt.INTERVAL_LEVELS
+Forecast = tuple[np.ndarray, dict[float, np.ndarray]]  # point forecast, quantiles at TAIL_LEVELS
 
 
 @dataclass(frozen=True)
@@ -306,7 +333,7 @@ def naive_runs(cases: list[OriginCase], period: int, horizon: int) -> MethodRuns
     runs = MethodRuns()
     for i, case in enumerate(cases):
         began = time.perf_counter()
-        out = baselines.SeasonalNaive(period).fit(case.past).predict(case.lead + horizon, list(bt.INTERVAL_LEVELS))
+        out = baselines.SeasonalNaive(period).fit(case.past).predict(case.lead + horizon, list(TAIL_LEVELS))
         runs.seconds.append(time.perf_counter() - began)
         runs.forecasts[i] = (out.mean[case.lead:], {lvl: q[case.lead:] for lvl, q in out.quantiles.items()})
     return runs
@@ -325,7 +352,7 @@ def planner_runs(dataset: RealDataset, cases: list[OriginCase]) -> MethodRuns:
         runs.seconds.append((time.perf_counter() - began) / result.metadata["n_series"])
         frame = result.forecast[pd.to_datetime(result.forecast["ts"], utc=True) >= origin]
         for key, block in frame.groupby(["region", "model", "traffic_class"], sort=True):
-            quants = {lvl: block[quantile_column(lvl)].to_numpy(float) for lvl in bt.INTERVAL_LEVELS}
+            quants = {lvl: block[quantile_column(lvl)].to_numpy(float) for lvl in TAIL_LEVELS}
             # the median is the planner's point forecast for absolute errors (its mean is a log-normal mean)
             runs.forecasts[index[(key, origin)]] = (block[quantile_column(bt.POINT_LEVEL)].to_numpy(float), quants)
         for entry in result.metadata["series"]:
@@ -341,7 +368,7 @@ def reference_request(cases: list[OriginCase], horizon: int) -> dict:
     tasks = [{"id": str(i), "y": case.past.filled.tolist(), "horizon": case.lead + horizon,
               "season_lengths": [24, 168] if case.past.n_hours >= 2 * 168 else [24]}
              for i, case in enumerate(cases)]
-    return {"levels": [80, 90], "tasks": tasks}
+    return {"levels": [80, 90, 98], "tasks": tasks}
 
 
 def run_reference(request: dict, python: Path, runner: Path = REFERENCE_RUNNER) -> dict:
@@ -358,6 +385,7 @@ def run_reference(request: dict, python: Path, runner: Path = REFERENCE_RUNNER) 
 def reference_runs(result: dict, cases: list[OriginCase]) -> dict[str, MethodRuns]:
     """The runner's result as one ``MethodRuns`` per reference model (a failed fit becomes a note)."""
     runs = {name: MethodRuns() for name in REFERENCE_MODELS}
+    side = {0.01: "lo98", 0.05: "lo90", 0.10: "lo80", 0.90: "hi80", 0.95: "hi90", 0.99: "hi98"}
     for entry in result["results"]:
         i = int(entry["id"])
         lead = cases[i].lead
@@ -365,32 +393,61 @@ def reference_runs(result: dict, cases: list[OriginCase]) -> dict[str, MethodRun
             if "error" in block:
                 runs[name].notes.append(f"{cases[i].key} origin {cases[i].origin}: fit failed: {block['error']}")
                 continue
-            side = {0.05: "lo90", 0.10: "lo80", 0.90: "hi80", 0.95: "hi90"}
             quants = {lvl: np.asarray(block[col], dtype=float)[lead:] for lvl, col in side.items()}
             runs[name].forecasts[i] = (np.asarray(block["mean"], dtype=float)[lead:], quants)
             runs[name].seconds.append(float(block["fit_seconds"]))
     return runs
 
 
-def score(cases: list[OriginCase], runs: MethodRuns) -> dict | None:
-    """MASE and sMAPE (mean over series of each series' pooled hours) and coverage (pooled over all hours)."""
-    acc: dict[Key, bt._Accumulator] = {}
+class TailAccumulator(bt._Accumulator):
+    """``bt._Accumulator`` at ``TAIL_LEVELS`` plus the 98 % band's coverage, which the product's backtest does not
+    score (its forecasts need not carry a q01)."""
+
+    def __init__(self) -> None:
+        super().__init__(list(TAIL_LEVELS))
+        self.in98: list[np.ndarray] = []
+
+    def add(self, x: np.ndarray, mean: np.ndarray, quants: dict[float, np.ndarray], scale: float) -> None:
+        super().add(x, mean, quants, scale)
+        self.in98.append((quants[0.01] <= x) & (x <= quants[0.99]))
+
+    def result(self) -> dict:
+        return {**super().result(), "coverage98": float(np.mean(np.concatenate(self.in98)))}
+
+
+def series_scores(cases: list[OriginCase], runs: MethodRuns) -> dict[Key, dict]:
+    """Each series' figures over the scored hours of all its origins, each hour scaled by its origin's scale."""
+    acc: dict[Key, TailAccumulator] = {}
     for i, case in enumerate(cases):
         if i not in runs.forecasts or not case.scored.any():
             continue
         mean, quants = runs.forecasts[i]
         ok = case.scored
-        acc.setdefault(case.key, bt._Accumulator(list(bt.INTERVAL_LEVELS))).add(
+        acc.setdefault(case.key, TailAccumulator()).add(
             case.actual[ok], mean[ok], {lvl: q[ok] for lvl, q in quants.items()}, case.scale)
-    if not acc:
+    return {key: acc[key].result() for key in sorted(acc)}
+
+
+def overall_score(per_series: dict[Key, dict], seconds: list[float]) -> dict | None:
+    """MASE, sMAPE and scaled pinball: the mean over series (each weighs the same, as in ``bt``); coverage and the
+    share below each quantile: pooled over every scored hour."""
+    blocks = list(per_series.values())
+    if not blocks:
         return None
-    blocks = [a.result() for a in acc.values()]
     hours = [b["hours_scored"] for b in blocks]
+    columns = [quantile_column(lvl) for lvl in TAIL_LEVELS]
     return {"mase": float(np.mean([b["mase"] for b in blocks])), "smape": float(np.mean([b["smape"] for b in blocks])),
-            "coverage80": float(np.average([b["coverage80"] for b in blocks], weights=hours)),
-            "coverage90": float(np.average([b["coverage90"] for b in blocks], weights=hours)),
+            "pinball_scaled": {col: float(np.mean([b["pinball_scaled"][col] for b in blocks])) for col in columns},
+            **{f"coverage{band}": float(np.average([b[f"coverage{band}"] for b in blocks], weights=hours))
+               for band in (80, 90, 98)},
+            "below": {col: float(np.average([b["below"][col] for b in blocks], weights=hours)) for col in columns},
             "hours_scored": int(sum(hours)),
-            "fit_seconds_per_series": float(np.mean(runs.seconds)) if runs.seconds else None}
+            "fit_seconds_per_series": float(np.mean(seconds)) if seconds else None}
+
+
+def score(cases: list[OriginCase], runs: MethodRuns) -> dict | None:
+    """The method's figures over all series (``overall_score`` of ``series_scores``)."""
+    return overall_score(series_scores(cases, runs), runs.seconds)
 
 
 def demo_series(history: pd.DataFrame, n_series: int = DEMO_SERIES) -> pd.DataFrame:
@@ -428,7 +485,7 @@ def reference_or_note(cases: list[OriginCase], horizon: int, python: Path) -> tu
 
 
 def verdicts(scores: dict[str, dict | None]) -> list[str]:
-    """Planner against statsforecast's best and against the better naive, on MASE."""
+    """Planner against statsforecast's best and against the better naive, on MASE, then on q95 pinball."""
     planner = scores.get("planner")
     if planner is None:
         return ["planner: nothing scored"]
@@ -446,7 +503,55 @@ def verdicts(scores: dict[str, dict | None]) -> list[str]:
     ratio = mase / naives[better]
     lines.append(f"planner MASE / better naive's ({ROW_LABELS[better]}, {naives[better]:.3f}) = {ratio:.3f} "
                  f"(< 1.0 wanted: {'met' if ratio < 1.0 else 'MISSED'})")
+    lines.append(pinball_verdict(planner, {name: scores[name] for name in NAIVE_PERIODS if scores.get(name)})[0])
     return lines
+
+
+def pinball_verdict(planner: dict, naives: dict[str, dict], column: str = "q95") -> tuple[str, bool]:
+    """Planner's scaled pinball at ``column`` against the lower of the naives' (lower is better); the line and
+    whether the planner's is lower."""
+    better = min(naives, key=lambda name: naives[name]["pinball_scaled"][column])
+    mine, theirs = planner["pinball_scaled"][column], naives[better]["pinball_scaled"][column]
+    met = mine < theirs
+    return (f"planner {column} pinball {mine:.3f} vs the better naive's {theirs:.3f} ({ROW_LABELS[better]}): "
+            f"{'met' if met else 'MISSED'}"), met
+
+
+def series_verdicts(per_series: dict[str, dict[Key, dict]]) -> list[str]:
+    """The q95 pinball verdict of every series where the planner's is not lower than both naives'."""
+    planner = per_series.get("planner", {})
+    missed = []
+    for key, mine in planner.items():
+        naives = {name: per_series[name][key] for name in NAIVE_PERIODS if key in per_series.get(name, {})}
+        line, met = pinball_verdict(mine, naives)
+        if not met:
+            missed.append(f"{'/'.join(key)}: {line}")
+    if not missed:
+        return [f"per series: the planner's q95 pinball is below the better naive's on all {len(planner)} series"]
+    return missed
+
+
+def _cell(value: float | None, width: int, digits: int = 3) -> str:
+    return f"{value:{width}.{digits}f}" if value is not None else f"{'-':>{width}s}"
+
+
+SERIES_METRICS = {"MASE": lambda b: b["mase"], "cov90": lambda b: b["coverage90"], "cov98": lambda b: b["coverage98"],
+                  "pb q95": lambda b: b["pinball_scaled"]["q95"], "pb q99": lambda b: b["pinball_scaled"]["q99"]}
+SHORT_LABELS = {"planner": "planner", "mstl_autoarima": "MSTL+AA", "autoets": "AutoETS", "naive24": "naive24",
+                "naive168": "naive168"}
+
+
+def print_series_table(per_series: dict[str, dict[Key, dict]]) -> None:
+    """Methods as columns, so that a series where the planner's tail loses to a naive shows on its own lines."""
+    names = [name for name in ROW_LABELS if per_series.get(name)]
+    keys = sorted({key for name in names for key in per_series[name]})
+    print("  per series (each pools the scored hours of its origins):")
+    print(f"  {'series':40s} {'':6s}" + "".join(f"{SHORT_LABELS[name]:>9s}" for name in names))
+    for key in keys:
+        for i, (metric, read) in enumerate(SERIES_METRICS.items()):
+            cells = "".join(_cell(read(per_series[name][key]) if key in per_series[name] else None, 9)
+                            for name in names)
+            print(f"  {'/'.join(key) if i == 0 else '':40s} {metric:6s}{cells}")
 
 
 def print_real_table(dataset: RealDataset, scores: dict[str, dict | None], runs: dict[str, MethodRuns],
@@ -456,16 +561,18 @@ def print_real_table(dataset: RealDataset, scores: dict[str, dict | None], runs:
     print(f"\n== real data: {dataset.name}: {n_series} series x {len(dataset.origins)} origins "
           f"({dataset.origins[0]:%Y-%m-%d %H:%M} .. {dataset.origins[-1]:%Y-%m-%d %H:%M} UTC), "
           f"{dataset.horizon} h ahead ==")
-    print(f"  MASE scaled by the in-sample 24 h seasonal naive; {hours} observed hours scored")
-    print(f"  {'method':30s} {'MASE':>6s} {'sMAPE %':>8s} {'cov80':>6s} {'cov90':>6s} {'fit s/series':>13s}")
+    print(f"  MASE and pb qN (pinball loss at N %) scaled by the in-sample 24 h seasonal naive, mean over series; "
+          f"coverage pooled; {hours} observed hours scored")
+    print(f"  {'method':30s} {'MASE':>6s} {'sMAPE %':>8s} {'cov80':>6s} {'cov90':>6s} {'cov98':>6s} "
+          + "".join(f"{'pb ' + col:>7s} " for col in TABLE_PINBALL) + f"{'fit s/series':>13s}")
     for name, label in ROW_LABELS.items():
         s = scores.get(name)
         if s is None:
             print(f"  {label:30s} {'not run':>6s}")
             continue
-        secs = s["fit_seconds_per_series"]
+        pinball = "".join(f"{s['pinball_scaled'][col]:7.3f} " for col in TABLE_PINBALL)
         print(f"  {label:30s} {s['mase']:6.3f} {s['smape']:8.2f} {s['coverage80']:6.3f} {s['coverage90']:6.3f} "
-              f"{secs:13.3f}")
+              f"{s['coverage98']:6.3f} {pinball}{_cell(s['fit_seconds_per_series'], 13)}")
     for line in verdicts(scores):
         print(f"  {line}")
     used = Counter(runs["planner"].models_used)
@@ -477,16 +584,25 @@ def print_real_table(dataset: RealDataset, scores: dict[str, dict | None], runs:
 
 
 def evaluate_real(dataset: RealDataset, reference_python: Path) -> dict:
-    """Every method on every (series, origin) of ``dataset``; prints the table and returns the figures."""
+    """Every method on every (series, origin) of ``dataset``; prints the tables and returns the figures."""
     cases = origin_cases(dataset)
     runs = {"planner": planner_runs(dataset, cases)}
     reference, note = reference_or_note(cases, dataset.horizon, reference_python)
     runs.update(reference)
     for name, period in NAIVE_PERIODS.items():
         runs[name] = naive_runs(cases, period, dataset.horizon)
-    scores = {name: score(cases, runs[name]) if name in runs else None for name in ROW_LABELS}
+    per_series = {name: series_scores(cases, runs[name]) for name in runs}
+    scores = {name: overall_score(per_series[name], runs[name].seconds) if name in runs else None
+              for name in ROW_LABELS}
     print_real_table(dataset, scores, runs, note)
-    return {"scores": scores, "notes": {name: method.notes for name, method in runs.items()},
+    print_series_table(per_series)
+    series_lines = series_verdicts(per_series)
+    for line in series_lines:
+        print(f"  {line}")
+    return {"scores": scores, "verdicts": verdicts(scores), "series_verdicts": series_lines,
+            "per_series": {name: {"/".join(key): block for key, block in blocks.items()}
+                           for name, blocks in per_series.items()},
+            "notes": {name: method.notes for name, method in runs.items()},
             "planner_models_used": runs["planner"].models_used, "reference": note}
 
 

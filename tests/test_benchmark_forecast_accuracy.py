@@ -77,14 +77,18 @@ def test_naive_rows_score_the_known_mase_on_observed_hours_only(fa, dataset):
     assert daily["mase"] == pytest.approx(1.0) and weekly["mase"] == pytest.approx(7.0)
     assert daily["hours_scored"] == 47
     # every in-sample daily error is 10: the band, centred on the point, has no width and misses every actual
-    assert daily["coverage90"] == 0.0
+    assert daily["coverage90"] == 0.0 and daily["coverage98"] == 0.0
+    # every actual is 10 (one scale) above every quantile: pinball at tau is tau * 10 / 10
+    assert daily["pinball_scaled"]["q95"] == pytest.approx(0.95)
+    assert daily["pinball_scaled"]["q99"] == pytest.approx(0.99)
+    assert daily["pinball_scaled"]["q1"] == pytest.approx(0.01)
 
 
 def test_planner_row_forecasts_every_case_through_forecast_history(fa, dataset):
     cases = fa.origin_cases(dataset)
     runs = fa.planner_runs(dataset, cases)
     assert sorted(runs.forecasts) == [0, 1]
-    assert all(mean.size == 24 and set(q) == {0.05, 0.10, 0.90, 0.95} for mean, q in runs.forecasts.values())
+    assert all(mean.size == 24 and set(q) == {0.01, 0.05, 0.10, 0.90, 0.95, 0.99} for mean, q in runs.forecasts.values())
     assert len(runs.models_used) == 2  # one forecast per origin, whichever model the product chose
     assert all("r1/m1/all" in note and "fallback" in note for note in runs.notes)  # fallbacks say why
 
@@ -110,7 +114,7 @@ FAKE_RUNNER = textwrap.dedent('''
 def test_reference_runner_contract_with_a_fake_runner(fa, dataset, tmp_path):
     cases = fa.origin_cases(dataset)
     request = fa.reference_request(cases, 24)
-    assert request["levels"] == [80, 90]
+    assert request["levels"] == [80, 90, 98]
     assert [(t["id"], len(t["y"]), t["horizon"], t["season_lengths"]) for t in request["tasks"]] == [
         ("0", 192, 24, [24]), ("1", 216, 24, [24])]
     runner = tmp_path / "fake_runner.py"
@@ -122,8 +126,26 @@ def test_reference_runner_contract_with_a_fake_runner(fa, dataset, tmp_path):
     scored = fa.score(cases, mstl)
     assert scored["mase"] == pytest.approx(1.0)  # the fake repeats the last day: the 24 h naive
     assert scored["coverage80"] == 0.0  # actual = mean + 10, outside mean +- 1
+    assert scored["pinball_scaled"]["q99"] == pytest.approx(0.99 * 9 / 10)  # hi98 = mean + 1 read as the q99
     assert scored["fit_seconds_per_series"] == 0.5
     json.dumps(request)  # the request is plain JSON
+
+
+def _block(q95: float) -> dict:
+    return {"pinball_scaled": {"q95": q95}}
+
+
+def test_q95_pinball_verdicts_name_the_better_naive_and_every_series_the_planner_loses(fa):
+    key_a, key_b = ("r", "a", "c"), ("r", "b", "c")
+    per_series = {"planner": {key_a: _block(0.2), key_b: _block(0.5)},
+                  "naive24": {key_a: _block(0.3), key_b: _block(0.4)},
+                  "naive168": {key_a: _block(0.25), key_b: _block(0.6)}}
+    line, met = fa.pinball_verdict(per_series["planner"][key_a], {n: per_series[n][key_a] for n in fa.NAIVE_PERIODS})
+    assert met and line == "planner q95 pinball 0.200 vs the better naive's 0.250 (naive 168 h): met"
+    lines = fa.series_verdicts(per_series)
+    assert lines == ["r/b/c: planner q95 pinball 0.500 vs the better naive's 0.400 (naive 24 h): MISSED"]
+    per_series["planner"][key_b] = _block(0.1)
+    assert "all 2 series" in fa.series_verdicts(per_series)[0]
 
 
 def test_missing_reference_venv_gives_no_rows_and_says_how_to_make_it(fa, dataset, tmp_path):

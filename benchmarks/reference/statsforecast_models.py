@@ -2,7 +2,7 @@
 
 Usage: ``.venv-reference/bin/python benchmarks/reference/statsforecast_models.py REQUEST.json RESULT.json``.
 
-The request (written by the benchmark) is ``{"levels": [80, 90], "tasks": [{"id": str,
+The request (written by the benchmark) is ``{"levels": [80, 90, 98], "tasks": [{"id": str,
 "y": [hourly values, no gaps], "horizon": int, "season_lengths": [24, 168] or [24]}]}``.
 For every task it fits two statsforecast models on ``y`` alone:
 
@@ -10,11 +10,13 @@ For every task it fits two statsforecast models on ``y`` alone:
 - ``autoets``: ``AutoETS(season_length=24)``;
 
 and writes ``{"versions": {...}, "results": [{"id": str, "models": {name: {"mean": [...],
-"lo80", "hi80", "lo90", "hi90": [...], "fit_seconds": float}}}]}``, one entry per task in
-request order. A model that raises gives ``{"error": "..."}`` instead. Forecasts are
-demand counts, so every value is clipped at 0 (as the planner's are). ``fit_seconds`` is
-the wall time of fit plus predict for that one task; one small fit per model runs first so
-that no task pays for compiling statsforecast's kernels.
+"lo<L>", "hi<L>": [...] for every requested level L, "fit_seconds": float}}}]}``, one entry
+per task in request order. ``lo<L>``/``hi<L>`` are the ends of the central L % prediction
+interval, so the benchmark reads lo98/lo90/lo80/hi80/hi90/hi98 as its q01/q05/q10/q90/q95/q99.
+A model that raises gives ``{"error": "..."}`` instead. Forecasts are demand counts, so every
+value is clipped at 0 (as the planner's are). ``fit_seconds`` is the wall time of fit plus
+predict for that one task; one small fit per model runs first so that no task pays for
+compiling statsforecast's kernels.
 
 This file runs under pandas 2 with statsforecast installed; it imports nothing from ``planner``.
 """
