@@ -67,7 +67,8 @@ What it does:
    all origins; the table's rows are then the mean over series (every series weighs the same,
    as in ``planner.forecast.backtest``). Verdict lines follow each table: planner MASE against
    statsforecast's best and the better naive, and planner q95 pinball against the better naive's
-   (the naive with the lower q95 pinball; met when the planner's is lower). A per-series table
+   (the naive with the lower q95 pinball; met when the planner's is lower; the line gives the
+   planner's relative gap, as two losses can print alike at 3 decimals). A per-series table
    follows (methods as columns; MASE, cov90, cov98, pb q95, pb q99 of each series), then the
    q95 pinball verdict of every series where the planner's is not lower (or one line saying it
    is lower on all). Then the planner's fit time on the whole 1-year demo (one worker) per
@@ -513,8 +514,10 @@ def pinball_verdict(planner: dict, naives: dict[str, dict], column: str = "q95")
     better = min(naives, key=lambda name: naives[name]["pinball_scaled"][column])
     mine, theirs = planner["pinball_scaled"][column], naives[better]["pinball_scaled"][column]
     met = mine < theirs
-    return (f"planner {column} pinball {mine:.3f} vs the better naive's {theirs:.3f} ({ROW_LABELS[better]}): "
-            f"{'met' if met else 'MISSED'}"), met
+    # the relative gap, since two losses a few tenths of a percent apart print alike at 3 decimals
+    gap = f"{mine / theirs - 1:+.1%}" if theirs > 0 else "n/a"
+    return (f"planner {column} pinball {mine:.3f} vs the better naive's {theirs:.3f} ({ROW_LABELS[better]}, "
+            f"planner {gap}): {'met' if met else 'MISSED'}"), met
 
 
 def series_verdicts(per_series: dict[str, dict[Key, dict]]) -> list[str]:

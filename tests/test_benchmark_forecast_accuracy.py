@@ -88,7 +88,8 @@ def test_planner_row_forecasts_every_case_through_forecast_history(fa, dataset):
     cases = fa.origin_cases(dataset)
     runs = fa.planner_runs(dataset, cases)
     assert sorted(runs.forecasts) == [0, 1]
-    assert all(mean.size == 24 and set(q) == {0.01, 0.05, 0.10, 0.90, 0.95, 0.99} for mean, q in runs.forecasts.values())
+    assert all(mean.size == 24 and set(q) == set(fa.TAIL_LEVELS) for mean, q in runs.forecasts.values())
+    assert set(fa.TAIL_LEVELS) == {0.01, 0.05, 0.10, 0.90, 0.95, 0.99}
     assert len(runs.models_used) == 2  # one forecast per origin, whichever model the product chose
     assert all("r1/m1/all" in note and "fallback" in note for note in runs.notes)  # fallbacks say why
 
@@ -141,9 +142,10 @@ def test_q95_pinball_verdicts_name_the_better_naive_and_every_series_the_planner
                   "naive24": {key_a: _block(0.3), key_b: _block(0.4)},
                   "naive168": {key_a: _block(0.25), key_b: _block(0.6)}}
     line, met = fa.pinball_verdict(per_series["planner"][key_a], {n: per_series[n][key_a] for n in fa.NAIVE_PERIODS})
-    assert met and line == "planner q95 pinball 0.200 vs the better naive's 0.250 (naive 168 h): met"
+    assert met and line == "planner q95 pinball 0.200 vs the better naive's 0.250 (naive 168 h, planner -20.0%): met"
     lines = fa.series_verdicts(per_series)
-    assert lines == ["r/b/c: planner q95 pinball 0.500 vs the better naive's 0.400 (naive 24 h): MISSED"]
+    assert lines == [
+        "r/b/c: planner q95 pinball 0.500 vs the better naive's 0.400 (naive 24 h, planner +25.0%): MISSED"]
     per_series["planner"][key_b] = _block(0.1)
     assert "all 2 series" in fa.series_verdicts(per_series)[0]
 
