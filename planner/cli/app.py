@@ -323,6 +323,9 @@ SeedOption = Annotated[int | None, typer.Option(help="Base seed (default: the sc
 MinHistoryOption = Annotated[str, typer.Option(
     help="History a series needs, from its first observed hour, before a model replaces the seasonal naive "
          "(hours masked as outages count; at least 3/4 must be observed), e.g. 7d, 240h.")]
+MaxGrowthOption = Annotated[float, typer.Option(
+    "--max-growth", metavar="MULTIPLE",
+    help="Cap every forecast value at this multiple of its series' largest observed hour; each cap is reported.")]
 SetOption = Annotated[list[str] | None, typer.Option(
     "--set", metavar="PATH=VALUE",
     help="Change one scenario field for this run, by its dotted path (list entries by name), e.g. "

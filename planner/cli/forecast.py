@@ -6,10 +6,12 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import typer
+from rich.markup import escape
 
 from planner.cli.app import (
     EngineOption,
     JsonFlag,
+    MaxGrowthOption,
     MinHistoryOption,
     SchedulerOption,
     WorkersOption,
@@ -20,6 +22,7 @@ from planner.cli.app import (
 )
 from planner.cli.paths import check_paths
 from planner.console import print_table, progress_bar, stderr
+from planner.contracts import DEFAULT_MAX_GROWTH
 from planner.runs import RunContext
 
 
@@ -52,6 +55,7 @@ def forecast(
     scheduler: SchedulerOption = None,
     seed: Annotated[int, typer.Option(help="Seed recorded with the run.")] = 0,
     min_history: MinHistoryOption = "7d",
+    max_growth: MaxGrowthOption = DEFAULT_MAX_GROWTH,
     as_json: JsonFlag = False,
     run: RunContext | None = None,
 ) -> None:
@@ -65,14 +69,15 @@ def forecast(
                 folders={"--plots": plots})
     check_engine_options(engine, scheduler, workers)
 
-    from planner.forecast.run import parse_horizon, parse_min_history, parse_quantiles
+    from planner.forecast.run import parse_horizon, parse_max_growth, parse_min_history, parse_quantiles
     from planner.workflows.forecast import ForecastOptions
     from planner.workflows.forecast import forecast as forecast_workflow
 
     horizon_hours = parse_horizon(horizon)
     options = ForecastOptions(horizon_hours=horizon_hours, quantiles=parse_quantiles(quantiles), measure=measure,
                               seed=seed, engine=engine, workers=workers, scheduler=scheduler,
-                              min_history_hours=parse_min_history(min_history))
+                              min_history_hours=parse_min_history(min_history),
+                              max_growth=parse_max_growth(max_growth))
     with progress_bar("Fitting series", console=stderr) as advance:
         done = forecast_workflow(history, out, meta_path, options, plots_dir=plots, progress=advance,
                                  run=run)
@@ -87,6 +92,8 @@ def forecast(
     print_table(result.summary_rows(), title=f"Forecast: {len(result.summary_rows())} series, {horizon_hours} h ahead")
     if backtest:
         print_table(backtest_rows(overall), title="Backtest, all series (rolling origin)")
+    for line in result.metadata["findings"]:
+        stderr.print(f"[yellow]{escape(line)}[/]")
     for reason, names in skipped_backtests(result.metadata).items():
         stderr.print(f"[yellow]backtest skipped[/] for {len(names)} series ({', '.join(names[:3])}"
                      f"{', ...' if len(names) > 3 else ''}): {reason}; their model was not chosen by backtest")

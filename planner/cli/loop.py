@@ -17,6 +17,7 @@ from planner.cli.app import (
     EngineOption,
     HistogramOption,
     JsonFlag,
+    MaxGrowthOption,
     MinHistoryOption,
     OldDurationOption,
     SchedulerOption,
@@ -36,6 +37,7 @@ from planner.cli.app import (
 from planner.cli.paths import check_paths, histogram_files
 from planner.cli.placement_options import GapOption, NodeLimitOption, PeriodsOption, SolverOption, TimeLimitOption
 from planner.console import print_table, progress_bar, stderr
+from planner.contracts import DEFAULT_MAX_GROWTH
 from planner.errors import InputError, SLOFailedError
 from planner.runs import RunContext
 
@@ -165,9 +167,10 @@ def _pool_sizes(pool_sizes: str | None, pool_replicas: int) -> tuple[int, ...]:
 def loop_options(*, max_rounds: int, periods: str, solver: str, node_limit: int, time_limit: float, gap: float,
                  quantile: float | None, sim_duration: str, replications: int, seed: int | None, engine: str,
                  workers: int | None, scheduler: str | None, cache_dir: Path | None,
-                 search_settings: bool = True, min_history: str = "7d", pools: bool = True) -> Any:
+                 search_settings: bool = True, min_history: str = "7d", pools: bool = True,
+                 max_growth: float = DEFAULT_MAX_GROWTH) -> Any:
     """The loop's options, checked (rounds, replications, durations) before any work."""
-    from planner.forecast.run import parse_min_history
+    from planner.forecast.run import parse_max_growth, parse_min_history
     from planner.sim.work import check_duration, check_replications
     from planner.workflows.plan import LoopOptions
 
@@ -180,7 +183,7 @@ def loop_options(*, max_rounds: int, periods: str, solver: str, node_limit: int,
                        sim_duration_s=check_duration(parse_duration_s(sim_duration)),
                        sim_replications=replications, seed=seed, engine=engine, workers=workers, scheduler=scheduler,
                        cache_dir=cache_dir, search_settings=search_settings, pools=pools,
-                       min_history_hours=parse_min_history(min_history))
+                       min_history_hours=parse_min_history(min_history), max_growth=parse_max_growth(max_growth))
 
 
 def print_warnings(result: Any) -> None:
@@ -242,6 +245,7 @@ def plan(
     search_settings: SearchSettingsOption = True,
     pools: PoolsOption = True,
     min_history: MinHistoryOption = "7d",
+    max_growth: MaxGrowthOption = DEFAULT_MAX_GROWTH,
     engine: EngineOption = "auto",
     workers: WorkersOption = None,
     scheduler: SchedulerOption = None,
@@ -258,7 +262,7 @@ def plan(
                            time_limit=time_limit, gap=gap, quantile=quantile, sim_duration=sim_duration,
                            replications=replications, seed=seed, engine=engine, workers=workers, scheduler=scheduler,
                            cache_dir=cache_dir, search_settings=search_settings, min_history=min_history,
-                           pools=pools)
+                           max_growth=max_growth, pools=pools)
 
     from planner.loop.compare import comparison_table
     from planner.workflows.plan import plan as plan_workflow

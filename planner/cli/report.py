@@ -15,6 +15,7 @@ from planner.cli.app import (
     FrontDoor,
     HistogramOption,
     JsonFlag,
+    MaxGrowthOption,
     MinHistoryOption,
     SchedulerOption,
     SeedOption,
@@ -43,6 +44,7 @@ from planner.cli.loop import (
 from planner.cli.paths import check_paths, histogram_files
 from planner.cli.placement_options import GapOption, NodeLimitOption, PeriodsOption, SolverOption, TimeLimitOption
 from planner.console import print_table, stderr
+from planner.contracts import DEFAULT_MAX_GROWTH
 from planner.errors import InputError
 from planner.runs import RunContext
 
@@ -90,6 +92,7 @@ def report(
     search_settings: SearchSettingsOption = True,
     pools: PoolsOption = True,
     min_history: MinHistoryOption = "7d",
+    max_growth: MaxGrowthOption = DEFAULT_MAX_GROWTH,
     engine: EngineOption = "auto",
     workers: WorkersOption = None,
     scheduler: SchedulerOption = None,
@@ -114,7 +117,7 @@ def report(
                            time_limit=time_limit, gap=gap, quantile=None, sim_duration=sim_duration,
                            replications=replications, seed=seed, engine=engine, workers=workers, scheduler=scheduler,
                            cache_dir=cache_dir, search_settings=search_settings, min_history=min_history,
-                           pools=pools)
+                           max_growth=max_growth, pools=pools)
 
     from planner.workflows.plan import report as report_workflow
 

@@ -13,6 +13,7 @@ from planner.cli.app import (
     EngineOption,
     HistogramOption,
     JsonFlag,
+    MaxGrowthOption,
     MinHistoryOption,
     SchedulerOption,
     SeedOption,
@@ -38,6 +39,7 @@ from planner.cli.loop import (
 )
 from planner.cli.paths import check_paths, histogram_files
 from planner.cli.placement_options import GapOption, NodeLimitOption, PeriodsOption, SolverOption, TimeLimitOption
+from planner.contracts import DEFAULT_MAX_GROWTH
 from planner.runs import RunContext
 
 
@@ -77,6 +79,7 @@ def sweep(
     search_settings: SearchSettingsOption = True,
     pools: PoolsOption = True,
     min_history: MinHistoryOption = "7d",
+    max_growth: MaxGrowthOption = DEFAULT_MAX_GROWTH,
     engine: EngineOption = "auto",
     workers: WorkersOption = None,
     scheduler: SchedulerOption = None,
@@ -99,7 +102,7 @@ def sweep(
                            time_limit=time_limit, gap=gap, quantile=quantile, sim_duration=sim_duration,
                            replications=replications, seed=seed, engine=engine, workers=workers, scheduler=scheduler,
                            cache_dir=cache_dir, search_settings=search_settings, min_history=min_history,
-                           pools=pools)
+                           max_growth=max_growth, pools=pools)
 
     from planner.workflows.sweep import sweep as sweep_workflow
 

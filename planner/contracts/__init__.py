@@ -61,11 +61,18 @@ from planner.contracts.names import (
     Zone,
     region_key,
 )
-from planner.contracts.quantiles import FORECAST_QUANTILES, quantile_column, quantile_columns, quantile_level
+from planner.contracts.quantiles import (
+    DEFAULT_MAX_GROWTH,
+    FORECAST_QUANTILES,
+    quantile_column,
+    quantile_columns,
+    quantile_level,
+)
 
 __all__ = [
     "CAPACITY_COLUMNS", "CAPACITY_KEY", "CLOUD_NAMES", "DEPLOYMENT_KEY", "ENGINE_SETTING_COLUMNS",
-    "FLOW_COLUMNS", "FLOW_KEY", "FORECAST_KEY", "FORECAST_QUANTILES", "HISTOGRAM_COLUMNS", "HISTOGRAM_KEY",
+    "DEFAULT_MAX_GROWTH", "FLOW_COLUMNS", "FLOW_KEY", "FORECAST_KEY", "FORECAST_QUANTILES", "HISTOGRAM_COLUMNS",
+    "HISTOGRAM_KEY",
     "HISTORY_COLUMNS", "HISTORY_KEY", "HORIZON_OPTION", "LOAD_COLUMNS", "LOAD_KEY", "MEASURES", "OFFER_COLUMNS",
     "OFFER_KEY", "OFFER_TABLE_COLUMNS", "PLAN_COLUMNS", "PLAN_KEY", "PROFILE_KEY", "SCENARIO_HORIZON",
     "SERIES_KEY", "SIMULATED_WINDOW", "SKU_COLUMNS", "SKU_KEY", "SLO_METRIC_NAMES", "SUMMARY_COLUMNS",

@@ -15,6 +15,11 @@ _QUANTILE_COLUMN = re.compile(r"^q(\d+(?:\.\d+)?)$")
 FORECAST_QUANTILES: tuple[float, ...] = (0.5, 0.9, 0.95, 0.99)
 """The levels a forecast writes by default, and the ones a scenario may provision for."""
 
+DEFAULT_MAX_GROWTH = 2.0
+"""No forecast value above this multiple of its series' largest observed hour unless ``--max-growth`` allows it
+(:mod:`planner.forecast.growth`): about a doubling of traffic within a forecast's horizon (at most 92 days), which a
+history that does not show it cannot support."""
+
 
 def quantile_column(level: float) -> str:
     """The forecast column of a quantile level: 0.5 -> ``q50``, 0.05 -> ``q5``, 0.975 -> ``q97.5``.

@@ -131,12 +131,13 @@ class _Accumulator:
 
 
 def backtest_series(forecaster: Forecaster, history: SeriesHistory, horizon: int, levels: list[float],
-                    min_history_hours: int, n_windows: int = N_WINDOWS) -> dict[str, Any]:
+                    min_history_hours: int, n_windows: int = N_WINDOWS,
+                    max_growth: float | None = None) -> dict[str, Any]:
     """Backtest ``forecaster`` (with its fallbacks) and the baselines on one cleaned series.
 
     ``min_history_hours`` is the fallback threshold of :func:`forecast_series`, so that
-    every window has enough training history for the forecaster itself. Returns the
-    per-series metadata block.
+    every window has enough training history for the forecaster itself; ``max_growth`` its
+    growth limit, as deployed. Returns the per-series metadata block.
     """
     all_levels = sorted(set(levels) | set(INTERVAL_LEVELS) | {POINT_LEVEL})
     length, origins, skip = window_plan(history.n_hours, horizon, min_history_hours, n_windows)
@@ -152,7 +153,7 @@ def backtest_series(forecaster: Forecaster, history: SeriesHistory, horizon: int
         x = history.values[origin:origin + length][scored]
         past = history.head(origin)
         scale = in_sample_scale(past.filled, past.observed)
-        model = forecast_series(forecaster, past, length, all_levels, min_history_hours)
+        model = forecast_series(forecaster, past, length, all_levels, min_history_hours, max_growth)
         runs = {"model": model}
         for name, baseline in BASELINES.items():
             runs[name] = baseline.fit(past).predict(length, all_levels)

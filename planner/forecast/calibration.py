@@ -9,8 +9,13 @@ backtest.
 For a forecast hour with model quantiles ``Q(tau)``, on the log scale ``y = log(1 + x)``::
 
     m = log(1 + Q(0.5))                                   (the model's median)
-    w = max(W_MIN, (log(1 + Q(0.95)) - log(1 + Q(0.05))) / (2 z_0.95))   (its implied spread)
+    w = max(W_MIN, (log(1 + Q(0.95)) - m) / z_0.95)     (its implied spread, from the upper half)
     u = (log(1 + x) - m) / w                               (the standardised error)
+
+The spread is read from the band's upper half: for a log-Gaussian model both halves are the
+same, but an additive band (a seasonal naive's) clipped at zero in a quiet hour has a lower
+half of ``m`` itself, which read as a spread made the calibrated q99 of a 30-day forecast
+thousands of times the history's peak. The upper half is also the one plans buy on.
 
 Over the backtest's scored hours the absolute deviations ``r_i = |u_i - median(u)|`` are
 collected (``n`` of them). A central band of coverage ``c`` has the half-width
@@ -29,6 +34,17 @@ estimate of the next window's bias (shifting by it made the demo's point forecas
 Where ``ceil((n + 1) c) > n`` (q99 from 144 errors) the half-width is extrapolated with a
 Gaussian tail through the 90 % half-width, and never below the largest deviation seen.
 ``h`` grows with ``c`` and ``w > 0``, so the quantiles are monotone in the level.
+
+Beyond the evidence. The errors come from backtest windows of ``L`` hours, often far shorter
+than the horizon on a short history (48 h windows for a 30-day forecast from two weeks). How
+the model widens its band past ``L`` is then its own assumption, untested: an integrated
+component or a seasonal random walk widens it with every hour, and multiplied by a half-width
+measured at short leads it ran a q99 to thousands of times the history's peak. So hours past
+the longest lead scored keep the widest spread the model had within it::
+
+    w_h = min(w_h, max_{i < L} w_i)        for every forecast hour h
+
+which leaves a forecast within its backtest's reach unchanged.
 """
 
 from __future__ import annotations
@@ -42,18 +58,18 @@ from scipy.special import ndtri
 
 W_MIN = 0.01
 """Floor of the implied log-scale spread: a model with a zero-width band still scales its errors."""
-ANCHOR_LOW, ANCHOR_HIGH = 0.05, 0.95
+ANCHOR_HIGH = 0.95
 Z_ANCHOR = float(ndtri(ANCHOR_HIGH))
-SPREAD_LEVELS = (ANCHOR_LOW, 0.5, ANCHOR_HIGH)
+SPREAD_LEVELS = (0.5, ANCHOR_HIGH)
 """The model quantiles the calibration reads: its median and its 90 % band."""
 TAIL_ANCHOR_COVERAGE = 0.9
 
 
 def centre_and_spread(quantiles: dict[float, np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
-    """``m`` and ``w`` of the module docstring from a model's 5 %, 50 % and 95 % quantiles."""
+    """``m`` and ``w`` of the module docstring from a model's 50 % and 95 % quantiles."""
     m = np.log1p(np.maximum(quantiles[0.5], 0.0))
-    width = np.log1p(np.maximum(quantiles[ANCHOR_HIGH], 0.0)) - np.log1p(np.maximum(quantiles[ANCHOR_LOW], 0.0))
-    return m, np.maximum(width / (2.0 * Z_ANCHOR), W_MIN)
+    upper = np.log1p(np.maximum(quantiles[ANCHOR_HIGH], 0.0)) - m
+    return m, np.maximum(upper / Z_ANCHOR, W_MIN)
 
 
 def standardised_errors(actual: np.ndarray, quantiles: dict[float, np.ndarray]) -> np.ndarray:
@@ -92,11 +108,15 @@ class Calibration:
         anchor = self.half_width(TAIL_ANCHOR_COVERAGE) / float(ndtri(0.5 + TAIL_ANCHOR_COVERAGE / 2))
         return max(anchor * float(ndtri(0.5 + coverage / 2)), float(self.deviations[-1]))
 
-    def apply(self, quantiles: dict[float, np.ndarray], levels: Sequence[float]) -> dict[float, np.ndarray]:
-        """Calibrated quantiles at ``levels`` from a model's quantiles (which include ``SPREAD_LEVELS``)."""
+    def apply(self, quantiles: dict[float, np.ndarray], levels: Sequence[float],
+              evidence_hours: int | None = None) -> dict[float, np.ndarray]:
+        """Calibrated quantiles at ``levels`` from a model's quantiles (which include ``SPREAD_LEVELS``); with
+        ``evidence_hours`` (the longest lead the backtest scored), no wider past it than within it."""
         if self.n == 0:
             return {lvl: quantiles[lvl] for lvl in levels}
         m, w = centre_and_spread(quantiles)
+        if evidence_hours is not None and 0 < evidence_hours < w.size:
+            w = np.minimum(w, float(np.max(w[:evidence_hours])))
         out: dict[float, np.ndarray] = {}
         for lvl in levels:
             offset = math.copysign(self.half_width(abs(2.0 * lvl - 1.0)), lvl - 0.5)

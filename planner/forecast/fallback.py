@@ -26,6 +26,7 @@ import numpy as np
 
 from planner.forecast.baselines import SeasonalNaive
 from planner.forecast.forecaster import FitFailure, Forecaster, SeriesForecast, SeriesHistory
+from planner.forecast.growth import bound_growth
 
 MIN_OBSERVED_SHARE = 0.75
 """Share of the minimum history that must be real observations (the rest may be masked outages)."""
@@ -51,8 +52,15 @@ def naive_fallback(history: SeriesHistory, horizon: int, levels: Sequence[float]
 
 
 def forecast_series(forecaster: Forecaster, history: SeriesHistory, horizon: int, levels: Sequence[float],
-                    min_history_hours: int) -> SeriesForecast:
-    """Fit ``forecaster`` and predict, or fall back visibly (see the module docstring)."""
+                    min_history_hours: int, max_growth: float | None = None) -> SeriesForecast:
+    """Fit ``forecaster`` and predict, or fall back visibly (see the module docstring); with ``max_growth``, held
+    within that multiple of the history's peak (:mod:`planner.forecast.growth`)."""
+    result = _fitted_or_fallback(forecaster, history, horizon, levels, min_history_hours)
+    return result if max_growth is None else bound_growth(result, history, max_growth)
+
+
+def _fitted_or_fallback(forecaster: Forecaster, history: SeriesHistory, horizon: int, levels: Sequence[float],
+                        min_history_hours: int) -> SeriesForecast:
     shortfall = history_shortfall(history, min_history_hours)
     if shortfall is not None:
         return naive_fallback(history, horizon, levels, shortfall)

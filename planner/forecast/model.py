@@ -68,6 +68,7 @@ from statsmodels.tsa.arima.estimators.hannan_rissanen import hannan_rissanen
 from statsmodels.tsa.statespace.sarimax import SARIMAX
 from threadpoolctl import threadpool_limits
 
+from planner.contracts import DEFAULT_MAX_GROWTH
 from planner.forecast.forecaster import FitFailure, SeriesForecast, SeriesHistory
 from planner.forecast.log_gaussian import MIN_OBSERVED_HOURS  # one floor for every model: 7 days observed
 
@@ -79,7 +80,10 @@ TREND_DAMPING_PER_WEEK = 0.25
 @dataclass(frozen=True)
 class ModelSpec:
     """Settings of the forecast step: the history a series needs before it gets the selected
-    forecaster (``min_history_hours``), and the harmonic model's search space and budgets.
+    forecaster (``min_history_hours``), the harmonic model's search space and budgets, and the
+    multiple of its history's peak no forecast value may exceed (``max_growth``,
+    :mod:`planner.forecast.growth`). ``max_growth_factor`` is the harmonic and decomposition models'
+    own sanity check: a median path above it is a failed fit, not a forecast.
 
     The defaults and their measurements: ``docs/decisions/0004-forecast-harmonic-regression-with-arma-errors.md``.
     """
@@ -96,6 +100,7 @@ class ModelSpec:
     n_exact: int = 2
     maxiter: int = 50
     max_growth_factor: float = 10.0
+    max_growth: float = DEFAULT_MAX_GROWTH
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -109,6 +114,7 @@ class ModelSpec:
             "n_exact": self.n_exact,
             "maxiter": self.maxiter,
             "max_growth_factor": self.max_growth_factor,
+            "max_growth": self.max_growth,
         }
 
 

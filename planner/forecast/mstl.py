@@ -1,9 +1,20 @@
-"""Multiple seasonal-trend decomposition (MSTL) on ``log(1 + x)``, an ARIMA(1,1,1) on what is left.
+"""Multiple seasonal-trend decomposition (MSTL) on ``log(1 + x)``, an ARIMA on what is left.
 
 On the trailing ``window_hours`` (8 weeks) of ``y_t = log1p(x_t)``::
 
     y_t = s24_t + s168_t + a_t
-    (1 - phi B)(1 - B) a_t = (1 + theta B) e_t,     e_t ~ N(0, sigma^2)
+    (1 - phi B)(1 - B) a_t = (1 + theta B) e_t,     e_t ~ N(0, sigma^2)     (``LONG_ORDER``)
+
+or, on a window shorter than ``STATIONARY_BELOW_HOURS`` (eight weeks), the damped form
+
+    (1 - phi B)(a_t - mu) = (1 + theta B) e_t,   mu the window's mean of a_t   (``SHORT_ORDER``)
+
+An integrated component's forecast variance grows with every hour ahead (``sigma^2 h``
+for a random walk): extrapolated a month from two weeks, its q99 reached 22 times the
+history's peak. A few weeks cannot tell a drifting level from a level that wanders about
+its mean, so a short window gets the mean-reverting form, whose variance levels off at
+the series' own; once the window holds eight weeks the level's drift has been seen, and
+the integrated form is used.
 
 ``s24`` and ``s168`` are the daily and weekly components of an MSTL decomposition of the
 filled series (LOESS needs every hour; STL per period, ``iterate`` passes, seasonal LOESS
@@ -40,7 +51,9 @@ from planner.forecast.forecaster import FitFailure, SeriesForecast, SeriesHistor
 from planner.forecast.log_gaussian import LogWindow, back_transform, log_window
 
 SEASONAL_WINDOWS = {24: 11, 168: 15}
-ORDER = (1, 1, 1)
+LONG_ORDER = (1, 1, 1)
+SHORT_ORDER = (1, 0, 1)
+STATIONARY_BELOW_HOURS = 8 * 168
 SEASONAL_DEG = 0
 
 
@@ -80,10 +93,12 @@ class MstlFit:
     profiles: list[np.ndarray]
     arima: Any  # statsmodels MLEResults (in-process only)
     history_max: float
+    order: tuple[int, int, int] = LONG_ORDER
+    level: float = 0.0
 
     def log_forecast(self, horizon: int) -> tuple[np.ndarray, np.ndarray]:
         fc = self.arima.get_forecast(horizon)
-        m = np.asarray(fc.predicted_mean, dtype=float)
+        m = np.asarray(fc.predicted_mean, dtype=float) + self.level
         h = np.arange(horizon)
         for period, profile in zip(self.periods, self.profiles, strict=True):
             m = m + profile[h % period]
@@ -92,30 +107,36 @@ class MstlFit:
     @property
     def model_used(self) -> str:
         periods = ",".join(str(p) for p in self.periods)
-        return f"mstl({periods})+arima({ORDER[0]},{ORDER[1]},{ORDER[2]}) log1p"
+        p, d, q = self.order
+        return f"mstl({periods})+arima({p},{d},{q}){'+mean' if d == 0 else ''} log1p"
 
     def describe(self) -> dict[str, Any]:
         params = dict(zip(self.arima.model.param_names, self.arima.params, strict=True))
-        return {"periods": list(self.periods), "arima_order": list(ORDER), "transform": "log1p",
+        return {"periods": list(self.periods), "arima_order": list(self.order), "transform": "log1p",
                 "n_obs": int(self.arima.nobs),
                 **{name: float(f"{float(value):.6g}") for name, value in params.items()}}
 
 
-def _fit_adjusted(adjusted: np.ndarray, maxiter: int) -> Any:
+def order_for(window_hours: int) -> tuple[int, int, int]:
+    """The ARIMA order of the module docstring: mean-reverting on a short window, integrated on a long one."""
+    return SHORT_ORDER if window_hours < STATIONARY_BELOW_HOURS else LONG_ORDER
+
+
+def _fit_adjusted(adjusted: np.ndarray, order: tuple[int, int, int], maxiter: int) -> Any:
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            res = SARIMAX(adjusted, order=ORDER, trend="n", concentrate_scale=True).fit(disp=False, maxiter=maxiter)
+            res = SARIMAX(adjusted, order=order, trend="n", concentrate_scale=True).fit(disp=False, maxiter=maxiter)
     except (ValueError, np.linalg.LinAlgError) as exc:
-        raise FitFailure(f"ARIMA{ORDER} on the adjusted series failed: {str(exc)[:200]}") from None
+        raise FitFailure(f"ARIMA{order} on the adjusted series failed: {str(exc)[:200]}") from None
     if not res.mle_retvals.get("converged", False) or not np.all(np.isfinite(res.params)):
-        raise FitFailure(f"ARIMA{ORDER} on the adjusted series did not converge")
+        raise FitFailure(f"ARIMA{order} on the adjusted series did not converge")
     return res
 
 
 @dataclass(frozen=True, eq=False)
 class MstlForecaster:
-    """MSTL plus ARIMA(1,1,1) as a :class:`~planner.forecast.forecaster.Forecaster`."""
+    """MSTL plus an ARIMA on the adjusted series as a :class:`~planner.forecast.forecaster.Forecaster`."""
 
     window_hours: int = 8 * 168
     weekly_from_hours: int = 3 * 168
@@ -142,9 +163,12 @@ class MstlForecaster:
         except (ValueError, np.linalg.LinAlgError) as exc:
             raise FitFailure(f"MSTL decomposition failed: {str(exc)[:200]}") from None
         adjusted = np.where(window.observed, window.y - seasonal.sum(axis=0), np.nan)
-        arima = _fit_adjusted(adjusted, self.maxiter)
+        order = order_for(window.y.size)
+        # The mean-reverting form reverts to the window's mean level (mu), taken out before the fit.
+        level = float(np.nanmean(adjusted)) if order[1] == 0 else 0.0
+        arima = _fit_adjusted(adjusted - level, order, self.maxiter)
         profiles = [seasonal[i, -period:] for i, period in enumerate(periods)]
-        return MstlFit(periods, profiles, arima, window.history_max)
+        return MstlFit(periods, profiles, arima, window.history_max, order, level)
 
     def predict(self, horizon: int, levels: Sequence[float]) -> SeriesForecast:
         if self.fitted is None:

@@ -30,12 +30,22 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from planner.contracts import HORIZON_OPTION, MEASURES, DurationError, duration_hours, parse_duration, quantile_column
+from planner.contracts import (
+    DEFAULT_MAX_GROWTH,
+    HORIZON_OPTION,
+    MEASURES,
+    DurationError,
+    duration_hours,
+    parse_duration,
+    quantile_column,
+)
 from planner.engine import run_tasks
 from planner.errors import InputError
 from planner.forecast import backtest as bt
 from planner.forecast.fallback import forecast_series
+from planner.forecast.findings import summary_lines
 from planner.forecast.forecaster import Forecaster, SeriesForecast, SeriesHistory
+from planner.forecast.growth import check_max_growth, growth_findings
 from planner.forecast.history_input import DEFAULT_SOURCE, KEY_COLUMNS, validated_history
 from planner.forecast.model import ModelSpec
 from planner.forecast.quality import HOUR_NS, CleanSeries, clean_series, format_ts
@@ -77,6 +87,15 @@ def parse_min_history(text: str) -> int:
     return hours
 
 
+def parse_max_growth(value: float) -> float:
+    """``--max-growth``: a multiple of at least 1 of each series' peak (InputError otherwise)."""
+    problem = check_max_growth(value)
+    if problem:
+        raise InputError(problem, where="--max-growth",
+                         fix=f"pass a multiple of 1 or more, e.g. --max-growth 3 (default {DEFAULT_MAX_GROWTH:g})")
+    return float(value)
+
+
 def parse_quantiles(text: str) -> list[float]:
     """'0.5,0.9,0.95,0.99' -> [0.5, 0.9, 0.95, 0.99] (sorted, unique, each in (0, 1))."""
     items = [item.strip() for item in str(text).split(",") if item.strip()]
@@ -111,6 +130,7 @@ class SeriesTask:
     forecaster: Forecaster
     min_history_hours: int
     backtest: bool
+    max_growth: float | None = None
 
 
 def run_series(task: SeriesTask) -> dict[str, Any]:
@@ -118,8 +138,9 @@ def run_series(task: SeriesTask) -> dict[str, Any]:
     levels = sorted(set(task.levels) | set(bt.INTERVAL_LEVELS))
     forecaster = task.forecaster
     if isinstance(forecaster, SelectingForecaster):  # its backtest windows follow this run's horizon
-        forecaster = forecaster.for_horizon(task.horizon, task.min_history_hours, levels)
-    result = forecast_series(forecaster, task.history, task.horizon_total, levels, task.min_history_hours)
+        forecaster = forecaster.for_horizon(task.horizon, task.min_history_hours, levels, task.max_growth)
+    result = forecast_series(forecaster, task.history, task.horizon_total, levels, task.min_history_hours,
+                             task.max_growth)
     details = dict(result.details)
     selection_backtest = details.pop("backtest", None)
     cut = task.horizon_total - task.horizon
@@ -139,7 +160,8 @@ def _backtest(task: SeriesTask, forecaster: Forecaster, result: SeriesForecast,
               selection_backtest: dict[str, Any] | None, levels: list[float]) -> dict[str, Any]:
     """The series' backtest block: the selection's own when it chose the model, else a run of its own."""
     if not isinstance(forecaster, SelectingForecaster):
-        return bt.backtest_series(forecaster, task.history, task.horizon, levels, task.min_history_hours)
+        return bt.backtest_series(forecaster, task.history, task.horizon, levels, task.min_history_hours,
+                                  max_growth=task.max_growth)
     if selection_backtest is not None:
         return selection_backtest
     skipped = result.details.get("selection", {}).get("skipped")
@@ -244,7 +266,7 @@ def forecast_history(history: pd.DataFrame, *, horizon_hours: int, quantiles: li
     parts, series_meta, rows = [], [], []
     for (key, clean), outcome in zip(series, outcomes, strict=True):
         parts.append(_forecast_block(key, outcome, stamps, levels, qcols))
-        series_meta.append(_series_entry(key, clean, outcome, backtest))
+        series_meta.append(_series_entry(key, clean, outcome, backtest, levels))
         rows.append(_summary_row(outcome, series_meta[-1]))
     forecast = pd.concat(parts, ignore_index=True)[["region", "model", "traffic_class", "ts", "mean", *qcols,
                                                     "model_used"]]
@@ -268,7 +290,7 @@ def _series_task(key: Key, clean: CleanSeries, global_end: int, horizon_hours: i
                                "action": "forecast extended across the gap to the common horizon"})
     history = SeriesHistory(clean.values, clean.filled, clean.observed, t_start_abs)
     return SeriesTask(key, history, gap + horizon_hours, horizon_hours, tuple(levels), forecaster,
-                      spec.min_history_hours, backtest)
+                      spec.min_history_hours, backtest, spec.max_growth)
 
 
 def _forecast_block(key: Key, outcome: dict[str, Any], stamps: list[str], levels: list[float],
@@ -282,11 +304,13 @@ def _forecast_block(key: Key, outcome: dict[str, Any], stamps: list[str], levels
     return pd.DataFrame(block)
 
 
-def _series_entry(key: Key, clean: CleanSeries, outcome: dict[str, Any], backtest: bool) -> dict[str, Any]:
+def _series_entry(key: Key, clean: CleanSeries, outcome: dict[str, Any], backtest: bool,
+                  levels: list[float]) -> dict[str, Any]:
     """One series' block of the metadata: the model, its fallback, the history, data quality and backtest."""
     details = outcome["details"]
+    series = "/".join(key)
     return {
-        "series": "/".join(key), "region": key[0], "model": key[1], "traffic_class": key[2],
+        "series": series, "region": key[0], "model": key[1], "traffic_class": key[2],
         "model_used": outcome["model_used"],
         "fallback": outcome["fallback_reason"] is not None,
         "fallback_reason": outcome["fallback_reason"],
@@ -294,6 +318,7 @@ def _series_entry(key: Key, clean: CleanSeries, outcome: dict[str, Any], backtes
         "history": {"start": format_ts(clean.start), "end": format_ts(clean.end), "hours": clean.n_hours,
                     "observed_hours": int(clean.observed.sum())},
         "data_quality": clean.findings,
+        "forecast_findings": growth_findings(series, details.get("growth"), levels),
         "backtest": outcome.get("backtest") if backtest else None,
     }
 
@@ -321,6 +346,7 @@ def _metadata(parameters: dict[str, Any], stamps: list[str], series_meta: list[d
         "n_series": len(series_meta),
         "n_fallbacks": sum(1 for s in series_meta if s["fallback"]),
         "n_data_quality_findings": sum(len(s["data_quality"]) for s in series_meta),
+        "findings": summary_lines(series_meta),
         "series": series_meta,
         "backtest_overall": bt.overall([s["backtest"] for s in series_meta]) if backtest else None,
     }

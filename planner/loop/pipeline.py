@@ -127,10 +127,14 @@ def forecast_for_plan(scenario: Scenario, known: pd.DataFrame, settings: LoopSet
     say = notify or (lambda _text: None)
     horizon_hours = scenario.horizon_hours if window is None else forecast_hours_to(window, last_history_hour(known))
     say(f"forecasting {horizon_hours} h ahead")
-    return forecast_history(known, horizon_hours=horizon_hours, quantiles=list(FORECAST_QUANTILES),
-                            backtest=True, seed=settings.seed, engine=settings.engine,
-                            workers=settings.workers, scheduler=settings.scheduler, progress=progress,
-                            spec=ModelSpec(min_history_hours=settings.min_history_hours))
+    result = forecast_history(known, horizon_hours=horizon_hours, quantiles=list(FORECAST_QUANTILES),
+                              backtest=True, seed=settings.seed, engine=settings.engine,
+                              workers=settings.workers, scheduler=settings.scheduler, progress=progress,
+                              spec=ModelSpec(min_history_hours=settings.min_history_hours,
+                                             max_growth=settings.max_growth))
+    for line in result.metadata["findings"]:  # what the forecast did to the data, before anything is bought on it
+        say(line)
+    return result
 
 
 def plan_from_forecast(scenario: Scenario, known: pd.DataFrame, forecast: ForecastResult, catalog: Catalog,

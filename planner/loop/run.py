@@ -82,6 +82,8 @@ class LoopSettings:
     pools: bool = True
     """Calibrate every unit at the pool sizes the forecast can need (``pool_sizes.py``); False: one replica only."""
     min_history_hours: int = ModelSpec.min_history_hours
+    max_growth: float = ModelSpec.max_growth
+    """Every forecast value at most this multiple of its series' peak (:mod:`planner.forecast.growth`)."""
 
     def to_dict(self) -> dict[str, Any]:
         return dict(self.__dict__)

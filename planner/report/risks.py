@@ -12,6 +12,9 @@ Rules (each a row: kind, severity, where, detail):
 * slo: a class that misses its SLO is high; a marginal one (met, but its confidence
   interval crosses the target) is medium; no simulation at all is medium.
 * forecast fallback: a series forecast by a seasonal naive (medium).
+* forecast growth: a series whose forecast the growth limit capped, or whose quantile exceeds
+  twice its history's peak within a raised limit (medium): the plan buys on demand the history
+  never showed (``planner.forecast.growth``).
 * data quality: findings of the forecast's data-quality pass (outages, missing hours,
   ...), one row per series (info).
 * demand spike: a history hour far above its series' median (the data-quality pass's
@@ -129,6 +132,10 @@ def forecast_risks(meta: dict[str, Any]) -> list[dict[str, str]]:
             out.append(_risk("forecast fallback", "medium", name,
                              f"{entry.get('model_used', 'seasonal naive')}: {entry.get('fallback_reason') or ''}"
                              .rstrip(": ")))
+        for finding in entry.get("forecast_findings") or []:
+            multiple = number(finding.get("largest_multiple_of_peak"))
+            reached = f"the model reached {multiple:.1f} x the history's peak; " if multiple is not None else ""
+            out.append(_risk("forecast growth", "medium", name, f"{reached}{finding.get('action', '')}"))
         findings = entry.get("data_quality") or []
         for finding in findings:
             if finding.get("kind") == "spike":
@@ -274,6 +281,9 @@ def risks_section(inputs: ReportInputs, accuracy: Section | None = None) -> Sect
     else:
         section.paragraphs.append(", ".join(f"{counts.get(s, 0)} {s}" for s in SEVERITY_RANK) + ".")
     section.paragraphs += notes
+    changed = pick(inputs.forecast_meta, "findings", default=[]) or []
+    if changed:
+        section.paragraphs.append("What the forecast did to the data: " + " ".join(f"{line}." for line in changed))
     shown = table[table["severity"] != "info"]
     section.bullets = [f"[{r.severity}] {r.kind}: {r.where + ': ' if r.where else ''}{r.detail}"
                        for r in shown.itertuples(index=False)]

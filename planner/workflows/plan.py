@@ -9,6 +9,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from planner.contracts import DEFAULT_MAX_GROWTH
 from planner.settings import Settings, resolve_settings
 from planner.storage import file_sha256, read_table
 from planner.workflows.calibration_cache import folder_store
@@ -60,6 +61,7 @@ class LoopOptions:
     workers: int | None = None
     scheduler: str | None = None
     min_history_hours: int | None = None
+    max_growth: float = DEFAULT_MAX_GROWTH
 
 
 def resolve_loop(options: LoopOptions, scenario: Scenario) -> tuple[Settings, LoopSettings]:
@@ -78,7 +80,7 @@ def resolve_loop(options: LoopOptions, scenario: Scenario) -> tuple[Settings, Lo
                         workers=settings.workers, scheduler=settings.scheduler,
                         search_settings=options.search_settings, pools=options.pools,
                         min_history_hours=ModelSpec.min_history_hours if options.min_history_hours is None
-                        else options.min_history_hours)
+                        else options.min_history_hours, max_growth=options.max_growth)
     return settings, loop
 
 
