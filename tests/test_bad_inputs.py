@@ -271,6 +271,12 @@ CASES = [
     ),
     # simulate: the built plan and its flows, one of them broken
     BadInput(
+        "simulate: a plan naming a model the scenario lacks",
+        lambda d: simulate(d, plan_pair(d, plan=cell("model", 2, "qwen3-32b"))),
+        mentions=("plan.csv, row 3 (the header is row 0), column 'model'", "qwen3-32b",
+                  "the scenario's models: llama-3.1-8b, llama-3.1-70b"), earlier=SIM_OUTPUTS,
+    ),
+    BadInput(
         "simulate: a NaN rate in the flows",
         lambda d: simulate(d, plan_pair(d, flows=cell("rps", 2, float("nan")))),
         mentions=("plan.flows.csv, row 3 (the header is row 0), column 'rps'",), earlier=SIM_OUTPUTS,
