@@ -277,6 +277,12 @@ CASES = [
                   "the scenario's models: llama-3.1-8b, llama-3.1-70b"), earlier=SIM_OUTPUTS,
     ),
     BadInput(
+        "simulate: flows to a serving region the scenario does not declare",
+        lambda d: simulate(d, plan_pair(d, flows=cell("region", 2, "aws:mars-1"))),
+        mentions=("plan.flows.csv, row 3 (the header is row 0), column 'region'", "aws:mars-1",
+                  "the scenario's serving regions: aws:us-east-1, gcp:us-central1"), earlier=SIM_OUTPUTS,
+    ),
+    BadInput(
         "simulate: a NaN rate in the flows",
         lambda d: simulate(d, plan_pair(d, flows=cell("rps", 2, float("nan")))),
         mentions=("plan.flows.csv, row 3 (the header is row 0), column 'rps'",), earlier=SIM_OUTPUTS,

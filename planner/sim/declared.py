@@ -40,3 +40,17 @@ def check_plan_declared(plan: pd.DataFrame, scenario: Scenario) -> None:
     _refuse_undeclared(plan, "region", scenario.serving_keys, "the plan names serving region", "serving regions",
                        where, fix)
 
+
+
+def check_flows_declared(flows: pd.DataFrame, scenario: Scenario) -> None:
+    """Every routed-demand row goes to a declared serving region, for a declared model and class, from a
+    declared origin (when the file has one)."""
+    where = source_of(flows, "flows")
+    fix = "pass the flows of a plan placed with this scenario"
+    for column, declared, what, many in (
+            ("region", scenario.serving_keys, "the flows route demand to serving region", "serving regions"),
+            ("model", scenario.model_names, "the flows name model", "models"),
+            ("traffic_class", scenario.class_names, "the flows name traffic class", "traffic classes"),
+            ("origin", scenario.origin_names, "the flows name origin", "origins")):
+        if column in flows.columns:
+            _refuse_undeclared(flows, column, declared, what, many, where, fix)
