@@ -521,3 +521,21 @@ CASES = [
 def test_bad_input_is_refused_cleanly(case: BadInput, tmp_path: Path) -> None:
     outcome = run_case(case, tmp_path)
     assert check_outcome(case, outcome) == [], outcome.stderr
+
+
+def _unreadable(folder: Path, name: str) -> str:
+    """A scenario file this user may not read (mode 000)."""
+    _file(folder, name, "name = \"x\"\n")
+    (folder / name).chmod(0)
+    return name
+
+
+@pytest.mark.skipif(os.geteuid() == 0, reason="root reads a file without read permission")
+@pytest.mark.parametrize("command", [["validate", "s.toml"],
+                                     ["place", "--scenario", "s.toml", "--forecast", "f.csv", "--out", "plan.csv"]])
+def test_an_unreadable_scenario_is_refused_alike_by_validate_and_place(command: list[str], tmp_path: Path) -> None:
+    case = BadInput(f"{command[0]}: a scenario without read permission",
+                    lambda d: (_unreadable(d, "s.toml"), _file(d, "f.csv"), command)[2],
+                    mentions=("s.toml", "cannot read the file"))
+    outcome = run_case(case, tmp_path)
+    assert check_outcome(case, outcome) == [], outcome.stderr
