@@ -119,6 +119,8 @@ CASES = [
         mentions=("s.toml", "UTF-8"),
     ),
     # catalog, profiles
+    BadInput("catalog --skus: an unknown --region", lambda d: ["catalog", "--skus", "--region", "mars-north1"],
+             mentions=("--region", "mars-north1", "aws:us-east-1", "gcp:europe-west4")),
     BadInput("catalog: an unknown tier", lambda d: ["catalog", "--tier", "gold"], mentions=("tier", "gold")),
     BadInput("profiles: an unknown model", lambda d: ["profiles", "--model", "gpt-9"], mentions=("gpt-9",)),
     # ingest

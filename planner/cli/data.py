@@ -93,15 +93,22 @@ def catalog(
     region: Annotated[str | None, typer.Option(help="Only this serving region key, e.g. aws:us-east-1.")] = None,
     sku: Annotated[str | None, typer.Option(help="Only this GPU SKU, e.g. H100.")] = None,
     tier: Annotated[str | None, typer.Option(help="Only this tier: reserved, on_demand or spot.")] = None,
-    skus: Annotated[bool, typer.Option("--skus", help="List GPU SKU specifications instead of offers.")] = False,
+    skus: Annotated[bool, typer.Option("--skus", help="List GPU SKU specifications instead of offers (with filters, "
+                                                      "of the SKUs offered there).")] = False,
     as_json: JsonFlag = False,
 ) -> None:
     """List GPU offers (USD per GPU-hour by region, SKU and tier) or SKU specifications."""
-    from planner.catalog import load_catalog, offers_table
+    from planner.catalog import check_region, load_catalog, offers_table, skus_table
 
     loaded = load_catalog()
-    if skus:
-        print_table(loaded.skus.to_dict("records"), title="GPU SKUs", as_json=as_json)
+    if region is not None:
+        check_region(loaded, region)
+    if skus:  # the filters apply to the offers, and the SKUs listed are those offered
+        specs = skus_table(loaded, region=region, sku=sku, tier=tier)
+        if not specs:
+            raise InputError(f"no SKU is offered for region={region!r} sku={sku!r} tier={tier!r}",
+                             fix="run `planner catalog --skus` without filters to see every SKU")
+        print_table(specs, title=f"GPU SKUs ({len(specs)})", as_json=as_json)
         return
     rows = offers_table(loaded, region=region, sku=sku, tier=tier)
     if not rows:
