@@ -340,6 +340,24 @@ CASES = [
         mentions=("--pool-replicas", "ceiling"), earlier=("capacity.csv", "capacity.json"),
     ),
     BadInput(
+        "sweep: --vary naming a class the scenario lacks",
+        lambda d: ["sweep", "--scenario", scenario_4h(d), "--history", table(d, "history.csv", "history"),
+                   "--vary", "classes.nope.weight=1,2", "--out", "sweep"],
+        mentions=("--vary: 'classes.nope.weight=1'", "no entry named 'nope'"), earlier=("sweep/sweep.csv",),
+    ),
+    BadInput(
+        "sweep: --vary demand-scale with a factor that is not a number",
+        lambda d: ["sweep", "--scenario", scenario_4h(d), "--history", table(d, "history.csv", "history"),
+                   "--vary", "demand-scale=1,double", "--out", "sweep"],
+        mentions=("--vary: 'double'", "not a number", "--vary demand-scale=1,1.5,2"), earlier=("sweep/sweep.csv",),
+    ),
+    BadInput(
+        "sweep: --vary demand-scale selecting a region the scenario lacks",
+        lambda d: ["sweep", "--scenario", scenario_4h(d), "--history", table(d, "history.csv", "history"),
+                   "--vary", "demand-scale=1,region=mars:2", "--out", "sweep"],
+        mentions=("--vary: 'region=mars:2'", "us-east, us-west, eu-west, ap-northeast"), earlier=("sweep/sweep.csv",),
+    ),
+    BadInput(
         "plan: --sim-duration 0.001s",
         lambda d: ["plan", "--scenario", scenario_4h(d), "--history", table(d, "history.csv", "history"),
                    "--out", "out", "--sim-duration", "0.001s"],
