@@ -358,6 +358,30 @@ CASES = [
         mentions=("--vary: 'region=mars:2'", "us-east, us-west, eu-west, ap-northeast"), earlier=("sweep/sweep.csv",),
     ),
     BadInput(
+        "place: --demand-scale 0",
+        lambda d: [*place(d, table(d, "forecast.csv", "forecast")), "--demand-scale", "0"],
+        mentions=("--demand-scale", "must be a finite number > 0", "remove it from the scenario"),
+        earlier=PLAN_OUTPUTS,
+    ),
+    BadInput(
+        "plan: --demand-scale class=batch:0",
+        lambda d: ["plan", "--scenario", scenario_4h(d), "--history", table(d, "history.csv", "history"),
+                   "--out", "out", "--demand-scale", "class=batch:0"],
+        mentions=("--demand-scale", "'class=batch:0'", "> 0"), earlier=("out/plan.csv",),
+    ),
+    BadInput(
+        "report: --demand-scale 0",
+        lambda d: ["report", "--month", "2026-11", "--scenario", scenario_4h(d), "--history",
+                   table(d, "history.csv", "history"), "--reports", "reports", "--demand-scale", "0"],
+        mentions=("--demand-scale", "> 0"), earlier=("reports/2026-10/report.md",),
+    ),
+    BadInput(
+        "sweep: --vary demand-scale=0,1",
+        lambda d: ["sweep", "--scenario", scenario_4h(d), "--history", table(d, "history.csv", "history"),
+                   "--vary", "demand-scale=0,1", "--out", "sweep"],
+        mentions=("--vary", "'0'", "> 0"), earlier=("sweep/sweep.csv",),
+    ),
+    BadInput(
         "plan: --sim-duration 0.001s",
         lambda d: ["plan", "--scenario", scenario_4h(d), "--history", table(d, "history.csv", "history"),
                    "--out", "out", "--sim-duration", "0.001s"],

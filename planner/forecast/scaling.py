@@ -57,8 +57,10 @@ def parse_demand_scale(text: str, option: str = OPTION, example: str = _EXAMPLE)
         factor = float(factor_text)
     except ValueError:
         raise InputError(f"'{text}': '{factor_text}' is not a number", where=option, fix=example) from None
-    if not math.isfinite(factor) or factor < 0:
-        raise InputError(f"'{text}': the factor must be a finite number >= 0", where=option, fix=example)
+    if not math.isfinite(factor) or factor <= 0:
+        # A factor of 0 would plan no capacity for demand the scenario declares, with nothing said about it.
+        raise InputError(f"'{text}': the factor must be a finite number > 0", where=option,
+                         fix=f"{example}; to plan without a class, model or region, remove it from the scenario")
     return DemandScale(factor, column, value, text)
 
 
