@@ -266,6 +266,22 @@ CASES = [
         mentions=("forecast.csv", "no rows"), earlier=PLAN_OUTPUTS,
     ),
     BadInput(
+        "place: a model without a step-time profile (validate's error, not infeasible)",
+        lambda d: ["place", "--scenario", scenario_4h(d, 'name = "llama-3.1-8b"', 'name = "mistral-7b"'),
+                   "--forecast", table(d, "forecast.csv", "forecast", lambda f: f.assign(
+                       model=f["model"].replace("llama-3.1-8b", "mistral-7b"))), "--out", "plan.csv",
+                   "--periods", "how:4"],
+        mentions=("scenario.toml: the scenario does not match the bundled data", "model mistral-7b has no profile",
+                  "planner profiles"), earlier=PLAN_OUTPUTS,
+    ),
+    BadInput(
+        "plan: a model without a step-time profile",
+        lambda d: ["plan", "--scenario", scenario_4h(d, 'name = "llama-3.1-8b"', 'name = "mistral-7b"'),
+                   "--history", _file(d, "h.csv"), "--out", "out"],
+        mentions=("scenario.toml: the scenario does not match the bundled data", "model mistral-7b has no profile"),
+        earlier=("out/plan.csv",),
+    ),
+    BadInput(
         "place: every GPU quota 0 (infeasible)",
         lambda d: ["place", "--scenario", scenario_4h(d, "quotas = {}", ZERO_QUOTAS), "--forecast",
                    table(d, "forecast.csv", "forecast"), "--out", "plan.csv", "--periods", "how:4"],

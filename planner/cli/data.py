@@ -33,20 +33,14 @@ def validate(
     check_paths(inputs={"SCENARIO": scenario, "--histogram": histogram_files(histogram)})
 
     from planner.catalog import load_catalog
-    from planner.scenario import check_against_data
+    from planner.scenario.data_check import check_fits_data
     from planner.workflows.common import load_scenario_inputs, read_histograms
     from planner.workloads import default_notes, resolve_workloads, reuse_notes
 
     loaded, profiles = load_scenario_inputs(scenario)
     workloads = resolve_workloads(loaded, {m: loaded.model_mix(m) for m in loaded.model_names},
                                   histogram=read_histograms(histogram_files(histogram)))
-    problems = check_against_data(loaded, load_catalog().offers, profiles)
-    if problems:
-        raise InputError(
-            "the scenario does not match the bundled data:\n  - " + "\n  - ".join(problems),
-            where=scenario,
-            fix="use serving regions listed by `planner catalog` and models listed by `planner profiles`",
-        )
+    check_fits_data(loaded, load_catalog().offers, profiles, where=scenario)
     rows = [w.describe() for w in workloads.values()]
     if as_json:
         print_table(loaded.summary_rows(), as_json=True,

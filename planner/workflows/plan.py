@@ -16,7 +16,7 @@ from planner.workflows.common import (
     NO_CHANGES,
     Announce,
     WhatIf,
-    load_scenario_inputs,
+    load_planning_inputs,
     prepare_simulator,
     read_histograms,
     read_named,
@@ -130,7 +130,7 @@ def plan(scenario_file: Path, history_file: Path, out: Path, options: LoopOption
 
     check_plan_folder(out)
     policies = parse_policies(compare) if compare else None
-    scenario, profiles = load_scenario_inputs(scenario_file, what_if.overrides)
+    scenario, profiles = load_planning_inputs(scenario_file, what_if.overrides)
     settings, loop = resolve_loop(options, scenario)
     record_settings(run, settings)
     what_if.record(run)
@@ -181,7 +181,7 @@ def report(month: str, scenario_file: Path, history_file: Path, reports: Path, o
     window = month_window(month)
     stamp = check_as_of(parse_as_of(as_of) if as_of is not None else window.start, window)
     policies = None if compare is None or compare.strip().lower() in ("", "none") else parse_policies(compare)
-    scenario, profiles = load_scenario_inputs(scenario_file, what_if.overrides)
+    scenario, profiles = load_planning_inputs(scenario_file, what_if.overrides)
     settings, loop = resolve_loop(options, scenario)
     record_settings(run, settings)
     what_if.record(run)
