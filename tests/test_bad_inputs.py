@@ -581,6 +581,11 @@ CASES = [
                         "--reports", "reports"],
              mentions=("demo_history.parquet", "2026-10-31T23:00:00Z", "2027-01-01", "--allow-stale-history"),
              earlier=("reports/2026-12/report.md",)),
+    BadInput("report: a --month before the history begins (no --as-of given)",
+             lambda d: ["report", "--month", "2019-01", "--scenario", _demo(), "--history", DEMO_HISTORY,
+                        "--reports", "reports"],
+             mentions=("demo_history.parquet", "no rows before --month 2019-01", "2025-10-01T00:00:00Z"),
+             earlier=("reports/2018-12/report.md",)),
     BadInput("report: --seed -1",
              lambda d: ["report", "--month", "2026-11", "--scenario", _demo(), "--history", _file(d, "h.csv"),
                         "--reports", "reports", "--seed", "-1"], mentions=("--seed",)),
@@ -611,3 +616,9 @@ def test_an_unreadable_scenario_is_refused_alike_by_validate_and_place(command: 
                     mentions=("s.toml", "cannot read the file"))
     outcome = run_case(case, tmp_path)
     assert check_outcome(case, outcome) == [], outcome.stderr
+
+
+def test_a_month_before_the_history_does_not_blame_an_as_of_the_user_did_not_pass(tmp_path: Path) -> None:
+    case = next(c for c in CASES if c.name.startswith("report: a --month before the history begins"))
+    outcome = run_case(case, tmp_path)
+    assert outcome.exit_code == 3 and "--as-of" not in outcome.stderr, outcome.stderr

@@ -194,7 +194,8 @@ def report(month: str, scenario_file: Path, history_file: Path, reports: Path, o
         hashes = {**scenario_hashes(scenario_file, scenario), "history": file_sha256(history_file)}
         prepare_simulator(announce)
         say = notify or (lambda _text: None)
-        known = history_as_of(read_named(history_file), stamp, where=str(history_file))
+        known = history_as_of(read_named(history_file), stamp, where=str(history_file),
+                              month=month if as_of is None else None)
         check_history_fresh(last_history_hour(known, where=str(history_file)), window, month,
                             allow_stale=allow_stale_history, where=history_file)
         result = run_pipeline(scenario, known, catalog, profiles, loop, as_of=stamp, compare=policies,
