@@ -162,6 +162,31 @@ def _region_matcher(catalog: Catalog, region: str) -> Callable[[pd.DataFrame], p
     return rules[0]
 
 
+def check_region(catalog: Catalog, region: str, where: str = "--region") -> str:
+    """``region`` if it matches at least one offer (by :func:`_region_matcher`'s rules); else an input error
+    naming the region keys and zones that exist, since an empty table would not say whether the filter was
+    mistyped or the region has no GPUs."""
+    if not _region_matcher(catalog, region)(catalog.offers).any():
+        raise InputError(f"no catalog region matches {region!r}", where=where,
+                         fix=f"pass a region key ({', '.join(catalog.regions())}), a cloud's region name "
+                             f"(us-east-1), a zone ({', '.join(sorted(catalog.offers['geo'].unique()))}) or part "
+                             "of a region key")
+    return region
+
+
+def skus_table(
+    catalog: Catalog, region: str | None = None, sku: str | None = None, tier: str | None = None
+) -> list[dict[str, Any]]:
+    """SKU specifications for display, in ``skus.csv`` order: every SKU, or with any filter only the SKUs of the
+    offers :func:`offers_table` gives for it (the SKUs offered in ``region``, on ``tier``)."""
+    specs = catalog.skus
+    if region is not None or sku is not None or tier is not None:
+        offered = {row["sku"] for row in offers_table(catalog, region=region, sku=sku, tier=tier)}
+        specs = specs[specs["sku"].isin(offered)]
+    rows: list[dict[str, Any]] = specs.to_dict("records")
+    return rows
+
+
 def offers_table(
     catalog: Catalog, region: str | None = None, sku: str | None = None, tier: str | None = None
 ) -> list[dict[str, Any]]:

@@ -119,6 +119,8 @@ CASES = [
         mentions=("s.toml", "UTF-8"),
     ),
     # catalog, profiles
+    BadInput("catalog --skus: an unknown --region", lambda d: ["catalog", "--skus", "--region", "mars-north1"],
+             mentions=("--region", "mars-north1", "aws:us-east-1", "gcp:europe-west4")),
     BadInput("catalog: an unknown tier", lambda d: ["catalog", "--tier", "gold"], mentions=("tier", "gold")),
     BadInput("profiles: an unknown model", lambda d: ["profiles", "--model", "gpt-9"], mentions=("gpt-9",)),
     # ingest
@@ -264,12 +266,40 @@ CASES = [
         mentions=("forecast.csv", "no rows"), earlier=PLAN_OUTPUTS,
     ),
     BadInput(
+        "place: a model without a step-time profile (validate's error, not infeasible)",
+        lambda d: ["place", "--scenario", scenario_4h(d, 'name = "llama-3.1-8b"', 'name = "mistral-7b"'),
+                   "--forecast", table(d, "forecast.csv", "forecast", lambda f: f.assign(
+                       model=f["model"].replace("llama-3.1-8b", "mistral-7b"))), "--out", "plan.csv",
+                   "--periods", "how:4"],
+        mentions=("scenario.toml: the scenario does not match the bundled data", "model mistral-7b has no profile",
+                  "planner profiles"), earlier=PLAN_OUTPUTS,
+    ),
+    BadInput(
+        "plan: a model without a step-time profile",
+        lambda d: ["plan", "--scenario", scenario_4h(d, 'name = "llama-3.1-8b"', 'name = "mistral-7b"'),
+                   "--history", _file(d, "h.csv"), "--out", "out"],
+        mentions=("scenario.toml: the scenario does not match the bundled data", "model mistral-7b has no profile"),
+        earlier=("out/plan.csv",),
+    ),
+    BadInput(
         "place: every GPU quota 0 (infeasible)",
         lambda d: ["place", "--scenario", scenario_4h(d, "quotas = {}", ZERO_QUOTAS), "--forecast",
                    table(d, "forecast.csv", "forecast"), "--out", "plan.csv", "--periods", "how:4"],
         exit_codes=(4,), mentions=("infeasible", "quota of 0"), earlier=PLAN_OUTPUTS,
     ),
     # simulate: the built plan and its flows, one of them broken
+    BadInput(
+        "simulate: a plan naming a model the scenario lacks",
+        lambda d: simulate(d, plan_pair(d, plan=cell("model", 2, "qwen3-32b"))),
+        mentions=("plan.csv, row 3 (the header is row 0), column 'model'", "qwen3-32b",
+                  "the scenario's models: llama-3.1-8b, llama-3.1-70b"), earlier=SIM_OUTPUTS,
+    ),
+    BadInput(
+        "simulate: flows to a serving region the scenario does not declare",
+        lambda d: simulate(d, plan_pair(d, flows=cell("region", 2, "aws:mars-1"))),
+        mentions=("plan.flows.csv, row 3 (the header is row 0), column 'region'", "aws:mars-1",
+                  "the scenario's serving regions: aws:us-east-1, gcp:us-central1"), earlier=SIM_OUTPUTS,
+    ),
     BadInput(
         "simulate: a NaN rate in the flows",
         lambda d: simulate(d, plan_pair(d, flows=cell("rps", 2, float("nan")))),
@@ -326,6 +356,48 @@ CASES = [
         mentions=("--pool-replicas", "ceiling"), earlier=("capacity.csv", "capacity.json"),
     ),
     BadInput(
+        "sweep: --vary naming a class the scenario lacks",
+        lambda d: ["sweep", "--scenario", scenario_4h(d), "--history", table(d, "history.csv", "history"),
+                   "--vary", "classes.nope.weight=1,2", "--out", "sweep"],
+        mentions=("--vary: 'classes.nope.weight=1'", "no entry named 'nope'"), earlier=("sweep/sweep.csv",),
+    ),
+    BadInput(
+        "sweep: --vary demand-scale with a factor that is not a number",
+        lambda d: ["sweep", "--scenario", scenario_4h(d), "--history", table(d, "history.csv", "history"),
+                   "--vary", "demand-scale=1,double", "--out", "sweep"],
+        mentions=("--vary: 'double'", "not a number", "--vary demand-scale=1,1.5,2"), earlier=("sweep/sweep.csv",),
+    ),
+    BadInput(
+        "sweep: --vary demand-scale selecting a region the scenario lacks",
+        lambda d: ["sweep", "--scenario", scenario_4h(d), "--history", table(d, "history.csv", "history"),
+                   "--vary", "demand-scale=1,region=mars:2", "--out", "sweep"],
+        mentions=("--vary: 'region=mars:2'", "us-east, us-west, eu-west, ap-northeast"), earlier=("sweep/sweep.csv",),
+    ),
+    BadInput(
+        "place: --demand-scale 0",
+        lambda d: [*place(d, table(d, "forecast.csv", "forecast")), "--demand-scale", "0"],
+        mentions=("--demand-scale", "must be a finite number > 0", "remove it from the scenario"),
+        earlier=PLAN_OUTPUTS,
+    ),
+    BadInput(
+        "plan: --demand-scale class=batch:0",
+        lambda d: ["plan", "--scenario", scenario_4h(d), "--history", table(d, "history.csv", "history"),
+                   "--out", "out", "--demand-scale", "class=batch:0"],
+        mentions=("--demand-scale", "'class=batch:0'", "> 0"), earlier=("out/plan.csv",),
+    ),
+    BadInput(
+        "report: --demand-scale 0",
+        lambda d: ["report", "--month", "2026-11", "--scenario", scenario_4h(d), "--history",
+                   table(d, "history.csv", "history"), "--reports", "reports", "--demand-scale", "0"],
+        mentions=("--demand-scale", "> 0"), earlier=("reports/2026-10/report.md",),
+    ),
+    BadInput(
+        "sweep: --vary demand-scale=0,1",
+        lambda d: ["sweep", "--scenario", scenario_4h(d), "--history", table(d, "history.csv", "history"),
+                   "--vary", "demand-scale=0,1", "--out", "sweep"],
+        mentions=("--vary", "'0'", "> 0"), earlier=("sweep/sweep.csv",),
+    ),
+    BadInput(
         "plan: --sim-duration 0.001s",
         lambda d: ["plan", "--scenario", scenario_4h(d), "--history", table(d, "history.csv", "history"),
                    "--out", "out", "--sim-duration", "0.001s"],
@@ -367,6 +439,18 @@ CASES = [
     BadInput("plan: the --history file is missing",
              lambda d: ["plan", "--scenario", _demo(), "--history", "missing.parquet", "--out", "out"],
              mentions=("--history", "missing.parquet", "file not found"), earlier=("out/plan.csv",)),
+    BadInput("plan: --cache-dir is a file",
+             lambda d: ["plan", "--scenario", _demo(), "--history", _file(d, "h.csv"), "--out", "out",
+                        "--cache-dir", _file(d, "cache")],
+             mentions=("--cache-dir cache", "is a file"), earlier=("out/plan.csv",)),
+    BadInput("calibrate: --cache-dir inside a file",
+             lambda d: ["calibrate", "--scenario", _demo(), "--out", "cap.csv",
+                        "--cache-dir", _file(d, "cache") + "/c"],
+             mentions=("--cache-dir cache/c", "is a file"), earlier=("cap.csv", "cap.json")),
+    BadInput("report: --cache-dir is a file",
+             lambda d: ["report", "--month", "2026-11", "--scenario", _demo(), "--history", _file(d, "h.csv"),
+                        "--reports", "reports", "--cache-dir", _file(d, "cache")],
+             mentions=("--cache-dir cache", "is a file")),
     BadInput("plan: --out is a file",
              lambda d: ["plan", "--scenario", _demo(), "--history", _file(d, "h.csv"), "--out", _file(d, "out")],
              mentions=("--out", "is a file")),
@@ -497,6 +581,11 @@ CASES = [
                         "--reports", "reports"],
              mentions=("demo_history.parquet", "2026-10-31T23:00:00Z", "2027-01-01", "--allow-stale-history"),
              earlier=("reports/2026-12/report.md",)),
+    BadInput("report: a --month before the history begins (no --as-of given)",
+             lambda d: ["report", "--month", "2019-01", "--scenario", _demo(), "--history", DEMO_HISTORY,
+                        "--reports", "reports"],
+             mentions=("demo_history.parquet", "no rows before --month 2019-01", "2025-10-01T00:00:00Z"),
+             earlier=("reports/2018-12/report.md",)),
     BadInput("report: --seed -1",
              lambda d: ["report", "--month", "2026-11", "--scenario", _demo(), "--history", _file(d, "h.csv"),
                         "--reports", "reports", "--seed", "-1"], mentions=("--seed",)),
@@ -509,3 +598,27 @@ CASES = [
 def test_bad_input_is_refused_cleanly(case: BadInput, tmp_path: Path) -> None:
     outcome = run_case(case, tmp_path)
     assert check_outcome(case, outcome) == [], outcome.stderr
+
+
+def _unreadable(folder: Path, name: str) -> str:
+    """A scenario file this user may not read (mode 000)."""
+    _file(folder, name, "name = \"x\"\n")
+    (folder / name).chmod(0)
+    return name
+
+
+@pytest.mark.skipif(os.geteuid() == 0, reason="root reads a file without read permission")
+@pytest.mark.parametrize("command", [["validate", "s.toml"],
+                                     ["place", "--scenario", "s.toml", "--forecast", "f.csv", "--out", "plan.csv"]])
+def test_an_unreadable_scenario_is_refused_alike_by_validate_and_place(command: list[str], tmp_path: Path) -> None:
+    case = BadInput(f"{command[0]}: a scenario without read permission",
+                    lambda d: (_unreadable(d, "s.toml"), _file(d, "f.csv"), command)[2],
+                    mentions=("s.toml", "cannot read the file"))
+    outcome = run_case(case, tmp_path)
+    assert check_outcome(case, outcome) == [], outcome.stderr
+
+
+def test_a_month_before_the_history_does_not_blame_an_as_of_the_user_did_not_pass(tmp_path: Path) -> None:
+    case = next(c for c in CASES if c.name.startswith("report: a --month before the history begins"))
+    outcome = run_case(case, tmp_path)
+    assert outcome.exit_code == 3 and "--as-of" not in outcome.stderr, outcome.stderr

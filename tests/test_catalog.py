@@ -12,7 +12,16 @@ import pandas as pd
 import pytest
 from conftest import REPO_ROOT, sources_dir
 
-from planner.catalog import OFFER_COLUMNS, REBUILD_HINT, SKU_COLUMNS, Catalog, load_catalog, offers_table
+from planner.catalog import (
+    OFFER_COLUMNS,
+    REBUILD_HINT,
+    SKU_COLUMNS,
+    Catalog,
+    check_region,
+    load_catalog,
+    offers_table,
+    skus_table,
+)
 from planner.errors import InputError
 
 BUILD_SCRIPT = REPO_ROOT / "data" / "build" / "build_catalog.py"
@@ -178,6 +187,18 @@ def test_offers_table_filters_and_region_matching(catalog):
         offers_table(catalog, tier="weekly")
     with pytest.raises(InputError, match="unknown GPU SKU"):
         offers_table(catalog, sku="NO-SUCH-GPU")
+
+
+def test_skus_table_lists_the_skus_offered_where_the_filters_say(catalog):
+    assert [r["sku"] for r in skus_table(catalog)] == list(catalog.skus["sku"])
+    offered = {r["sku"] for r in offers_table(catalog, region="aws:us-east-1")}
+    listed = [r["sku"] for r in skus_table(catalog, region="aws:us-east-1")]
+    assert set(listed) == offered and len(listed) < len(catalog.skus)
+    assert list(skus_table(catalog, region="aws:us-east-1")[0]) == list(catalog.skus.columns)
+    assert [r["sku"] for r in skus_table(catalog, sku="H100")] == ["H100"]
+    with pytest.raises(InputError) as caught:
+        check_region(catalog, "mars-north1")
+    assert caught.value.where == "--region" and "aws:us-east-1" in caught.value.fix
 
 
 # ----------------------------------------------------------------------------- rebuild

@@ -50,6 +50,18 @@ def test_every_value_is_validated_like_the_file_before_any_work():
     assert demand[0].scenario == demand[1].scenario and [d.demand[0].factor for d in demand] == [1.0, 2.0]
 
 
+@pytest.mark.parametrize(("text", "message"), [
+    ("classes.nope.weight=1,2", "has no entry named 'nope'"),
+    ("classes.interactive=1,2", "names a list entry"),
+    ("demand-scale=1,two", "'two' is not a number"),
+    ("demand-scale=1,region=mars:2", "the scenario has no region 'mars'"),
+])
+def test_a_bad_vary_value_names_vary(text, message):
+    with pytest.raises(InputError) as caught:
+        sweep_points(parse_vary(text), small_raw(), "s.toml", ())
+    assert message in caught.value.message and caught.value.where == "--vary"
+
+
 def test_binding_constraint_names_the_slo_of_most_peak_gpus():
     plan = pd.DataFrame({"period": ["a", "a", "b"], "model": ["m", "m", "m"], "sku": ["H100", "L4", "H100"],
                          "tp_degree": [1, 1, 1], "gpus": [6, 2, 1]})

@@ -124,7 +124,9 @@ def test_demand_scale_of_flows_selects_the_origin_as_region():
 
 @pytest.mark.parametrize(("text", "message"), [
     ("two", "'two' is not a number"),
-    ("-1", "finite number >= 0"),
+    ("-1", "finite number > 0"),
+    ("0", "finite number > 0"),
+    ("class=batch:0", "finite number > 0"),
     ("zone=eu:2", "selects no series"),
     ("region=:2", "selects no series"),
 ])

@@ -33,20 +33,14 @@ def validate(
     check_paths(inputs={"SCENARIO": scenario, "--histogram": histogram_files(histogram)})
 
     from planner.catalog import load_catalog
-    from planner.scenario import check_against_data
+    from planner.scenario.data_check import check_fits_data
     from planner.workflows.common import load_scenario_inputs, read_histograms
     from planner.workloads import default_notes, resolve_workloads, reuse_notes
 
     loaded, profiles = load_scenario_inputs(scenario)
     workloads = resolve_workloads(loaded, {m: loaded.model_mix(m) for m in loaded.model_names},
                                   histogram=read_histograms(histogram_files(histogram)))
-    problems = check_against_data(loaded, load_catalog().offers, profiles)
-    if problems:
-        raise InputError(
-            "the scenario does not match the bundled data:\n  - " + "\n  - ".join(problems),
-            where=scenario,
-            fix="use serving regions listed by `planner catalog` and models listed by `planner profiles`",
-        )
+    check_fits_data(loaded, load_catalog().offers, profiles, where=scenario)
     rows = [w.describe() for w in workloads.values()]
     if as_json:
         print_table(loaded.summary_rows(), as_json=True,
@@ -93,15 +87,22 @@ def catalog(
     region: Annotated[str | None, typer.Option(help="Only this serving region key, e.g. aws:us-east-1.")] = None,
     sku: Annotated[str | None, typer.Option(help="Only this GPU SKU, e.g. H100.")] = None,
     tier: Annotated[str | None, typer.Option(help="Only this tier: reserved, on_demand or spot.")] = None,
-    skus: Annotated[bool, typer.Option("--skus", help="List GPU SKU specifications instead of offers.")] = False,
+    skus: Annotated[bool, typer.Option("--skus", help="List GPU SKU specifications instead of offers (with filters, "
+                                                      "of the SKUs offered there).")] = False,
     as_json: JsonFlag = False,
 ) -> None:
     """List GPU offers (USD per GPU-hour by region, SKU and tier) or SKU specifications."""
-    from planner.catalog import load_catalog, offers_table
+    from planner.catalog import check_region, load_catalog, offers_table, skus_table
 
     loaded = load_catalog()
-    if skus:
-        print_table(loaded.skus.to_dict("records"), title="GPU SKUs", as_json=as_json)
+    if region is not None:
+        check_region(loaded, region)
+    if skus:  # the filters apply to the offers, and the SKUs listed are those offered
+        specs = skus_table(loaded, region=region, sku=sku, tier=tier)
+        if not specs:
+            raise InputError(f"no SKU is offered for region={region!r} sku={sku!r} tier={tier!r}",
+                             fix="run `planner catalog --skus` without filters to see every SKU")
+        print_table(specs, title=f"GPU SKUs ({len(specs)})", as_json=as_json)
         return
     rows = offers_table(loaded, region=region, sku=sku, tier=tier)
     if not rows:

@@ -34,7 +34,7 @@ from planner.cli.app import (
     renamed_option,
     what_if,
 )
-from planner.cli.paths import check_paths, histogram_files
+from planner.cli.paths import check_cache_folder, check_paths, histogram_files
 from planner.cli.placement_options import GapOption, NodeLimitOption, PeriodsOption, SolverOption, TimeLimitOption
 from planner.console import print_table, progress_bar, stderr
 from planner.contracts import DEFAULT_MAX_GROWTH
@@ -123,6 +123,7 @@ def calibrate(
     check_paths(inputs={"--scenario": scenario, "--histogram": histogram_files(histogram)},
                 outputs={"--out": [out, table_json_path(out)]})
     check_engine_options(engine, scheduler, workers)
+    check_cache_folder(cache_dir if cache else None)
     sizes = _pool_sizes(pool_sizes, pool_replicas)
 
     from planner.workflows.calibrate import CalibrateOptions, calibrate_files
@@ -178,6 +179,7 @@ def loop_options(*, max_rounds: int, periods: str, solver: str, node_limit: int,
         raise InputError("--max-rounds must be at least 1", where="--max-rounds", fix="pass e.g. --max-rounds 4")
     check_replications(replications)
     check_engine_options(engine, scheduler, workers)
+    check_cache_folder(cache_dir)
     return LoopOptions(max_rounds=max_rounds, periods=periods, solver=solver, node_limit=node_limit,
                        time_limit_s=time_limit, gap=gap, quantile=quantile,
                        sim_duration_s=check_duration(parse_duration_s(sim_duration)),

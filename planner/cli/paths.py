@@ -56,12 +56,18 @@ def _nearest_existing(path: Path) -> Path:
     return path
 
 
-def _check_folder_writable(option: str, path: Path, folder: Path) -> None:
-    """``folder`` (``path`` or the folder that will hold it) exists as a writable folder, or can be created."""
+def _check_folder_creatable(option: str, path: Path, folder: Path) -> Path:
+    """The nearest folder of ``folder`` that exists, if no file stands in the way of creating ``folder``."""
     existing = _nearest_existing(folder)
     if not existing.is_dir():
         raise InputError(f"cannot create a folder inside {existing}: it is a file, not a folder",
                          where=where(option, path), fix=f"choose a path for {option} under an existing folder")
+    return existing
+
+
+def _check_folder_writable(option: str, path: Path, folder: Path) -> None:
+    """``folder`` (``path`` or the folder that will hold it) exists as a writable folder, or can be created."""
+    existing = _check_folder_creatable(option, path, folder)
     if not os.access(existing, os.W_OK | os.X_OK):
         raise InputError(f"the folder {existing} is not writable by this user", where=where(option, path),
                          fix=f"choose a writable location for {option}, or change the folder's permissions")
@@ -79,6 +85,18 @@ def _check_output_folder(option: str, path: Path) -> None:
         raise InputError("is a file, but the output is a folder", where=where(option, path),
                          fix=f"pass a folder path to {option}")
     _check_folder_writable(option, path, path)
+
+
+def check_cache_folder(path: Path | None, option: str = "--cache-dir") -> None:
+    """``path`` is a folder, or can become one: a file there (or on the way there) would leave every cache entry
+    unwritten, so the run would redo its work on every call without saying why. A folder this user cannot
+    write is not refused: a shared, read-only cache is still read."""
+    if path is None:
+        return
+    if os.path.lexists(path) and not path.is_dir():
+        raise InputError("is a file, but the calibration cache is a folder", where=where(option, path),
+                         fix=f"pass a folder to {option} (it is created if missing), or leave {option} out")
+    _check_folder_creatable(option, path, path)
 
 
 def _same(a: Path, b: Path) -> bool:

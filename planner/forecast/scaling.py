@@ -38,8 +38,9 @@ class DemandScale:
         return frame[column].astype(str) == self.value
 
 
-def parse_demand_scale(text: str) -> DemandScale:
-    """``X`` or ``KEY=VALUE:X`` as a :class:`DemandScale`, or an InputError saying what is wrong."""
+def parse_demand_scale(text: str, option: str = OPTION, example: str = _EXAMPLE) -> DemandScale:
+    """``X`` or ``KEY=VALUE:X`` as a :class:`DemandScale`, or an InputError naming ``option`` (``planner sweep
+    --vary demand-scale=...`` takes the same values) and saying what is wrong, with ``example`` as the fix."""
     selector, sep, factor_text = text.rpartition(":")
     if not sep:
         selector, factor_text = "", text
@@ -48,16 +49,18 @@ def parse_demand_scale(text: str) -> DemandScale:
         key, eq, value = selector.partition("=")
         column = SELECTORS.get(key.strip())
         if not eq or column is None or not value.strip():
-            raise InputError(f"'{text}' selects no series", where=OPTION,
+            raise InputError(f"'{text}' selects no series", where=option,
                              fix=f"select with {', '.join(k + '=NAME' for k in ('region', 'model', 'class'))}; "
-                                 + _EXAMPLE)
+                                 + example)
         value = value.strip()
     try:
         factor = float(factor_text)
     except ValueError:
-        raise InputError(f"'{text}': '{factor_text}' is not a number", where=OPTION, fix=_EXAMPLE) from None
-    if not math.isfinite(factor) or factor < 0:
-        raise InputError(f"'{text}': the factor must be a finite number >= 0", where=OPTION, fix=_EXAMPLE)
+        raise InputError(f"'{text}': '{factor_text}' is not a number", where=option, fix=example) from None
+    if not math.isfinite(factor) or factor <= 0:
+        # A factor of 0 would plan no capacity for demand the scenario declares, with nothing said about it.
+        raise InputError(f"'{text}': the factor must be a finite number > 0", where=option,
+                         fix=f"{example}; to plan without a class, model or region, remove it from the scenario")
     return DemandScale(factor, column, value, text)
 
 

@@ -56,8 +56,12 @@ def parse_as_of(text: str | None) -> pd.Timestamp | None:
     return stamp.tz_localize("UTC") if stamp.tzinfo is None else stamp.tz_convert("UTC")
 
 
-def history_as_of(history: pd.DataFrame, as_of: pd.Timestamp | None, where: str = "history") -> pd.DataFrame:
-    """The rows of ``history`` strictly before ``as_of`` (all rows when None)."""
+def history_as_of(history: pd.DataFrame, as_of: pd.Timestamp | None, where: str = "history",
+                  month: str | None = None) -> pd.DataFrame:
+    """The rows of ``history`` strictly before ``as_of`` (all rows when None).
+
+    ``month``: the report month whose first instant ``as_of`` is, when the user gave no ``--as-of``; an error
+    then names ``--month``, the option the user did pass."""
     if "ts" not in history.columns:
         raise InputError("the history has no 'ts' column", where=where,
                          fix="pass a demand history from `planner ingest` (ts, region, model, traffic_class, ...)")
@@ -67,6 +71,11 @@ def history_as_of(history: pd.DataFrame, as_of: pd.Timestamp | None, where: str 
     kept = history[stamps < as_of]  # keeps the file's row labels, so a bad row is named as the file numbers it
     if kept.empty:
         first = stamps.min()
+        if month is not None:
+            raise InputError(f"the history has no rows before --month {month} (its first instant, "
+                             f"{as_of:%Y-%m-%dT%H:%M:%SZ}): the month is before the history begins", where=where,
+                             fix=f"pass a --month after the history's first hour ({first:%Y-%m-%dT%H:%M:%SZ}), "
+                                 "or a history that reaches back before the month")
         raise InputError(f"the history has no rows before --as-of {as_of:%Y-%m-%dT%H:%M:%SZ}", where=where,
                          fix=f"pass an --as-of after the history's first hour ({first:%Y-%m-%dT%H:%M:%SZ})")
     return kept

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 import pandas as pd
 
 from planner.errors import InfeasibleError, InputError
-from planner.forecast.scaling import DemandScale, parse_demand_scale, scale_forecast
+from planner.forecast.scaling import SELECTORS, DemandScale, parse_demand_scale, scale_forecast
 from planner.loop.run import LoopResult, LoopSettings, run_loop
 from planner.scenario import Scenario, parse_scenario
 from planner.scenario.overrides import apply_overrides, parse_override
@@ -32,6 +32,7 @@ if TYPE_CHECKING:
 
 OPTION = "--vary"
 DEMAND_SCALE = "demand-scale"
+VARY_SCALE_EXAMPLE = f"write e.g. {OPTION} {DEMAND_SCALE}=1,1.5,2 or {OPTION} {DEMAND_SCALE}=1,region=eu-west:1.5"
 SWEEP_COLUMNS = ("value", "feasible", "cost_usd", "gpus_peak", "slo_status", "binding", "rounds", "diagnosis")
 """``sweep.csv``: one row per value, in the order given."""
 
@@ -92,16 +93,31 @@ class SweepPoint:
 
 def sweep_points(vary: Vary, data: dict[str, Any], source: str, demand: tuple[DemandScale, ...]) -> list[SweepPoint]:
     """Every value's scenario (``data`` is the scenario file's TOML with any ``--set`` applied), each validated
-    like the file: a value the scenario refuses raises before any work."""
+    like the file: a value the scenario refuses raises before any work, naming ``--vary``."""
     points = []
     for value in vary.values:
         if vary.scales_demand:
-            points.append(SweepPoint(value, parse_scenario(data, source), (*demand, parse_demand_scale(value))))
+            scenario = parse_scenario(data, source)
+            scale = parse_demand_scale(value, option=OPTION, example=VARY_SCALE_EXAMPLE)
+            _check_selects(scale, scenario)
+            points.append(SweepPoint(value, scenario, (*demand, scale)))
             continue
-        override = parse_override(f"{vary.path}={value}")
+        override = parse_override(f"{vary.path}={value}", option=OPTION)
         scenario = parse_scenario(apply_overrides(data, [override]), f"{source} with {OPTION} {vary.path}={value}")
         points.append(SweepPoint(value, scenario, demand))
     return points
+
+
+def _check_selects(scale: DemandScale, scenario: Scenario) -> None:
+    """A ``region=``, ``model=`` or ``class=`` value names one of the scenario's series: else no point would
+    scale anything, and the sweep would fail only after forecasting, in a worker."""
+    if scale.column is None:
+        return
+    names = {SELECTORS["region"]: scenario.origin_names, SELECTORS["model"]: scenario.model_names,
+             SELECTORS["class"]: scenario.class_names}[scale.column]
+    if scale.value not in names:
+        raise InputError(f"'{scale.text}': the scenario has no {scale.column} '{scale.value}'", where=OPTION,
+                         fix=f"use one of: {', '.join(names)}")
 
 
 @dataclass(frozen=True)

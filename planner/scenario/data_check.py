@@ -13,6 +13,8 @@ wrong zone would silently break residency. Profiles need ``model, sku, tp_degree
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pandas as pd
 
 from planner.contracts import OFFER_KEY, PROFILE_KEY
@@ -157,3 +159,16 @@ def check_against_data(
                     f"({', '.join(sorted(candidates))}) is offered in any serving region"
                 )
     return problems
+
+
+def check_fits_data(scenario: Scenario, catalog_offers: pd.DataFrame | None, profiles: pd.DataFrame | None,
+                    where: str | Path) -> None:
+    """Every problem :func:`check_against_data` finds, as one input error naming ``where`` (the scenario file).
+
+    ``planner validate`` checks offers and profiles; the commands that place replicas check the profiles too,
+    so a model without a step-time profile is the same input error there, not an infeasible placement."""
+    problems = check_against_data(scenario, catalog_offers, profiles)
+    if problems:
+        raise InputError("the scenario does not match the bundled data:\n  - " + "\n  - ".join(problems),
+                         where=where,
+                         fix="use serving regions listed by `planner catalog` and models listed by `planner profiles`")

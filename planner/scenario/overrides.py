@@ -31,28 +31,30 @@ _LABELS = ("name", "key")  # what names an entry of a list of tables
 
 @dataclass(frozen=True)
 class Override:
-    """One ``--set``: the path's parts, the parsed value and the text as given (for the record)."""
+    """One ``--set``: the path's parts, the parsed value and the text as given (for the record); ``option`` is
+    the option it came from, which its errors name (``planner sweep --vary`` sets fields the same way)."""
 
     parts: tuple[str, ...]
     value: Any
     text: str
+    option: str = OPTION
 
 
-def parse_override(text: str) -> Override:
-    """``PATH=VALUE`` as an :class:`Override`, or an InputError saying what is malformed."""
+def parse_override(text: str, option: str = OPTION) -> Override:
+    """``PATH=VALUE`` as an :class:`Override`, or an InputError naming ``option`` and saying what is malformed."""
     path, sep, raw = text.partition("=")
     if not sep or not path.strip():
-        raise InputError(f"'{text}' is not PATH=VALUE", where=OPTION,
-                         fix="write e.g. --set classes.interactive.ttft_p99_ms=350 "
+        raise InputError(f"'{text}' is not PATH=VALUE", where=option,
+                         fix=f"write e.g. {option} classes.interactive.ttft_p99_ms=350 "
                              "(scenarios/README.md names every field)")
-    return Override(_split_path(path.strip(), text), _parse_value(raw.strip()), text)
+    return Override(_split_path(path.strip(), text, option), _parse_value(raw.strip()), text, option)
 
 
 def parse_overrides(texts: Iterable[str]) -> tuple[Override, ...]:
     return tuple(parse_override(t) for t in texts)
 
 
-def _split_path(path: str, text: str) -> tuple[str, ...]:
+def _split_path(path: str, text: str, option: str) -> tuple[str, ...]:
     """The dot-separated parts of ``path``; a double-quoted part may hold dots."""
     parts: list[str] = []
     current, quoted = "", False
@@ -66,7 +68,7 @@ def _split_path(path: str, text: str) -> tuple[str, ...]:
             current += char
     parts.append(current)
     if quoted or any(not p for p in parts):
-        raise InputError(f"'{text}': the path '{path}' has an empty or unclosed part", where=OPTION,
+        raise InputError(f"'{text}': the path '{path}' has an empty or unclosed part", where=option,
                          fix='join keys with single dots and close every quote, e.g. '
                              'regions.latency_ms.eu-west."aws:us-east-1"=80')
     return tuple(parts)
@@ -106,10 +108,10 @@ def _apply(data: dict[str, Any], override: Override) -> None:
             node = node[key]
         else:
             raise InputError(f"'{override.text}': {'.'.join(walked) or 'the scenario'} is a value, not a table",
-                             where=OPTION, fix=f"end the path at {'.'.join(walked)}")
+                             where=override.option, fix=f"end the path at {'.'.join(walked)}")
         walked.extend(parts[:taken])
         parts = parts[taken:]
-    raise InputError(f"'{override.text}': the path names a list entry, not a field", where=OPTION,
+    raise InputError(f"'{override.text}': the path names a list entry, not a field", where=override.option,
                      fix="add the field to change, e.g. classes.interactive.ttft_p99_ms=350")
 
 
@@ -134,5 +136,5 @@ def _entry(items: list[Any], parts: tuple[str, ...], walked: list[str], override
     where = ".".join(walked)
     close = difflib.get_close_matches(parts[0], names, n=1)
     hint = f"did you mean '{close[0]}'? " if close else ""
-    raise InputError(f"'{override.text}': {where} has no entry named '{parts[0]}'", where=OPTION,
+    raise InputError(f"'{override.text}': {where} has no entry named '{parts[0]}'", where=override.option,
                      fix=f"{hint}entries of {where}: {', '.join(names) or 'none'}")

@@ -62,6 +62,18 @@ def load_scenario_inputs(scenario_file: Path, overrides: tuple[Override, ...] = 
     return scenario, load_profiles(extra=scenario.profile_paths(scenario_file))
 
 
+def load_planning_inputs(scenario_file: Path, overrides: tuple[Override, ...] = ()
+                         ) -> tuple[Scenario, pd.DataFrame]:
+    """:func:`load_scenario_inputs` for a command that places replicas: a model without a usable step-time
+    profile is the input error ``planner validate`` reports (placement would call it infeasible)."""
+    from planner.scenario.data_check import check_fits_data
+    from planner.scenario.loading import overridden_source
+
+    scenario, profiles = load_scenario_inputs(scenario_file, overrides)
+    check_fits_data(scenario, None, profiles, where=overridden_source(scenario_file, overrides))
+    return scenario, profiles
+
+
 def scenario_hashes(scenario_file: Path, scenario: Scenario) -> dict[str, str]:
     """SHA-256 of the scenario file and of each of its own profile files, for the inputs a plan records."""
     return {"scenario": file_sha256(scenario_file),

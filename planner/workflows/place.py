@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from planner.settings import resolve_settings
-from planner.workflows.common import NO_CHANGES, WhatIf, load_scenario_inputs, read_named, scenario_hashes
+from planner.workflows.common import NO_CHANGES, WhatIf, load_planning_inputs, read_named, scenario_hashes
 from planner.workflows.files import placement_debug_writer, write_plan_outputs
 
 if TYPE_CHECKING:
@@ -45,7 +45,7 @@ def place(scenario_file: Path, forecast_file: Path, out: Path, options: PlaceOpt
     from planner.placement.place import place_plan
     from planner.storage import file_sha256, read_table
 
-    scenario, profiles = load_scenario_inputs(scenario_file, what_if.overrides)
+    scenario, profiles = load_planning_inputs(scenario_file, what_if.overrides)
     what_if.record(run)
     settings = resolve_settings(os.environ, seed=None, default_seed=scenario.seeds.base, quantile=options.quantile,
                                 default_quantile=scenario.capacity.forecast_quantile)

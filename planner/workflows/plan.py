@@ -17,7 +17,7 @@ from planner.workflows.common import (
     NO_CHANGES,
     Announce,
     WhatIf,
-    load_scenario_inputs,
+    load_planning_inputs,
     prepare_simulator,
     read_histograms,
     read_named,
@@ -132,7 +132,7 @@ def plan(scenario_file: Path, history_file: Path, out: Path, options: LoopOption
 
     check_plan_folder(out)
     policies = parse_policies(compare) if compare else None
-    scenario, profiles = load_scenario_inputs(scenario_file, what_if.overrides)
+    scenario, profiles = load_planning_inputs(scenario_file, what_if.overrides)
     settings, loop = resolve_loop(options, scenario)
     record_settings(run, settings)
     what_if.record(run)
@@ -183,7 +183,7 @@ def report(month: str, scenario_file: Path, history_file: Path, reports: Path, o
     window = month_window(month)
     stamp = check_as_of(parse_as_of(as_of) if as_of is not None else window.start, window)
     policies = None if compare is None or compare.strip().lower() in ("", "none") else parse_policies(compare)
-    scenario, profiles = load_scenario_inputs(scenario_file, what_if.overrides)
+    scenario, profiles = load_planning_inputs(scenario_file, what_if.overrides)
     settings, loop = resolve_loop(options, scenario)
     record_settings(run, settings)
     what_if.record(run)
@@ -196,7 +196,8 @@ def report(month: str, scenario_file: Path, history_file: Path, reports: Path, o
         hashes = {**scenario_hashes(scenario_file, scenario), "history": file_sha256(history_file)}
         prepare_simulator(announce)
         say = notify or (lambda _text: None)
-        known = history_as_of(read_named(history_file), stamp, where=str(history_file))
+        known = history_as_of(read_named(history_file), stamp, where=str(history_file),
+                              month=month if as_of is None else None)
         check_history_fresh(last_history_hour(known, where=str(history_file)), window, month,
                             allow_stale=allow_stale_history, where=history_file)
         result = run_pipeline(scenario, known, catalog, profiles, loop, as_of=stamp, compare=policies,

@@ -89,6 +89,7 @@ def simulate(scenario_file: Path, plan_file: Path, out: Path, options: SimulateO
     """
     from planner.catalog import load_catalog
     from planner.forecast.scaling import scale_flows, scale_forecast
+    from planner.sim.declared import check_flows_declared, check_plan_declared
     from planner.sim.plan_input import validated_plan
     from planner.sim.simulate import PLAN_COLUMNS, select_window, simulate_plan
     from planner.sim.work import check_evidence
@@ -98,11 +99,14 @@ def simulate(scenario_file: Path, plan_file: Path, out: Path, options: SimulateO
     settings = resolve_settings(os.environ, seed=options.seed, default_seed=scenario.seeds.base,
                                 engine=options.engine, workers=options.workers, scheduler=options.scheduler)
     plan = validated_plan(read_named(plan_file), PLAN_COLUMNS)
+    check_plan_declared(plan, scenario)
     if forecast_file is not None:
         forecast = scale_forecast(read_named(forecast_file), what_if.demand)
         period, demand = forecast_window(scenario, plan, forecast, options.window)
     elif flows_file is not None:
-        period, demand = select_window(plan, scale_flows(read_named(flows_file), what_if.demand), options.window)
+        flows = read_named(flows_file)
+        check_flows_declared(flows, scenario)
+        period, demand = select_window(plan, scale_flows(flows, what_if.demand), options.window)
     else:
         raise ValueError("simulate needs flows_file or forecast_file")
     prepare_simulator(announce)

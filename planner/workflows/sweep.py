@@ -50,6 +50,7 @@ def sweep(scenario_file: Path, history_file: Path, out: Path, vary_text: str, op
     from planner.profiles import load_profiles
     from planner.report.sweep_chart import render_sweep_chart
     from planner.scenario import parse_scenario
+    from planner.scenario.data_check import check_fits_data
     from planner.scenario.loading import overridden_source, read_scenario_data
     from planner.scenario.overrides import apply_overrides
 
@@ -65,6 +66,7 @@ def sweep(scenario_file: Path, history_file: Path, out: Path, vary_text: str, op
     record_settings(run, settings)
     what_if.record(run)
     profiles = load_profiles(extra=base.profile_paths(scenario_file))
+    check_fits_data(base, None, profiles, where=source)  # as `plan` does: validate's error, not an infeasible row
     known = history_as_of(read_named(history_file), None)
     forecast = forecast_for_plan(base, known, loop, notify=say)
     prepare_simulator(announce)
