@@ -41,7 +41,6 @@ def check_plan_declared(plan: pd.DataFrame, scenario: Scenario) -> None:
                        where, fix)
 
 
-
 def check_flows_declared(flows: pd.DataFrame, scenario: Scenario) -> None:
     """Every routed-demand row goes to a declared serving region, for a declared model and class, from a
     declared origin (when the file has one)."""
