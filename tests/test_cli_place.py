@@ -62,6 +62,12 @@ def test_place_writes_plan_json_and_flows_then_simulate_reads_them(six_hours, fo
     deployed = {(d["model"], d["sku"], d["tp_degree"]) for d in meta["deployments"]}
     assert deployed == set(frame[["model", "sku", "tp_degree"]].itertuples(index=False, name=None))
     assert all(f"--tensor-parallel-size {d['tp_degree']} " in d["launch"] for d in meta["deployments"])
+    reserved = frame[frame["tier"] == "reserved"]
+    made = meta["reserved"]["commitments"]
+    assert sum(c["gpus"] for c in made) == reserved.groupby("period")["gpus"].sum().max()
+    horizon_hours = meta["reserved"]["horizon_hours"]
+    assert meta["reserved"]["commitments_total_usd"] == pytest.approx(
+        reserved["usd"].sum() * meta["reserved"]["term_hours"] / horizon_hours, abs=0.05)
 
     sim = runner.invoke(cli.app, ["simulate", "--scenario", scenario, "--plan", str(plan),
                                   "--out", str(tmp_path / "sim.csv"), "--sim-duration", "5min",
@@ -96,12 +102,14 @@ def test_place_without_a_capacity_table_says_the_plan_is_not_slo_checked(six_hou
     """Analytic capacities have never been simulated: the screen, the plan JSON and the run history say so."""
     plan = tmp_path / "plan.csv"
     result = runner.invoke(cli.app, ["place", "--scenario", str(six_hours),
-                                     "--forecast", str(forecast_file), "--out", str(plan), "--json"])
+                                     "--forecast", str(forecast_file), "--out", str(plan)])
     assert result.exit_code == 0, result.output
     meta = json.loads(plan.with_suffix(".json").read_text())
     assert meta["slo_checked"] is False and meta["capacity_source"].startswith("analytic")
     assert any("not SLO-checked" in w for w in meta["warnings"])
     assert "not SLO-checked" in result.stderr
+    total = meta["reserved"]["commitments_total_usd"]
+    assert total > 0 and "over the term" in result.stderr and f"${total:,.0f}" in " ".join(result.stderr.split())
     run = _last_run("place")
     assert run["figures"]["slo_checked"] is False
     assert any("not SLO-checked" in w for w in run["figures"]["warnings"])

@@ -188,6 +188,15 @@ def loop_options(*, max_rounds: int, periods: str, solver: str, node_limit: int,
                        min_history_hours=parse_min_history(min_history), max_growth=parse_max_growth(max_growth))
 
 
+def print_commitments(loop: Any, as_json: bool) -> None:
+    """The plan's reserved commitments over their whole term, beside the horizon's cost (stderr)."""
+    from planner.report.fleet import commitment_sentence
+
+    sentence = commitment_sentence(loop.placement.meta.get("reserved"), loop.cost_usd)
+    if sentence and not as_json:
+        stderr.print(escape(sentence))
+
+
 def print_warnings(result: Any) -> None:
     """Print the run's placement warnings on stderr (the workflow keeps them in the run history)."""
     from planner.workflows.plan import pipeline_warnings
@@ -280,7 +289,9 @@ def plan(
         for r in result.loop.rounds], title=f"Plan loop, {result.loop.policy}: "
                                             f"{'every SLO met' if result.loop.converged else 'SLO STILL MISSED'}",
                   as_json=as_json, written=done.written, converged=result.loop.converged,
-                  cost_usd=round(result.loop.cost_usd, 2), gpus_peak=result.loop.gpus_peak)
+                  cost_usd=round(result.loop.cost_usd, 2), gpus_peak=result.loop.gpus_peak,
+                  reserved_commitments=(result.loop.placement.meta.get("reserved") or {}).get("commitments", []))
+    print_commitments(result.loop, as_json)
     if result.comparison and not as_json:
         print_table(comparison_table(result.comparison).to_dict("records"),
                     title="GPUs and USD each policy needs for the same SLOs")

@@ -71,5 +71,11 @@ def place(
         f"gap {meta.get('gap')}, {meta.get('solve_time_s')} s"
     )
     print_outputs(placed.result.summary_rows(), title=title, as_json=as_json, written=placed.written, meta=meta)
+    if not as_json:
+        from planner.report.fleet import commitment_sentence
+
+        sentence = commitment_sentence(meta.get("reserved"), float(placed.result.plan["usd"].sum()))
+        if sentence:
+            stderr.print(sentence, markup=False)
     for warning in meta["warnings"]:
         stderr.print(f"[yellow]warning:[/] {warning}")

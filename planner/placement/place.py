@@ -200,7 +200,7 @@ def place_plan(
     meta["warnings"] = warnings
     meta["notes"] = notes
     meta["plan_source"] = "best_single_sku" if notes else "search"
-    meta["reserved"] = reserved_terms(inst, scenario.capacity.reserved_term_hours)
+    meta["reserved"] = reserved_terms(inst, scenario.capacity.reserved_term_hours, plan)
     periods_frame = pd.DataFrame({"period": list(inst.periods.labels), "hours": inst.periods.hours,
                                   "first_ts": list(inst.periods.first_ts)})
     return PlacementResult(plan, flows, loads, meta, summary.status, periods_frame)

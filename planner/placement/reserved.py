@@ -6,7 +6,9 @@ hour, paid only while it runs), it pays when it would otherwise run for at least
 p^R / p^D of the term: the *break-even utilisation*. The placement program charges the
 horizon its share of the term and, when the horizon is shorter than the term, lets reserved
 replicas cover only what the forecast sustains through the whole horizon (``problem.py``).
-This module gives the figures the plan JSON and the report show beside the tiers.
+This module gives the figures the plan JSON and the report show beside the tiers, and each
+commitment's total: the plan charges its horizon of ``H`` hours ``H p^R`` per reserved GPU, so
+the whole term of ``T`` hours costs that charge times ``T / H``, whatever the horizon.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
+import pandas as pd
 
 from planner.placement.instance import PlacementInstance
 
@@ -37,8 +40,26 @@ def break_even(inst: PlacementInstance) -> list[dict[str, Any]]:
     return [rows[key] for key in sorted(rows)]
 
 
-def reserved_terms(inst: PlacementInstance, term_hours: int) -> dict[str, Any]:
-    """The plan JSON's ``reserved`` entry: the term against the horizon, the rule applied, the break-even table."""
+def commitments(plan: pd.DataFrame, horizon_hours: float, term_hours: int) -> list[dict[str, Any]]:
+    """Each reserved commitment of ``plan`` per (region, SKU): the GPUs held for the whole term, what the plan's
+    horizon is charged for them, and what the term costs in total (module docstring), sorted by name."""
+    reserved = plan[plan["tier"] == "reserved"]
+    if reserved.empty or horizon_hours <= 0:
+        return []
+    per_period = reserved.groupby(["region", "sku", "period"], sort=True)[["gpus", "usd"]].sum()
+    by = per_period.groupby(["region", "sku"], sort=True).agg(gpus=("gpus", "max"), usd=("usd", "sum"))
+    return [{"region": str(region), "sku": str(sku), "gpus": int(row.gpus), "term_hours": int(term_hours),
+             "horizon_usd": round(float(row.usd), 2),
+             "term_usd": round(float(row.usd) * term_hours / horizon_hours, 2)}
+            for (region, sku), row in by.iterrows()]
+
+
+def reserved_terms(inst: PlacementInstance, term_hours: int, plan: pd.DataFrame) -> dict[str, Any]:
+    """The plan JSON's ``reserved`` entry: the term against the horizon, the rule applied, the break-even table,
+    and the commitments the plan makes with their totals over the term."""
+    made = commitments(plan, float(inst.total_hours), term_hours)
     return {"term_hours": term_hours, "horizon_hours": inst.total_hours,
             "rule": SUSTAINED_RULE if inst.reserved_sustained_only else WHOLE_TERM_RULE,
-            "break_even": break_even(inst)}
+            "break_even": break_even(inst), "commitments": made,
+            "commitments_total_usd": round(sum(c["term_usd"] for c in made), 2),
+            "commitments_gpus": sum(c["gpus"] for c in made)}

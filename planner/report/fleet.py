@@ -271,6 +271,33 @@ def _break_even(section: Section, reserved: Any) -> None:
         f"Rule applied: {reserved.get('rule', NOT_REPORTED)}.")
 
 
+def commitment_sentence(reserved: Any, horizon_usd: float) -> str | None:
+    """The plan's reserved commitments in one sentence: GPUs, term, region and SKU, the term's total beside the
+    horizon's cost (the report's cost section and ``planner plan``'s summary say the same)."""
+    made = reserved.get("commitments") if isinstance(reserved, dict) else None
+    if not made:
+        return None
+    days = float(made[0]["term_hours"]) / 24.0
+    parts = "; ".join(f"{c['gpus']} {c['sku']} in {c['region']} {money(float(c['term_usd']))}" for c in made)
+    return (f"Reserved commitments: {reserved['commitments_gpus']} GPUs for a {days:,.0f}-day term, "
+            f"{money(float(reserved['commitments_total_usd']))} over the term ({parts}), beside "
+            f"{money(horizon_usd)} for this plan's whole horizon: the commitment is paid for the whole term "
+            "whatever the next plans buy.")
+
+
+def _commitments(section: Section, reserved: Any, horizon_usd: float) -> None:
+    sentence = commitment_sentence(reserved, horizon_usd)
+    if sentence is None:
+        return
+    section.paragraphs.append(sentence)
+    section.tables.append(Table("reserved_commitments", "Reserved commitments over their term",
+                                pd.DataFrame(reserved["commitments"]),
+                                "gpus held for the whole term; horizon_usd: this plan's share; term_usd: the term's "
+                                "total (horizon_usd x term_hours / the plan's horizon hours)."))
+    section.facts["reserved_commitments_usd"] = float(reserved["commitments_total_usd"])
+    section.facts["reserved_commitments_gpus"] = int(reserved["commitments_gpus"])
+
+
 def cost_section(inputs: ReportInputs) -> Section:
     section = Section("cost", "Cost by region, SKU and tier")
     if not present(inputs.plan, *PLAN_COLUMNS):
@@ -328,6 +355,7 @@ def cost_section(inputs: ReportInputs) -> Section:
         section.bullets.append("The best single-SKU plan cost less than the plan the search found, and the two "
                                "meet the same constraints: the single-SKU plan was cheaper: returned it.")
     _break_even(section, inputs.plan_meta.get("reserved"))
+    _commitments(section, inputs.plan_meta.get("reserved"), total)
     section.tables += [Table("cost_by_region_sku_tier", "Cost by region, SKU and tier", by,
                              "usd over the plan's horizon; gpus_peak: most GPUs in any period."),
                        Table("cost_vs_bounds", "Plan cost against lower bounds and baselines", refs,

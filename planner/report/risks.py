@@ -40,6 +40,11 @@ Rules (each a row: kind, severity, where, detail):
   the first hour planned is high (``planner report`` stops there unless
   ``--allow-stale-history``); a day or more is medium. The forecast bridges the gap, and
   its error grows with every hour it has not seen.
+* commitment evidence: what the history behind the plan's reserved commitments covers. A
+  commitment is paid for its whole term (a year by default) and rests on the forecast, which
+  rests on the history; with less history than ``EVIDENCE_WEEKS_PER_YEAR`` (8) weeks per year
+  of term it is medium, otherwise info. It states the GPUs, the term's total and the days of
+  history.
 * pipeline: free-text risks passed in by the pipeline (medium).
 """
 
@@ -51,7 +56,7 @@ import pandas as pd
 
 from planner.placement.window import iso_hour
 from planner.report.evidence import slo_table
-from planner.report.inputs import SERIES_KEY, ReportInputs, label, number, pick, present, utc
+from planner.report.inputs import SERIES_KEY, ReportInputs, label, money, number, pick, present, utc
 from planner.report.model import Section, Table
 from planner.report.period import STALE_HISTORY_DAYS, history_gap_days
 
@@ -63,6 +68,9 @@ Q99_COVERAGE_FLOOR = 0.97
 Q99_COVERAGE_HIGH = 0.90
 SEVERITY_RANK = {"high": 0, "medium": 1, "info": 2}
 GOOD_STATUSES = ("optimal", "feasible_within_gap", "feasible")
+EVIDENCE_WEEKS_PER_YEAR = 8
+"""History a reserved commitment needs per year of its term: two months show a trend and a few weekly cycles;
+two weeks show neither."""
 
 
 def _risk(kind: str, severity: str, where: str, detail: str) -> dict[str, str]:
@@ -251,6 +259,26 @@ def history_risks(inputs: ReportInputs) -> list[dict[str, str]]:
                   "demand")]
 
 
+def commitment_risks(inputs: ReportInputs) -> list[dict[str, str]]:
+    """What the history behind the reserved commitments covers (see the module docstring)."""
+    reserved = (inputs.plan_meta.get("reserved") if isinstance(inputs.plan_meta, dict) else None) or {}
+    made = reserved.get("commitments") or []
+    if not made or not present(inputs.history, "ts"):
+        return []
+    stamps = utc(inputs.history["ts"])
+    first, last = stamps.min().floor("h"), stamps.max().floor("h")
+    days = ((last - first) / pd.Timedelta(hours=1) + 1) / 24.0
+    term_days = float(made[0]["term_hours"]) / 24.0
+    needed_days = EVIDENCE_WEEKS_PER_YEAR * 7 * term_days / 365.0
+    short = days < needed_days
+    detail = (f"{reserved.get('commitments_gpus')} GPUs committed for {term_days:,.0f} days "
+              f"({money(number(reserved.get('commitments_total_usd')))} over the term) on {days:,.1f} days of history "
+              f"({iso_hour(first)} to {iso_hour(last)})")
+    detail += (f": under the {needed_days:,.0f} days ({EVIDENCE_WEEKS_PER_YEAR} weeks per year of term) a commitment "
+               "needs; the history cannot show whether this demand lasts the term" if short else "")
+    return [_risk("commitment evidence", "medium" if short else "info", "reserved capacity", detail)]
+
+
 def collect_risks(inputs: ReportInputs, accuracy: Section | None = None) -> tuple[pd.DataFrame, list[str]]:
     """Every risk as a sorted table, plus notes on what could not be checked (``accuracy``: that section, if built)."""
     notes = []
@@ -265,7 +293,8 @@ def collect_risks(inputs: ReportInputs, accuracy: Section | None = None) -> tupl
         notes.append("No forecast metadata was given: fallback and data-quality checks did not run.")
     rows = [*quota, *slo_risks(inputs), *forecast_risks(inputs.forecast_meta), *backtest_risks(inputs.forecast_meta),
             *accuracy_risks(accuracy), *price_risks(inputs.plan_prices), *infeasibility_risks(inputs.plan_meta),
-            *history_risks(inputs), *(_risk("pipeline", "medium", "", str(text)) for text in inputs.risks_extra)]
+            *history_risks(inputs), *commitment_risks(inputs),
+            *(_risk("pipeline", "medium", "", str(text)) for text in inputs.risks_extra)]
     frame = pd.DataFrame(rows, columns=["kind", "severity", "where", "detail"])
     frame = frame.assign(rank=frame["severity"].map(SEVERITY_RANK)).sort_values(
         ["rank", "kind", "where", "detail"], kind="stable").drop(columns="rank").reset_index(drop=True)
@@ -284,10 +313,10 @@ def risks_section(inputs: ReportInputs, accuracy: Section | None = None) -> Sect
     changed = pick(inputs.forecast_meta, "findings", default=[]) or []
     if changed:
         section.paragraphs.append("What the forecast did to the data: " + " ".join(f"{line}." for line in changed))
-    shown = table[table["severity"] != "info"]
+    shown = table[(table["severity"] != "info") | (table["kind"] != "data quality")]
     section.bullets = [f"[{r.severity}] {r.kind}: {r.where + ': ' if r.where else ''}{r.detail}"
                        for r in shown.itertuples(index=False)]
-    info = int((table["severity"] == "info").sum())
+    info = int(((table["severity"] == "info") & (table["kind"] == "data quality")).sum())
     if info:
         section.bullets.append(f"[info] {info} series with data-quality findings (table below).")
     section.paragraphs.append(f"Checks: quota at or above {100 * QUOTA_NEAR_SHARE:.0f} % of its limit, utilisation "
@@ -295,8 +324,8 @@ def risks_section(inputs: ReportInputs, accuracy: Section | None = None) -> Sect
                               "fallbacks, data-quality findings, q99 coverage under "
                               f"{100 * Q99_COVERAGE_FLOOR:.0f} % (in backtest and last month), forecasts that lose "
                               "to the seasonal naive in backtest, catalog prices marked understated that the plan "
-                              "spends on, solver status and infeasibilities, and how stale the history is against "
-                              "the first hour planned.")
+                              "spends on, solver status and infeasibilities, how stale the history is against "
+                              "the first hour planned, and what the history behind reserved commitments covers.")
     section.tables.append(Table("risks", "Risks, most severe first", table))
     section.facts = {"high": int(counts.get("high", 0)), "medium": int(counts.get("medium", 0)),
                      "info": int(counts.get("info", 0))}
