@@ -274,3 +274,14 @@ def test_bounds_and_baselines_show_their_status_and_the_reserved_break_even():
     plain = build_report(small_inputs()).section("cost")
     assert "status" not in plain.table("cost_vs_bounds").frame.columns
     assert not any("returned it" in b for b in plain.bullets)
+
+
+def test_the_forecast_is_compared_with_the_history_that_exists():
+    """48 forecast hours against 48 of the 21 days of history; with only 30 hours of history, those 30, said so."""
+    inputs = small_inputs()
+    full = build_report(inputs).section("forecast").paragraphs[0]
+    assert "against the 48 hours of history before it" in full
+    stamps = pd.to_datetime(inputs.history["ts"], utc=True)
+    short = dataclasses.replace(inputs, history=inputs.history[stamps >= stamps.max() - pd.Timedelta(hours=29)])
+    paragraph = build_report(short).section("forecast").paragraphs[0]
+    assert "against the 30 hours of history before it (all there is; the forecast covers 48)." in paragraph

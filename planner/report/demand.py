@@ -148,6 +148,15 @@ def _backtest_paragraph(forecast_meta: dict[str, Any]) -> str:
             + coverage_text + ".")
 
 
+def _compared_hours(hist: pd.DataFrame, hours: int) -> str:
+    """The history the forecast is compared with: as many hours as it forecasts, or all there is when less."""
+    counts = hist.groupby(["region", "model"]).size().clip(upper=hours) if len(hist) else pd.Series([0])
+    low, high = int(counts.min()), int(counts.max())
+    span = f"the {low:,}" if low == high else f"the {low:,} to {high:,}"
+    return span + " hours of history before it" + ("" if low == hours else
+                                                   f" (all there is; the forecast covers {hours:,})")
+
+
 def forecast_section(inputs: ReportInputs, as_of: pd.Timestamp) -> Section:
     section = Section("forecast", "Demand forecast")
     if not present(inputs.forecast, *SERIES_KEY, "ts", "mean"):
@@ -171,7 +180,7 @@ def forecast_section(inputs: ReportInputs, as_of: pd.Timestamp) -> Section:
     section.paragraphs.append(
         f"Forecast of {measure} per hour for {fc.groupby(list(SERIES_KEY)).ngroups} series, {hours} hours from "
         f"{iso(start)} to {iso(end)}: {total:,.0f} {measure} in total, {pct(change, signed=True)} per hour "
-        f"against the {hours} hours of history before it.")
+        f"against {_compared_hours(hist, hours)}.")
     section.paragraphs.append(_backtest_paragraph(inputs.forecast_meta))
     if fallbacks:
         section.paragraphs.append(f"{len(fallbacks)} series use a seasonal-naive fallback (listed under risks).")
