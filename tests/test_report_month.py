@@ -112,3 +112,19 @@ def test_stale_history_is_a_high_risk_that_says_how_many_days():
     two_days = build_report(month_inputs(history_until("2026-10-30T00:00:00Z"), None))
     frame = two_days.section("risks").table("risks").frame
     assert frame[frame["kind"] == "stale history"]["severity"].tolist() == ["medium"]
+
+
+def test_a_month_long_before_the_newest_history_or_already_begun_is_stated():
+    from planner.report.period import month_notes
+
+    newest = pd.Timestamp("2026-10-31T23:00:00Z")
+    window = month_window("2026-11")
+    assert month_notes("2026-11", window, newest, pd.Timestamp("2026-10-25T09:00:00Z")) == []
+    [began] = month_notes("2026-11", window, newest, pd.Timestamp("2026-11-03T00:00:00Z"))
+    assert began.startswith("2026-11 began before today (2026-11-03)") and "backtest" in began
+    [ended] = month_notes("2026-11", window, newest, pd.Timestamp("2026-12-07T00:00:00Z"))
+    assert ended.startswith("2026-11 ended before today (2026-12-07)")
+    early, past = month_notes("2026-08", month_window("2026-08"), newest, pd.Timestamp("2026-12-07T00:00:00Z"))
+    assert early.startswith("2026-08 starts 92 days before the history's newest hour (2026-10-31T23:00:00Z)")
+    assert "leaves the later hours out" in early and past.startswith("2026-08 ended before today")
+    assert month_notes("2026-10", month_window("2026-10"), newest, pd.Timestamp("2026-09-20T00:00:00Z")) == []

@@ -63,6 +63,23 @@ def check_as_of(as_of: pd.Timestamp, window: PlanningWindow) -> pd.Timestamp:
     return as_of
 
 
+def month_notes(month: str, window: PlanningWindow, newest_hour: pd.Timestamp, today: pd.Timestamp) -> list[str]:
+    """What the terminal says about a month that is not the next one: one planned more than a month before the
+    history's newest hour (the report then plans from the history as it stood, leaving the later hours out), and
+    one that has begun or ended by ``today`` (the clock: a plan for it can no longer be bought in time). The clock is
+    read for this notice only, never for the report's figures."""
+    notes = []
+    ahead = (newest_hour + HOUR - window.start) / DAY
+    if ahead > 31:
+        notes.append(f"{month} starts {ahead:,.0f} days before the history's newest hour ({iso_hour(newest_hour)}): "
+                     "the report plans it from the history as it stood then, and leaves the later hours out")
+    if today >= window.start:
+        state = "ended" if today >= window.end else "began"
+        notes.append(f"{month} {state} before today ({today:%Y-%m-%d}): this is a plan for a month already under way "
+                     "or past, useful as a backtest, too late to buy capacity for")
+    return notes
+
+
 def history_gap_days(history_end: pd.Timestamp, window: PlanningWindow) -> float:
     """Days from the end of the history's last hour (``history_end`` is its start) to the window's first instant."""
     return float((window.start - (history_end + HOUR)) / DAY)

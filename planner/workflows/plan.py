@@ -169,13 +169,15 @@ def report(month: str, scenario_file: Path, history_file: Path, reports: Path, o
 
     ``history_db`` is the run history the previous month's plan and forecast are read from.
     """
+    import pandas as pd
+
     from planner.catalog import load_catalog
     from planner.loop.alternatives import what_would_change
     from planner.loop.compare import parse_policies
     from planner.loop.pipeline import history_as_of, last_history_hour, parse_as_of, run_pipeline
     from planner.report import build_report
     from planner.report.assemble import report_inputs
-    from planner.report.period import check_as_of, check_history_fresh, month_window
+    from planner.report.period import check_as_of, check_history_fresh, month_notes, month_window
     from planner.runs import RunHistory, last_month
     from planner.workflows.report_files import write_report
     from planner.workflows.report_lock import report_lock
@@ -196,8 +198,11 @@ def report(month: str, scenario_file: Path, history_file: Path, reports: Path, o
         hashes = {**scenario_hashes(scenario_file, scenario), "history": file_sha256(history_file)}
         prepare_simulator(announce)
         say = notify or (lambda _text: None)
-        known = history_as_of(read_named(history_file), stamp, where=str(history_file),
-                              month=month if as_of is None else None)
+        frame = read_named(history_file)
+        for note in month_notes(month, window, last_history_hour(frame, where=str(history_file)),
+                                pd.Timestamp(datetime.now(UTC))):
+            (warn or say)(note)
+        known = history_as_of(frame, stamp, where=str(history_file), month=month if as_of is None else None)
         check_history_fresh(last_history_hour(known, where=str(history_file)), window, month,
                             allow_stale=allow_stale_history, where=history_file)
         result = run_pipeline(scenario, known, catalog, profiles, loop, as_of=stamp, compare=policies,
