@@ -6,6 +6,8 @@ from __future__ import annotations
 import time
 from dataclasses import replace
 
+import numpy as np
+import pandas as pd
 import pytest
 from placement_helpers import Case, Region, capacity, catalog, forecast, profiles, scenario_dict, two_region_case
 
@@ -96,6 +98,43 @@ def test_a_term_longer_than_the_horizon_reserves_only_the_sustained_load():
     assert _replicas(year, "on_demand") == {p: 2 for p in list(_replicas(year))[:4]}
     assert year.meta["check"]["ok"]
     assert year.meta["cost_usd"]["total"] > whole.meta["cost_usd"]["total"]
+
+
+def _evidence(steady_rps: float, limited: bool = True) -> dict:
+    return {"history_hours": 336, "needed_hours": 1344, "steady_rps": {MODEL: steady_rps}, "limited": limited,
+            "allowed_by_option": not limited}
+
+
+def test_a_history_short_for_the_term_holds_reserved_replicas_to_its_steady_load():
+    """PEAKY's quietest hour needs 1 replica (1 req/s at 1 per replica); a history that sustained only 0.5 req/s
+    scales that to half a replica: one reserved replica (the floor of 1, and half a replica of load rounds down)."""
+    rules = {"min_replicas_per_pool": 1}
+    year = _place(_l4_case(PEAKY, rules))
+    short = _place(_l4_case(PEAKY, rules), reserved_evidence=_evidence(0.5))
+    assert set(_replicas(year, "reserved").values()) == {2}
+    assert set(_replicas(short, "reserved").values()) == {1}
+    assert set(_replicas(short).values()) == {4, 1}  # the peak on demand, and no idle second replica at night
+    assert short.meta["check"]["ok"]
+    assert "--commit-on-short-history" in short.meta["reserved"]["rule"]
+    assert short.meta["reserved"]["evidence"]["load_scale"] == {MODEL: 0.5}
+    allowed = _place(_l4_case(PEAKY, rules), reserved_evidence=_evidence(0.5, limited=False))
+    assert _replicas(allowed, "reserved") == _replicas(year, "reserved")
+    assert allowed.meta["reserved"]["evidence"]["allowed_by_option"] is True
+
+
+def test_the_history_evidence_is_its_span_and_each_models_steady_rate():
+    from planner.placement.reserved import history_evidence
+
+    hours = pd.date_range("2026-10-01", periods=14 * 24, freq="h", tz="UTC")
+    rate = np.where(np.arange(hours.size) % 24 < 12, 7200.0, 3600.0)  # 2 req/s by day, 1 by night
+    rate[5] = 0.0  # an outage hour does not set the steady load
+    history = pd.DataFrame({"ts": hours.strftime("%Y-%m-%dT%H:%M:%SZ"), "region": "us-east", "model": MODEL,
+                            "traffic_class": "interactive", "requests": rate})
+    short = history_evidence(history, 8760, allow=False)
+    assert short == {"history_hours": 336, "needed_hours": 1344, "steady_rps": {MODEL: 1.0}, "limited": True,
+                     "allowed_by_option": False}
+    assert history_evidence(history, 8760, allow=True)["limited"] is False
+    assert history_evidence(history, 24 * 30, allow=False)["limited"] is False  # 8 weeks a year of a month: 4 days
 
 
 def test_units_with_no_on_demand_offer_may_still_reserve_the_peak():

@@ -155,10 +155,11 @@ def _route_penalty(inst, t: int, serving: tuple[int, ...], tolerant_to: tuple[in
                 a_ub.append(row)
                 b_ub.append(float(count))
     floor = max(inst.redundancy, inst.min_replicas_per_pool, 1)
+    sigma = 1.0 if inst.reserved_load_scale is None else float(inst.reserved_load_scale[m])  # a short history's
     for region, reserved in enumerate(held if held is not None else []):
-        if reserved > 0:  # reserved ≤ steady load + floor, i.e. -load ≤ floor - reserved
-            a_ub.append(np.array([-1.0 / inst.unit_cap_rps[u, k] if inst.unit_region[u] == region and p == 0 else 0.0
-                                  for u, k, p in columns]))
+        if reserved > 0:  # reserved ≤ σ steady load + floor, i.e. -σ load ≤ floor - reserved
+            a_ub.append(np.array([-sigma / inst.unit_cap_rps[u, k] if inst.unit_region[u] == region and p == 0
+                                  else 0.0 for u, k, p in columns]))
             b_ub.append(float(floor - reserved))
     result = linprog(cost, A_ub=np.array(a_ub) if a_ub else None, b_ub=np.array(b_ub) if b_ub else None,
                      A_eq=a_eq, b_eq=demand, bounds=(0, None), method="highs")
@@ -234,6 +235,23 @@ def oracle(inst) -> float:
 @settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow], derandomize=True)
 @given(tiny_cases())
 def test_milp_optimum_equals_exhaustive_search(inst):
+    expected = oracle(inst)
+    summary = solve_instance(inst, backend="highs", time_limit_s=30, gap=0.0, strategy="direct")
+    if math.isinf(expected):
+        assert summary.status.value == "infeasible"
+        return
+    assert summary.status.value == "optimal", summary.message
+    assert summary.objective == pytest.approx(expected, rel=1e-6, abs=1e-6)
+
+
+@pytest.mark.slow
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow], derandomize=True)
+@given(tiny_cases(), st.sampled_from([0.0, 0.5]))
+def test_milp_optimum_equals_exhaustive_search_when_a_short_history_scales_the_sustained_load(inst, sigma):
+    """Reserved replicas held to a share σ of the sustained load (planner/placement/reserved.py): the same optimum."""
+    from dataclasses import replace
+
+    inst = replace(inst, reserved_sustained_only=True, reserved_load_scale=np.full(len(inst.models), sigma))
     expected = oracle(inst)
     summary = solve_instance(inst, backend="highs", time_limit_s=30, gap=0.0, strategy="direct")
     if math.isinf(expected):

@@ -5,9 +5,9 @@ from __future__ import annotations
 import pandas as pd
 import pytest
 
-from planner.placement.reserved import commitments
+from planner.placement.reserved import EVIDENCE_WEEKS_PER_YEAR, commitments
 from planner.report.fleet import commitment_sentence
-from planner.report.risks import EVIDENCE_WEEKS_PER_YEAR, commitment_risks
+from planner.report.risks import commitment_risks
 
 
 def plan_rows() -> pd.DataFrame:
@@ -65,3 +65,14 @@ def test_the_risk_says_what_the_history_covers_and_is_medium_under_eight_weeks_a
     assert f"13 GPUs committed for 365 days ($275,940 over the term) on {days:.1f} days of history" in risk["detail"]
     assert ("under the 56 days" in risk["detail"]) == (severity == "medium")
     assert EVIDENCE_WEEKS_PER_YEAR == 8
+
+
+def test_the_risk_says_when_the_short_history_limited_the_commitment_or_the_option_lifted_it():
+    inputs = _Inputs(14)
+    inputs.plan_meta["reserved"]["evidence"] = {"limited": True, "allowed_by_option": False}
+    [risk] = commitment_risks(inputs)  # type: ignore[arg-type]
+    assert "cover at most each model's steady load in the history" in risk["detail"]
+    assert "--commit-on-short-history lifts that limit" in risk["detail"]
+    inputs.plan_meta["reserved"]["evidence"] = {"limited": False, "allowed_by_option": True}
+    [risk] = commitment_risks(inputs)  # type: ignore[arg-type]
+    assert "--commit-on-short-history allowed reserving beyond" in risk["detail"]

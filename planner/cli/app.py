@@ -326,6 +326,9 @@ MinHistoryOption = Annotated[str, typer.Option(
 MaxGrowthOption = Annotated[float, typer.Option(
     "--max-growth", metavar="MULTIPLE",
     help="Cap every forecast value at this multiple of its series' largest observed hour; each cap is reported.")]
+CommitOnShortHistoryFlag = Annotated[bool, typer.Option(
+    "--commit-on-short-history",
+    help="Reserve beyond the history's steady load even with under 8 weeks of history per year of reserved term.")]
 SetOption = Annotated[list[str] | None, typer.Option(
     "--set", metavar="PATH=VALUE",
     help="Change one scenario field for this run, by its dotted path (list entries by name), e.g. "

@@ -13,6 +13,7 @@ from rich.markup import escape
 from planner.cli import placement_options as limits
 from planner.cli.app import (
     SIM_DURATION,
+    CommitOnShortHistoryFlag,
     DemandScaleOption,
     EngineOption,
     HistogramOption,
@@ -169,7 +170,7 @@ def loop_options(*, max_rounds: int, periods: str, solver: str, node_limit: int,
                  quantile: float | None, sim_duration: str, replications: int, seed: int | None, engine: str,
                  workers: int | None, scheduler: str | None, cache_dir: Path | None,
                  search_settings: bool = True, min_history: str = "7d", pools: bool = True,
-                 max_growth: float = DEFAULT_MAX_GROWTH) -> Any:
+                 max_growth: float = DEFAULT_MAX_GROWTH, commit_on_short_history: bool = False) -> Any:
     """The loop's options, checked (rounds, replications, durations) before any work."""
     from planner.forecast.run import parse_max_growth, parse_min_history
     from planner.sim.work import check_duration, check_replications
@@ -185,7 +186,8 @@ def loop_options(*, max_rounds: int, periods: str, solver: str, node_limit: int,
                        sim_duration_s=check_duration(parse_duration_s(sim_duration)),
                        sim_replications=replications, seed=seed, engine=engine, workers=workers, scheduler=scheduler,
                        cache_dir=cache_dir, search_settings=search_settings, pools=pools,
-                       min_history_hours=parse_min_history(min_history), max_growth=parse_max_growth(max_growth))
+                       min_history_hours=parse_min_history(min_history), max_growth=parse_max_growth(max_growth),
+                       commit_on_short_history=commit_on_short_history)
 
 
 def print_commitments(loop: Any, as_json: bool) -> None:
@@ -257,6 +259,7 @@ def plan(
     pools: PoolsOption = True,
     min_history: MinHistoryOption = "7d",
     max_growth: MaxGrowthOption = DEFAULT_MAX_GROWTH,
+    commit_on_short_history: CommitOnShortHistoryFlag = False,
     engine: EngineOption = "auto",
     workers: WorkersOption = None,
     scheduler: SchedulerOption = None,
@@ -273,7 +276,7 @@ def plan(
                            time_limit=time_limit, gap=gap, quantile=quantile, sim_duration=sim_duration,
                            replications=replications, seed=seed, engine=engine, workers=workers, scheduler=scheduler,
                            cache_dir=cache_dir, search_settings=search_settings, min_history=min_history,
-                           max_growth=max_growth, pools=pools)
+                           max_growth=max_growth, pools=pools, commit_on_short_history=commit_on_short_history)
 
     from planner.loop.compare import comparison_table
     from planner.workflows.plan import plan as plan_workflow

@@ -10,6 +10,7 @@ import typer
 from planner.cli import placement_options as limits
 from planner.cli.app import (
     NO_ROOT_OPTIONS,
+    CommitOnShortHistoryFlag,
     DemandScaleOption,
     EngineOption,
     FrontDoor,
@@ -93,6 +94,7 @@ def report(
     pools: PoolsOption = True,
     min_history: MinHistoryOption = "7d",
     max_growth: MaxGrowthOption = DEFAULT_MAX_GROWTH,
+    commit_on_short_history: CommitOnShortHistoryFlag = False,
     engine: EngineOption = "auto",
     workers: WorkersOption = None,
     scheduler: SchedulerOption = None,
@@ -117,7 +119,7 @@ def report(
                            time_limit=time_limit, gap=gap, quantile=None, sim_duration=sim_duration,
                            replications=replications, seed=seed, engine=engine, workers=workers, scheduler=scheduler,
                            cache_dir=cache_dir, search_settings=search_settings, min_history=min_history,
-                           max_growth=max_growth, pools=pools)
+                           max_growth=max_growth, pools=pools, commit_on_short_history=commit_on_short_history)
 
     from planner.workflows.plan import report as report_workflow
 

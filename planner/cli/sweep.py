@@ -9,6 +9,7 @@ import typer
 
 from planner.cli import placement_options as limits
 from planner.cli.app import (
+    CommitOnShortHistoryFlag,
     DemandScaleOption,
     EngineOption,
     HistogramOption,
@@ -80,6 +81,7 @@ def sweep(
     pools: PoolsOption = True,
     min_history: MinHistoryOption = "7d",
     max_growth: MaxGrowthOption = DEFAULT_MAX_GROWTH,
+    commit_on_short_history: CommitOnShortHistoryFlag = False,
     engine: EngineOption = "auto",
     workers: WorkersOption = None,
     scheduler: SchedulerOption = None,
@@ -102,7 +104,7 @@ def sweep(
                            time_limit=time_limit, gap=gap, quantile=quantile, sim_duration=sim_duration,
                            replications=replications, seed=seed, engine=engine, workers=workers, scheduler=scheduler,
                            cache_dir=cache_dir, search_settings=search_settings, min_history=min_history,
-                           max_growth=max_growth, pools=pools)
+                           max_growth=max_growth, pools=pools, commit_on_short_history=commit_on_short_history)
 
     from planner.workflows.sweep import sweep as sweep_workflow
 

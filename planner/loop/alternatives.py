@@ -109,7 +109,8 @@ def place_alternative(task: AlternativePlacement) -> tuple[float, int] | str:
     try:
         placed = place_plan(task.scenario, task.forecast, task.catalog, task.profiles, capacity=task.capacity,
                             solver=s.solver, node_limit=s.node_limit, time_limit_s=s.time_limit_s, gap=s.gap,
-                            quantile=task.quantile, periods=s.periods, baselines=False, window=task.window)
+                            quantile=task.quantile, periods=s.periods, baselines=False, window=task.window,
+                            reserved_evidence=s.reserved_evidence)
     except InfeasibleError as exc:
         return exc.message.split("\n")[0].rstrip(": ")
     return float(placed.meta["cost_usd"]["total"]), peak_gpus(placed.plan)

@@ -25,6 +25,7 @@ from planner.forecast.run import MAX_HORIZON_HOURS, ForecastResult, forecast_his
 from planner.forecast.scaling import DemandScale, scale_forecast
 from planner.loop.compare import PolicyOutcome, compare_policies
 from planner.loop.run import LoopResult, LoopSettings, Notify, run_loop
+from planner.placement.reserved import history_evidence
 from planner.placement.window import HOUR, PlanningWindow, iso_hour
 from planner.scenario import Scenario
 
@@ -120,6 +121,7 @@ def run_pipeline(scenario: Scenario, history: pd.DataFrame, catalog: Catalog, pr
     ``store`` is the calibration cache (:func:`planner.calibrate.calibrate`).
     """
     known = history_as_of(history, as_of)
+    settings = with_evidence(settings, scenario, known)
     forecast = forecast_for_plan(scenario, known, settings, window=window, notify=notify,
                                  progress=forecast_progress)
     if demand_scales:
@@ -127,6 +129,14 @@ def run_pipeline(scenario: Scenario, history: pd.DataFrame, catalog: Catalog, pr
     return plan_from_forecast(scenario, known, forecast, catalog, profiles, settings, as_of=as_of, compare=compare,
                               histogram=histogram, capacity=capacity, input_hashes=input_hashes, notify=notify,
                               window=window, store=store)
+
+
+def with_evidence(settings: LoopSettings, scenario: Scenario, known: pd.DataFrame) -> LoopSettings:
+    """``settings`` with what the history ``known`` offers a reserved commitment (kept when already read)."""
+    if settings.reserved_evidence is not None:
+        return settings
+    evidence = history_evidence(known, scenario.capacity.reserved_term_hours, settings.commit_on_short_history)
+    return replace(settings, reserved_evidence=evidence)
 
 
 def forecast_for_plan(scenario: Scenario, known: pd.DataFrame, settings: LoopSettings, *,

@@ -84,6 +84,10 @@ class LoopSettings:
     min_history_hours: int = ModelSpec.min_history_hours
     max_growth: float = ModelSpec.max_growth
     """Every forecast value at most this multiple of its series' peak (:mod:`planner.forecast.growth`)."""
+    commit_on_short_history: bool = False
+    """Reserve beyond the history's steady load even when the history is short for the term."""
+    reserved_evidence: dict[str, Any] | None = None
+    """What the history offers a commitment (:func:`planner.placement.reserved.history_evidence`); None: not read."""
 
     def to_dict(self) -> dict[str, Any]:
         return dict(self.__dict__)
@@ -222,7 +226,8 @@ def _place(run: _Inputs, table: pd.DataFrame, number: int,
     placement = place_plan(run.scenario, run.forecast, run.catalog, run.profiles, capacity=table,
                            solver=settings.solver, node_limit=settings.node_limit,
                            time_limit_s=settings.time_limit_s, gap=settings.gap, quantile=settings.quantile,
-                           periods=settings.periods, input_hashes=run.input_hashes, window=run.planning_window)
+                           periods=settings.periods, input_hashes=run.input_hashes, window=run.planning_window,
+                           reserved_evidence=settings.reserved_evidence)
     if placements is not None:
         placements[key] = placement
     return placement

@@ -82,6 +82,8 @@ class PlacementInstance:
     quota_by_period: np.ndarray | None = None  # [r, s, t]: a residual quota that varies by period
     min_replicas_per_pool: int = 1  # replicas of any tier a serving (region, model) keeps in every period
     reserved_sustained_only: bool = False  # the horizon is shorter than the reserved term (``problem.py``)
+    reserved_load_scale: np.ndarray | None = None  # [m] share of the sustained load reserved replicas may cover
+    # (< 1 where a short history shows less than the forecast: ``reserved.py``); None: all of it
     unit_pool_size: np.ndarray | None = None  # [u, J] pool sizes N_j at which a replica carries more (0: none)
     unit_pool_gain: np.ndarray | None = None  # [u, J] g_j = c(N_j) / c(N_0), increasing in j (0: none)
     unit_pool_step: np.ndarray | None = None  # [u, T] a fixed step j per unit and period (-1: below the first);

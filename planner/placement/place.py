@@ -58,7 +58,7 @@ from planner.placement.instance import PlacementInstance, build_instance
 from planner.placement.limits import DEFAULT_NODE_LIMIT, DEFAULT_TIME_LIMIT_S, SafetyNet
 from planner.placement.periods import Demand, demand_from_forecast, parse_periods
 from planner.placement.problem import formulate
-from planner.placement.reserved import reserved_terms
+from planner.placement.reserved import evidence_scale, reserved_terms
 from planner.placement.result import Fleet, PlacementResult, fleet_cost, plan_frames
 from planner.placement.solve import SolveSummary, gpu_use, solve_instance
 from planner.placement.status import SolveStatus, classify
@@ -147,10 +147,12 @@ def place_plan(
     input_hashes: dict[str, str] | None = None,
     baselines: bool = True,
     window: PlanningWindow | None = None,
+    reserved_evidence: dict[str, Any] | None = None,
 ) -> PlacementResult:
     """Place replicas for the forecast; see the module docstring for the order of work.
 
-    The plan covers the scenario's horizon, or exactly ``window``'s hours when given.
+    The plan covers the scenario's horizon, or exactly ``window``'s hours when given. ``reserved_evidence``
+    (:func:`planner.placement.reserved.history_evidence`) limits reserved replicas on a short history.
     """
     _check_solver(solver)
     _check_limits(node_limit, time_limit_s, gap, quantile)
@@ -162,6 +164,9 @@ def place_plan(
     settings = deployment_settings(table, profiles)
     demand = demand_from_forecast(forecast, scenario, level, spec, window=window)
     inst = build_instance(scenario, demand, catalog, profiles, table)
+    if reserved_evidence is not None and reserved_evidence["limited"]:
+        inst = replace(inst, reserved_sustained_only=True,
+                       reserved_load_scale=evidence_scale(inst, reserved_evidence))
     findings = diagnose.precheck(inst)
     if findings:
         diagnose.raise_infeasible(findings)
@@ -200,7 +205,7 @@ def place_plan(
     meta["warnings"] = warnings
     meta["notes"] = notes
     meta["plan_source"] = "best_single_sku" if notes else "search"
-    meta["reserved"] = reserved_terms(inst, scenario.capacity.reserved_term_hours, plan)
+    meta["reserved"] = reserved_terms(inst, scenario.capacity.reserved_term_hours, plan, reserved_evidence)
     periods_frame = pd.DataFrame({"period": list(inst.periods.labels), "hours": inst.periods.hours,
                                   "first_ts": list(inst.periods.first_ts)})
     return PlacementResult(plan, flows, loads, meta, summary.status, periods_frame)

@@ -47,7 +47,7 @@ subject to::
     (quota)      Σ_{u=(r,s,·,·)} g_u (R_u + D_ut + S_ut) ≤ Q_rst    ∀ r,s,t
     (redundancy) Σ_{u=(r,·,·,m)} (R_u + D_ut) ≥ F y_rm             ∀ r,m,t
     (pool)       Σ_{u=(r,·,·,m)} (R_u + D_ut + S_ut) ≥ P v_rmt      ∀ r,m,t  (only when N = 0)
-    (sustained)  Σ_{u∈R^D,(r,·,·,m)} R_u − Σ_{u=(r,·,·,m),k} a_ukt / cap_uk ≤ F
+    (sustained)  Σ_{u∈R^D,(r,·,·,m)} R_u − σ_m Σ_{u=(r,·,·,m),k} a_ukt / cap_uk ≤ F
                                                                     ∀ r,m,t  (when sustained)
     (vub)        f_ormkt ≤ d_omkt y_rm                              ∀ flows
     (cover)      Σ_{r∈E_ok} y_rm ≥ 1                                ∀ o,m,k with demand
@@ -93,6 +93,9 @@ to the horizon's peak hours could commit the whole peak for a year on two weeks 
 evidence. So (sustained) lets a pool's reserved replicas cover only its steady load in
 its quietest period (in replicas at the utilisation cap) plus its floor F: the level the
 forecast sustains through the whole horizon, which is the best evidence of what persists.
+On a history too short for the term the load counted is scaled by σ_m ≤ 1, so that the
+model's quietest period counts no more than the history's steady load
+(``reserved.py``, ``reserved_load_scale``).
 Peaks go to on-demand or spot. Reserved units with no on-demand offer are exempt: reserved
 is their only way to run. (``docs/decisions/0018-reserved-capacity-and-its-term.md``.)
 
@@ -547,7 +550,9 @@ def _sustained_rows(b: _Builder, inst: PlacementInstance, units: np.ndarray, rep
     au, ak, at = a.index["u"], a.index["k"], a.index["t"]
     pair = pair_of[inst.unit_region[au] * n_m + inst.unit_model[au]]
     ok = pair >= 0
-    b.add(rows.start + pair[ok] * T + at[ok], a.start + np.flatnonzero(ok), -1.0 / inst.unit_cap_rps[au[ok], ak[ok]])
+    scale = np.ones(n_m) if inst.reserved_load_scale is None else inst.reserved_load_scale
+    b.add(rows.start + pair[ok] * T + at[ok], a.start + np.flatnonzero(ok),
+          -scale[inst.unit_model[au[ok]]] / inst.unit_cap_rps[au[ok], ak[ok]])
 
 
 def _switching_rows(b: _Builder, inst: PlacementInstance, D: Block) -> None:

@@ -9,6 +9,17 @@ replicas cover only what the forecast sustains through the whole horizon (``prob
 This module gives the figures the plan JSON and the report show beside the tiers, and each
 commitment's total: the plan charges its horizon of ``H`` hours ``H p^R`` per reserved GPU, so
 the whole term of ``T`` hours costs that charge times ``T / H``, whatever the horizon.
+
+A term longer than the evidence. With less history than ``EVIDENCE_WEEKS_PER_YEAR`` weeks per
+year of term, the forecast's sustained load rests on too little to commit a year to it: a
+forecast from two weeks extrapolates two weeks. Then, unless the user allows it
+(``--commit-on-short-history``), reserved replicas cover at most the *history's* steady load
+of each model, ``L_m`` = the 5th percentile of its hourly request rate over the history (all
+origins and classes; a level it kept up 95 % of the time, so an outage hour or a quiet night
+does not set it, and a rate it only reached at peaks does not either). In the program this
+scales the load that (sustained) counts for the model by ``σ_m = min(1, L_m / F_m)``, with
+``F_m`` the model's forecast demand in its quietest period: its quietest period then counts
+no more than ``L_m``.
 """
 
 from __future__ import annotations
@@ -20,9 +31,37 @@ import pandas as pd
 
 from planner.placement.instance import PlacementInstance
 
+EVIDENCE_WEEKS_PER_YEAR = 8
+"""History a reserved commitment needs per year of its term: two months show a trend and several weekly cycles;
+two weeks show neither."""
+STEADY_QUANTILE = 0.05
+SHORT_HISTORY_RULE = ("the history is shorter than {needed:,} hours ({weeks} weeks per year of term): reserved "
+                      "replicas cover at most the history's steady load of each model (its hourly rate's 5th "
+                      "percentile); --commit-on-short-history lifts this limit")
 SUSTAINED_RULE = ("the horizon is shorter than the reserved term: a pool's reserved replicas cover at most its "
                   "lowest steady load over the horizon plus its replica floor")
 WHOLE_TERM_RULE = "the horizon covers the reserved term: the program weighs reserved against on-demand itself"
+
+
+def history_evidence(history: pd.DataFrame, term_hours: int, allow: bool) -> dict[str, Any]:
+    """What the history offers a commitment of ``term_hours``: its span, the span the term needs, each model's
+    steady load (req/s), and whether the limit of the module docstring applies (``limited``)."""
+    stamps = pd.to_datetime(history["ts"], utc=True)
+    span = int((stamps.max() - stamps.min()) / pd.Timedelta(hours=1)) + 1 if len(stamps) else 0
+    needed = int(round(EVIDENCE_WEEKS_PER_YEAR * 168 * term_hours / 8760))
+    hourly = history.assign(hour=stamps).groupby(["model", "hour"])["requests"].sum() / 3600.0
+    steady = {str(m): round(float(rates.quantile(STEADY_QUANTILE)), 6) for m, rates in hourly.groupby(level=0)}
+    return {"history_hours": span, "needed_hours": needed, "steady_rps": steady,
+            "limited": span < needed and not allow, "allowed_by_option": bool(allow and span < needed)}
+
+
+def evidence_scale(inst: PlacementInstance, evidence: dict[str, Any]) -> np.ndarray:
+    """``σ_m`` of the module docstring for each model of ``inst`` (1 for a model the history does not name)."""
+    quietest = inst.demand_rps.sum(axis=(0, 2)).min(axis=1)  # [m] demand in the model's quietest period
+    steady = np.array([evidence["steady_rps"].get(m, np.inf) for m in inst.models], dtype=float)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        scale: np.ndarray = np.where(quietest > 0, np.minimum(1.0, steady / quietest), 1.0)
+    return scale
 
 
 def break_even(inst: PlacementInstance) -> list[dict[str, Any]]:
@@ -54,12 +93,21 @@ def commitments(plan: pd.DataFrame, horizon_hours: float, term_hours: int) -> li
             for (region, sku), row in by.iterrows()]
 
 
-def reserved_terms(inst: PlacementInstance, term_hours: int, plan: pd.DataFrame) -> dict[str, Any]:
+def reserved_terms(inst: PlacementInstance, term_hours: int, plan: pd.DataFrame,
+                   evidence: dict[str, Any] | None = None) -> dict[str, Any]:
     """The plan JSON's ``reserved`` entry: the term against the horizon, the rule applied, the break-even table,
-    and the commitments the plan makes with their totals over the term."""
+    the commitments the plan makes with their totals over the term, and the history's evidence when given."""
     made = commitments(plan, float(inst.total_hours), term_hours)
-    return {"term_hours": term_hours, "horizon_hours": inst.total_hours,
-            "rule": SUSTAINED_RULE if inst.reserved_sustained_only else WHOLE_TERM_RULE,
+    rule = SUSTAINED_RULE if inst.reserved_sustained_only else WHOLE_TERM_RULE
+    extra: dict[str, Any] = {}
+    if evidence is not None:
+        extra["evidence"] = evidence
+        if evidence["limited"]:
+            rule = SHORT_HISTORY_RULE.format(needed=evidence["needed_hours"], weeks=EVIDENCE_WEEKS_PER_YEAR)
+            extra["evidence"] = {**evidence, "load_scale": {m: round(float(s), 6) for m, s in
+                                                            zip(inst.models, evidence_scale(inst, evidence),
+                                                                strict=True)}}
+    return {"term_hours": term_hours, "horizon_hours": inst.total_hours, "rule": rule, **extra,
             "break_even": break_even(inst), "commitments": made,
             "commitments_total_usd": round(sum(c["term_usd"] for c in made), 2),
             "commitments_gpus": sum(c["gpus"] for c in made)}

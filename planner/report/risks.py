@@ -54,6 +54,7 @@ from typing import Any
 
 import pandas as pd
 
+from planner.placement.reserved import EVIDENCE_WEEKS_PER_YEAR
 from planner.placement.window import iso_hour
 from planner.report.evidence import slo_table
 from planner.report.inputs import SERIES_KEY, ReportInputs, label, money, number, pick, present, utc
@@ -68,9 +69,6 @@ Q99_COVERAGE_FLOOR = 0.97
 Q99_COVERAGE_HIGH = 0.90
 SEVERITY_RANK = {"high": 0, "medium": 1, "info": 2}
 GOOD_STATUSES = ("optimal", "feasible_within_gap", "feasible")
-EVIDENCE_WEEKS_PER_YEAR = 8
-"""History a reserved commitment needs per year of its term: two months show a trend and a few weekly cycles;
-two weeks show neither."""
 
 
 def _risk(kind: str, severity: str, where: str, detail: str) -> dict[str, str]:
@@ -276,6 +274,12 @@ def commitment_risks(inputs: ReportInputs) -> list[dict[str, str]]:
               f"({iso_hour(first)} to {iso_hour(last)})")
     detail += (f": under the {needed_days:,.0f} days ({EVIDENCE_WEEKS_PER_YEAR} weeks per year of term) a commitment "
                "needs; the history cannot show whether this demand lasts the term" if short else "")
+    evidence = reserved.get("evidence") or {}
+    if evidence.get("limited"):
+        detail += ("; so reserved replicas cover at most each model's steady load in the history (its hourly "
+                   "rate's 5th percentile), and --commit-on-short-history lifts that limit")
+    elif evidence.get("allowed_by_option"):
+        detail += "; --commit-on-short-history allowed reserving beyond the history's steady load"
     return [_risk("commitment evidence", "medium" if short else "info", "reserved capacity", detail)]
 
 

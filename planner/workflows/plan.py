@@ -62,6 +62,7 @@ class LoopOptions:
     scheduler: str | None = None
     min_history_hours: int | None = None
     max_growth: float = DEFAULT_MAX_GROWTH
+    commit_on_short_history: bool = False
 
 
 def resolve_loop(options: LoopOptions, scenario: Scenario) -> tuple[Settings, LoopSettings]:
@@ -80,7 +81,8 @@ def resolve_loop(options: LoopOptions, scenario: Scenario) -> tuple[Settings, Lo
                         workers=settings.workers, scheduler=settings.scheduler,
                         search_settings=options.search_settings, pools=options.pools,
                         min_history_hours=ModelSpec.min_history_hours if options.min_history_hours is None
-                        else options.min_history_hours, max_growth=options.max_growth)
+                        else options.min_history_hours, max_growth=options.max_growth,
+                        commit_on_short_history=options.commit_on_short_history)
     return settings, loop
 
 
@@ -174,7 +176,7 @@ def report(month: str, scenario_file: Path, history_file: Path, reports: Path, o
     from planner.catalog import load_catalog
     from planner.loop.alternatives import what_would_change
     from planner.loop.compare import parse_policies
-    from planner.loop.pipeline import history_as_of, last_history_hour, parse_as_of, run_pipeline
+    from planner.loop.pipeline import history_as_of, last_history_hour, parse_as_of, run_pipeline, with_evidence
     from planner.report import build_report
     from planner.report.assemble import report_inputs
     from planner.report.period import check_as_of, check_history_fresh, month_notes, month_window
@@ -205,6 +207,7 @@ def report(month: str, scenario_file: Path, history_file: Path, reports: Path, o
         known = history_as_of(frame, stamp, where=str(history_file), month=month if as_of is None else None)
         check_history_fresh(last_history_hour(known, where=str(history_file)), window, month,
                             allow_stale=allow_stale_history, where=history_file)
+        loop = with_evidence(loop, scenario, known)  # the plan and its alternatives weigh the same history
         result = run_pipeline(scenario, known, catalog, profiles, loop, as_of=stamp, compare=policies,
                               histogram=read_histograms(histogram_file), input_hashes=hashes, notify=say,
                               window=window, store=folder_store(settings.cache_dir), demand_scales=what_if.demand)

@@ -44,7 +44,7 @@ def sweep(scenario_file: Path, history_file: Path, out: Path, vary_text: str, op
     """Run the plan loop once per ``--vary`` value on one forecast; write ``sweep.csv``, ``sweep.png`` and
     ``sweep.json`` into ``out`` together."""
     from planner.catalog import load_catalog
-    from planner.loop.pipeline import forecast_for_plan, history_as_of
+    from planner.loop.pipeline import forecast_for_plan, history_as_of, with_evidence
     from planner.loop.sweep import parse_vary, run_sweep, sweep_points
     from planner.placement.capacity import validate_capacity
     from planner.profiles import load_profiles
@@ -68,6 +68,7 @@ def sweep(scenario_file: Path, history_file: Path, out: Path, vary_text: str, op
     profiles = load_profiles(extra=base.profile_paths(scenario_file))
     check_fits_data(base, None, profiles, where=source)  # as `plan` does: validate's error, not an infeasible row
     known = history_as_of(read_named(history_file), None)
+    loop = with_evidence(loop, base, known)
     forecast = forecast_for_plan(base, known, loop, notify=say)
     prepare_simulator(announce)
     say(f"planning {len(points)} values of {vary.path}")
