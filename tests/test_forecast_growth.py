@@ -196,10 +196,13 @@ def test_the_terminal_lines_name_masked_hours_fallbacks_and_caps():
                                                            {"kind": "spike", "hours": 2}], "forecast_findings": []},
     ]
     data, forecast = summary_lines(series)
-    assert data == "data: 18 outage hours masked in 2 series: a (17), b (1)"
+    assert data == ("data: 18 outage hours masked in 2 series: a (17), b (1); "
+                    "2 spike hours kept as demand (check the source) in 1 series: b (2)")
     assert "1 series fell back to a seasonal naive (b)" in forecast
     assert "capped at 2 x their history's peak" in forecast and "a (22.4)" in forecast
-    assert summary_lines([{"series": "c", "data_quality": [{"kind": "spike", "hours": 3}]}]) == []
+    assert summary_lines([{"series": "c", "data_quality": [{"kind": "ends_early", "hours": 3}]}]) == []
+    [spike] = summary_lines([{"series": "c", "data_quality": [{"kind": "spike", "hours": 3}]}])
+    assert spike == "data: 3 spike hours kept as demand (check the source) in 1 series: c (3)"
 
 
 def test_past_the_longest_lead_scored_the_band_keeps_the_width_it_had_within_it():

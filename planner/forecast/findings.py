@@ -7,7 +7,9 @@ hours masked as outages or partial collection (the model never learned them as d
 missing hours filled, series that fell back to a seasonal naive, and forecast values capped
 at the growth limit. This module folds those per-series records into at most two lines, the
 data's and the forecast's, naming up to ``NAMED_SERIES`` series each. Findings that change no
-number (a spike kept as demand, a series that ends early) stay in the metadata and the report.
+number stay in the metadata and the report (a series that ends early), except spikes: an hour
+far above its series' usual level is kept as demand, and a plan sized for a load test or a
+mis-scaled import is worth a line before anything is bought on it.
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ DATA_KINDS = {
     "missing_hours": "missing hours filled",
     "irregular_frequency": "series resampled to hours",
     "leading_zeros_trimmed": "leading zero hours trimmed",
+    "spike": "spike hours kept as demand (check the source)",
 }
 """Data-quality findings that change what the model learns, and how the terminal names them."""
 
