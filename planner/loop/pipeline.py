@@ -82,6 +82,19 @@ def history_as_of(history: pd.DataFrame, as_of: pd.Timestamp | None, where: str 
     return kept
 
 
+def check_as_of_in_history(history: pd.DataFrame, as_of: pd.Timestamp | None, where: str = "history") -> None:
+    """``planner plan --as-of``: a time within the history (up to the hour after its last). Later, the plan would
+    start from the history's end all the same, so an --as-of after it would be silently ignored."""
+    if as_of is None:
+        return
+    last = last_history_hour(history, where=where)
+    if as_of > last + HOUR:
+        raise InputError(f"--as-of {as_of:%Y-%m-%dT%H:%M:%SZ} is after the history's last hour ({iso_hour(last)}): "
+                         "a plan starts from the history's end, so that time would be ignored", where="--as-of",
+                         fix=f"pass an --as-of up to {iso_hour(last + HOUR)}, leave it out, or pass a history that "
+                             "reaches it (planner report bridges up to a week of stale history, and says so)")
+
+
 def last_history_hour(history: pd.DataFrame, where: str = "history") -> pd.Timestamp:
     """The start of the history's last hour (UTC)."""
     stamps = pd.to_datetime(history["ts"].astype(str), utc=True, format="ISO8601", errors="coerce")

@@ -129,7 +129,7 @@ def plan(scenario_file: Path, history_file: Path, out: Path, options: LoopOption
     ``what_if`` changes the scenario (``--set``) and scales the forecast (``--demand-scale``)."""
     from planner.catalog import load_catalog
     from planner.loop.compare import parse_policies
-    from planner.loop.pipeline import parse_as_of, run_pipeline
+    from planner.loop.pipeline import check_as_of_in_history, parse_as_of, run_pipeline
     from planner.placement.capacity import validate_capacity
 
     check_plan_folder(out)
@@ -140,9 +140,11 @@ def plan(scenario_file: Path, history_file: Path, out: Path, options: LoopOption
     what_if.record(run)
     capacity = validate_capacity(read_table(capacity_file), where=capacity_file) if capacity_file else None
     hashes = {**scenario_hashes(scenario_file, scenario), "history": file_sha256(history_file)}
+    history, stamp = read_named(history_file), parse_as_of(as_of)
+    check_as_of_in_history(history, stamp, where=str(history_file))
     prepare_simulator(announce)
-    result = run_pipeline(scenario, read_named(history_file), load_catalog(), profiles, loop,
-                          as_of=parse_as_of(as_of), compare=policies, capacity=capacity,
+    result = run_pipeline(scenario, history, load_catalog(), profiles, loop,
+                          as_of=stamp, compare=policies, capacity=capacity,
                           histogram=read_histograms(histogram_file), input_hashes=hashes, notify=notify,
                           store=folder_store(settings.cache_dir), demand_scales=what_if.demand)
     written = write_plan_run(result, loop, out)
