@@ -7,7 +7,8 @@ hours masked as outages or partial collection (the model never learned them as d
 missing hours filled, series that fell back to a seasonal naive, and forecast values capped
 at the growth limit. This module folds those per-series records into at most two lines, the
 data's and the forecast's, naming up to ``NAMED_SERIES`` series each. Findings that change no
-number (a spike kept as demand, a series that ends early) stay in the metadata and the report.
+number (a spike kept as demand, partly collected hours kept with ``--partial-hours keep``, a
+series that ends early) stay in the metadata and the report.
 """
 
 from __future__ import annotations
@@ -42,7 +43,7 @@ def data_line(series_meta: list[dict[str, Any]]) -> str | None:
     for entry in series_meta:
         for finding in entry.get("data_quality") or []:
             kind = finding.get("kind")
-            if kind in DATA_KINDS:
+            if kind in DATA_KINDS and finding.get("partial_hours") != "keep":  # kept hours change no number
                 by_kind[kind][str(entry["series"])] = float(finding.get("hours") or finding.get("rows") or 0)
     if not by_kind:
         return None
