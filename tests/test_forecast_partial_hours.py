@@ -3,12 +3,15 @@ confused with a daily trough, a weekly dip or a ramp; the flagged counts on real
 
 from __future__ import annotations
 
+import json
 from dataclasses import replace
 
 import numpy as np
 import pandas as pd
 import pytest
+from typer.testing import CliRunner
 
+from planner import cli
 from planner.forecast.findings import summary_lines
 from planner.forecast.model import ModelSpec
 from planner.forecast.quality import HOUR_NS, PARTIAL_FRACTION, clean_series
@@ -18,6 +21,8 @@ from planner.forecast.synthetic import START, Truth, hourly_stamps, synthetic_se
 T0 = int(START.value)
 INJECTED = (200, 263, 331, 402, 478, 545)
 """Hours of the injected partial hours: past the first week, none a day or a week from another."""
+
+runner = CliRunner()
 
 
 def stamps_ns(n: int) -> np.ndarray:
@@ -184,3 +189,19 @@ def test_real_and_demo_histories_flag_the_measured_counts(repo_root) -> None:
     assert flagged(azure(repo_root)) == 0
     assert flagged(pd.read_parquet(repo_root / "data/history/demo_history.parquet")) == 26
 
+
+# --------------------------------------------------------------------------- CLI
+def test_the_cli_option_masks_by_default_and_keeps_on_request(tmp_path) -> None:
+    values = with_partial_hours(series(24 * 21), (200, 263, 331))
+    pd.DataFrame({"ts": hourly_stamps(values.size), "region": "eu-west", "model": "m", "traffic_class": "chat",
+                  "requests": values}).to_csv(tmp_path / "x.csv", index=False)
+    for choice, line in (("mask", True), ("keep", False)):
+        out = tmp_path / choice / "f.csv"
+        args = ["forecast", str(tmp_path / "x.csv"), "--out", str(out), "--horizon", "24h", "--engine", "local"]
+        result = runner.invoke(cli.app, [*args, "--partial-hours", choice] if choice == "keep" else args)
+        assert result.exit_code == 0, result.output
+        meta = json.loads(out.with_name("f.meta.json").read_text())
+        assert meta["parameters"]["model_spec"]["partial_hours"] == choice
+        finding = partial(meta["series"][0]["data_quality"])
+        assert finding is not None and finding["partial_hours"] == choice and finding["hours"] == 3
+        assert ("3 partly collected hours masked in 1 series" in " ".join(result.output.split())) is line

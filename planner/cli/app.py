@@ -326,6 +326,10 @@ MinHistoryOption = Annotated[str, typer.Option(
 MaxGrowthOption = Annotated[float, typer.Option(
     "--max-growth", metavar="MULTIPLE",
     help="Cap every forecast value at this multiple of its series' largest observed hour; each cap is reported.")]
+PartialHoursOption = Annotated[str, typer.Option(
+    "--partial-hours", metavar="mask|keep",
+    help="Hours that look partly collected (below 60% of the hour before, the hour after and the same hour a week "
+         "earlier): mask them like outages (not learned as demand) or keep them as demand; either way reported.")]
 SetOption = Annotated[list[str] | None, typer.Option(
     "--set", metavar="PATH=VALUE",
     help="Change one scenario field for this run, by its dotted path (list entries by name), e.g. "

@@ -17,6 +17,7 @@ from planner.cli.app import (
     JsonFlag,
     MaxGrowthOption,
     MinHistoryOption,
+    PartialHoursOption,
     SchedulerOption,
     SeedOption,
     SetOption,
@@ -93,6 +94,7 @@ def report(
     pools: PoolsOption = True,
     min_history: MinHistoryOption = "7d",
     max_growth: MaxGrowthOption = DEFAULT_MAX_GROWTH,
+    partial_hours: PartialHoursOption = "mask",
     engine: EngineOption = "auto",
     workers: WorkersOption = None,
     scheduler: SchedulerOption = None,
@@ -117,7 +119,7 @@ def report(
                            time_limit=time_limit, gap=gap, quantile=None, sim_duration=sim_duration,
                            replications=replications, seed=seed, engine=engine, workers=workers, scheduler=scheduler,
                            cache_dir=cache_dir, search_settings=search_settings, min_history=min_history,
-                           max_growth=max_growth, pools=pools)
+                           max_growth=max_growth, partial_hours=partial_hours, pools=pools)
 
     from planner.workflows.plan import report as report_workflow
 

@@ -15,6 +15,7 @@ from planner.cli.app import (
     JsonFlag,
     MaxGrowthOption,
     MinHistoryOption,
+    PartialHoursOption,
     SchedulerOption,
     SeedOption,
     SetOption,
@@ -80,6 +81,7 @@ def sweep(
     pools: PoolsOption = True,
     min_history: MinHistoryOption = "7d",
     max_growth: MaxGrowthOption = DEFAULT_MAX_GROWTH,
+    partial_hours: PartialHoursOption = "mask",
     engine: EngineOption = "auto",
     workers: WorkersOption = None,
     scheduler: SchedulerOption = None,
@@ -102,7 +104,7 @@ def sweep(
                            time_limit=time_limit, gap=gap, quantile=quantile, sim_duration=sim_duration,
                            replications=replications, seed=seed, engine=engine, workers=workers, scheduler=scheduler,
                            cache_dir=cache_dir, search_settings=search_settings, min_history=min_history,
-                           max_growth=max_growth, pools=pools)
+                           max_growth=max_growth, partial_hours=partial_hours, pools=pools)
 
     from planner.workflows.sweep import sweep as sweep_workflow
 

@@ -84,6 +84,8 @@ class LoopSettings:
     min_history_hours: int = ModelSpec.min_history_hours
     max_growth: float = ModelSpec.max_growth
     """Every forecast value at most this multiple of its series' peak (:mod:`planner.forecast.growth`)."""
+    partial_hours: str = ModelSpec.partial_hours
+    """Partly collected history hours: ``mask`` (not learned as demand) or ``keep`` (``planner.forecast.quality``)."""
 
     def to_dict(self) -> dict[str, Any]:
         return dict(self.__dict__)

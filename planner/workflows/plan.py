@@ -62,6 +62,7 @@ class LoopOptions:
     scheduler: str | None = None
     min_history_hours: int | None = None
     max_growth: float = DEFAULT_MAX_GROWTH
+    partial_hours: str = "mask"
 
 
 def resolve_loop(options: LoopOptions, scenario: Scenario) -> tuple[Settings, LoopSettings]:
@@ -80,7 +81,8 @@ def resolve_loop(options: LoopOptions, scenario: Scenario) -> tuple[Settings, Lo
                         workers=settings.workers, scheduler=settings.scheduler,
                         search_settings=options.search_settings, pools=options.pools,
                         min_history_hours=ModelSpec.min_history_hours if options.min_history_hours is None
-                        else options.min_history_hours, max_growth=options.max_growth)
+                        else options.min_history_hours, max_growth=options.max_growth,
+                        partial_hours=options.partial_hours)
     return settings, loop
 
 
