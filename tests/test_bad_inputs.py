@@ -593,6 +593,13 @@ CASES = [
     BadInput("report: --seed -1",
              lambda d: ["report", "--month", "2026-11", "--scenario", _demo(), "--history", _file(d, "h.csv"),
                         "--reports", "reports", "--seed", "-1"], mentions=("--seed",)),
+    BadInput("forecast: --partial-hours drop",
+             lambda d: ["forecast", _file(d, "h.csv"), "--out", "f.csv", "--partial-hours", "drop"],
+             mentions=("--partial-hours", "drop", "mask", "keep"), earlier=("f.csv", "f.meta.json")),
+    BadInput("report: --partial-hours drop",
+             lambda d: ["report", "--month", "2026-11", "--scenario", _demo(), "--history", _file(d, "h.csv"),
+                        "--reports", "reports", "--partial-hours", "drop"],
+             mentions=("--partial-hours", "drop", "mask", "keep")),
     BadInput("history: --limit 99999999999999999999",
              lambda d: ["history", "--limit", "99999999999999999999"], mentions=("--limit",)),
 ]

@@ -329,6 +329,10 @@ MaxGrowthOption = Annotated[float, typer.Option(
 CommitOnShortHistoryFlag = Annotated[bool, typer.Option(
     "--commit-on-short-history",
     help="Reserve beyond the history's steady load even with under 8 weeks of history per year of reserved term.")]
+PartialHoursOption = Annotated[str, typer.Option(
+    "--partial-hours", metavar="mask|keep",
+    help="Hours that look partly collected (below 60% of the hour before, the hour after and the same hour a week "
+         "earlier): mask them like outages (not learned as demand) or keep them as demand; either way reported.")]
 SetOption = Annotated[list[str] | None, typer.Option(
     "--set", metavar="PATH=VALUE",
     help="Change one scenario field for this run, by its dotted path (list entries by name), e.g. "

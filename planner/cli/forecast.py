@@ -13,6 +13,7 @@ from planner.cli.app import (
     JsonFlag,
     MaxGrowthOption,
     MinHistoryOption,
+    PartialHoursOption,
     SchedulerOption,
     WorkersOption,
     app,
@@ -56,6 +57,7 @@ def forecast(
     seed: Annotated[int, typer.Option(help="Seed recorded with the run.")] = 0,
     min_history: MinHistoryOption = "7d",
     max_growth: MaxGrowthOption = DEFAULT_MAX_GROWTH,
+    partial_hours: PartialHoursOption = "mask",
     as_json: JsonFlag = False,
     run: RunContext | None = None,
 ) -> None:
@@ -69,7 +71,13 @@ def forecast(
                 folders={"--plots": plots})
     check_engine_options(engine, scheduler, workers)
 
-    from planner.forecast.run import parse_horizon, parse_max_growth, parse_min_history, parse_quantiles
+    from planner.forecast.run import (
+        parse_horizon,
+        parse_max_growth,
+        parse_min_history,
+        parse_partial_hours,
+        parse_quantiles,
+    )
     from planner.workflows.forecast import ForecastOptions
     from planner.workflows.forecast import forecast as forecast_workflow
 
@@ -77,7 +85,8 @@ def forecast(
     options = ForecastOptions(horizon_hours=horizon_hours, quantiles=parse_quantiles(quantiles), measure=measure,
                               seed=seed, engine=engine, workers=workers, scheduler=scheduler,
                               min_history_hours=parse_min_history(min_history),
-                              max_growth=parse_max_growth(max_growth))
+                              max_growth=parse_max_growth(max_growth),
+                              partial_hours=parse_partial_hours(partial_hours))
     with progress_bar("Fitting series", console=stderr) as advance:
         done = forecast_workflow(history, out, meta_path, options, plots_dir=plots, progress=advance,
                                  run=run)

@@ -21,6 +21,7 @@ from planner.cli.app import (
     MaxGrowthOption,
     MinHistoryOption,
     OldDurationOption,
+    PartialHoursOption,
     SchedulerOption,
     SeedOption,
     SetOption,
@@ -170,9 +171,10 @@ def loop_options(*, max_rounds: int, periods: str, solver: str, node_limit: int,
                  quantile: float | None, sim_duration: str, replications: int, seed: int | None, engine: str,
                  workers: int | None, scheduler: str | None, cache_dir: Path | None,
                  search_settings: bool = True, min_history: str = "7d", pools: bool = True,
-                 max_growth: float = DEFAULT_MAX_GROWTH, commit_on_short_history: bool = False) -> Any:
+                 max_growth: float = DEFAULT_MAX_GROWTH, partial_hours: str = "mask",
+                 commit_on_short_history: bool = False) -> Any:
     """The loop's options, checked (rounds, replications, durations) before any work."""
-    from planner.forecast.run import parse_max_growth, parse_min_history
+    from planner.forecast.run import parse_max_growth, parse_min_history, parse_partial_hours
     from planner.sim.work import check_duration, check_replications
     from planner.workflows.plan import LoopOptions
 
@@ -187,6 +189,7 @@ def loop_options(*, max_rounds: int, periods: str, solver: str, node_limit: int,
                        sim_replications=replications, seed=seed, engine=engine, workers=workers, scheduler=scheduler,
                        cache_dir=cache_dir, search_settings=search_settings, pools=pools,
                        min_history_hours=parse_min_history(min_history), max_growth=parse_max_growth(max_growth),
+                       partial_hours=parse_partial_hours(partial_hours),
                        commit_on_short_history=commit_on_short_history)
 
 
@@ -260,6 +263,7 @@ def plan(
     min_history: MinHistoryOption = "7d",
     max_growth: MaxGrowthOption = DEFAULT_MAX_GROWTH,
     commit_on_short_history: CommitOnShortHistoryFlag = False,
+    partial_hours: PartialHoursOption = "mask",
     engine: EngineOption = "auto",
     workers: WorkersOption = None,
     scheduler: SchedulerOption = None,
@@ -276,7 +280,8 @@ def plan(
                            time_limit=time_limit, gap=gap, quantile=quantile, sim_duration=sim_duration,
                            replications=replications, seed=seed, engine=engine, workers=workers, scheduler=scheduler,
                            cache_dir=cache_dir, search_settings=search_settings, min_history=min_history,
-                           max_growth=max_growth, pools=pools, commit_on_short_history=commit_on_short_history)
+                           max_growth=max_growth, partial_hours=partial_hours, pools=pools,
+                           commit_on_short_history=commit_on_short_history)
 
     from planner.loop.compare import comparison_table
     from planner.workflows.plan import plan as plan_workflow

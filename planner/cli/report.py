@@ -18,6 +18,7 @@ from planner.cli.app import (
     JsonFlag,
     MaxGrowthOption,
     MinHistoryOption,
+    PartialHoursOption,
     SchedulerOption,
     SeedOption,
     SetOption,
@@ -95,6 +96,7 @@ def report(
     min_history: MinHistoryOption = "7d",
     max_growth: MaxGrowthOption = DEFAULT_MAX_GROWTH,
     commit_on_short_history: CommitOnShortHistoryFlag = False,
+    partial_hours: PartialHoursOption = "mask",
     engine: EngineOption = "auto",
     workers: WorkersOption = None,
     scheduler: SchedulerOption = None,
@@ -119,7 +121,8 @@ def report(
                            time_limit=time_limit, gap=gap, quantile=None, sim_duration=sim_duration,
                            replications=replications, seed=seed, engine=engine, workers=workers, scheduler=scheduler,
                            cache_dir=cache_dir, search_settings=search_settings, min_history=min_history,
-                           max_growth=max_growth, pools=pools, commit_on_short_history=commit_on_short_history)
+                           max_growth=max_growth, partial_hours=partial_hours, pools=pools,
+                           commit_on_short_history=commit_on_short_history)
 
     from planner.workflows.plan import report as report_workflow
 

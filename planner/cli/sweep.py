@@ -16,6 +16,7 @@ from planner.cli.app import (
     JsonFlag,
     MaxGrowthOption,
     MinHistoryOption,
+    PartialHoursOption,
     SchedulerOption,
     SeedOption,
     SetOption,
@@ -82,6 +83,7 @@ def sweep(
     min_history: MinHistoryOption = "7d",
     max_growth: MaxGrowthOption = DEFAULT_MAX_GROWTH,
     commit_on_short_history: CommitOnShortHistoryFlag = False,
+    partial_hours: PartialHoursOption = "mask",
     engine: EngineOption = "auto",
     workers: WorkersOption = None,
     scheduler: SchedulerOption = None,
@@ -104,7 +106,8 @@ def sweep(
                            time_limit=time_limit, gap=gap, quantile=quantile, sim_duration=sim_duration,
                            replications=replications, seed=seed, engine=engine, workers=workers, scheduler=scheduler,
                            cache_dir=cache_dir, search_settings=search_settings, min_history=min_history,
-                           max_growth=max_growth, pools=pools, commit_on_short_history=commit_on_short_history)
+                           max_growth=max_growth, partial_hours=partial_hours, pools=pools,
+                           commit_on_short_history=commit_on_short_history)
 
     from planner.workflows.sweep import sweep as sweep_workflow
 

@@ -7,9 +7,10 @@ hours masked as outages or partial collection (the model never learned them as d
 missing hours filled, series that fell back to a seasonal naive, and forecast values capped
 at the growth limit. This module folds those per-series records into at most two lines, the
 data's and the forecast's, naming up to ``NAMED_SERIES`` series each. Findings that change no
-number stay in the metadata and the report (a series that ends early), except spikes: an hour
-far above its series' usual level is kept as demand, and a plan sized for a load test or a
-mis-scaled import is worth a line before anything is bought on it.
+number stay in the metadata and the report (a series that ends early), except hours kept as
+demand that look wrong: a spike far above its series' usual level, or partly collected hours
+kept with ``--partial-hours keep``; a plan sized for a load test, a mis-scaled import or a
+collection gap is worth a line before anything is bought on it.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ NAMED_SERIES = 3
 DATA_KINDS = {
     "outage": "outage hours masked",
     "partial_hour": "partly collected hours masked",
+    "partial_hour_kept": "partly collected hours kept as demand (--partial-hours keep)",
     "missing_hours": "missing hours filled",
     "irregular_frequency": "series resampled to hours",
     "leading_zeros_trimmed": "leading zero hours trimmed",
@@ -45,6 +47,8 @@ def data_line(series_meta: list[dict[str, Any]]) -> str | None:
     for entry in series_meta:
         for finding in entry.get("data_quality") or []:
             kind = finding.get("kind")
+            if kind == "partial_hour" and finding.get("partial_hours") == "keep":
+                kind = "partial_hour_kept"
             if kind in DATA_KINDS:
                 by_kind[kind][str(entry["series"])] = float(finding.get("hours") or finding.get("rows") or 0)
     if not by_kind:

@@ -82,8 +82,10 @@ class ModelSpec:
     """Settings of the forecast step: the history a series needs before it gets the selected
     forecaster (``min_history_hours``), the harmonic model's search space and budgets, and the
     multiple of its history's peak no forecast value may exceed (``max_growth``,
-    :mod:`planner.forecast.growth`). ``max_growth_factor`` is the harmonic and decomposition models'
-    own sanity check: a median path above it is a failed fit, not a forecast.
+    :mod:`planner.forecast.growth`), and whether partly collected hours are masked or kept as
+    demand (``partial_hours``: ``"mask"`` or ``"keep"``, :mod:`planner.forecast.quality` rule 6b).
+    ``max_growth_factor`` is the harmonic and decomposition models' own sanity check: a median
+    path above it is a failed fit, not a forecast.
 
     The defaults and their measurements: ``docs/decisions/0004-forecast-harmonic-regression-with-arma-errors.md``.
     """
@@ -101,6 +103,7 @@ class ModelSpec:
     maxiter: int = 50
     max_growth_factor: float = 10.0
     max_growth: float = DEFAULT_MAX_GROWTH
+    partial_hours: str = "mask"
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -115,6 +118,7 @@ class ModelSpec:
             "maxiter": self.maxiter,
             "max_growth_factor": self.max_growth_factor,
             "max_growth": self.max_growth,
+            "partial_hours": self.partial_hours,
         }
 
 

@@ -48,7 +48,14 @@ from planner.forecast.forecaster import Forecaster, SeriesForecast, SeriesHistor
 from planner.forecast.growth import check_max_growth, growth_findings
 from planner.forecast.history_input import DEFAULT_SOURCE, KEY_COLUMNS, validated_history
 from planner.forecast.model import ModelSpec
-from planner.forecast.quality import HOUR_NS, CleanSeries, clean_series, format_ts
+from planner.forecast.quality import (
+    HOUR_NS,
+    PARTIAL_HOURS_CHOICES,
+    CleanSeries,
+    check_partial_hours,
+    clean_series,
+    format_ts,
+)
 from planner.forecast.registry import DEFAULT_FORECASTER, make_forecaster
 from planner.forecast.selection import SelectingForecaster
 from planner.sources import source_of
@@ -94,6 +101,16 @@ def parse_max_growth(value: float) -> float:
         raise InputError(problem, where="--max-growth",
                          fix=f"pass a multiple of 1 or more, e.g. --max-growth 3 (default {DEFAULT_MAX_GROWTH:g})")
     return float(value)
+
+
+def parse_partial_hours(value: str) -> str:
+    """``--partial-hours``: ``mask`` or ``keep`` (InputError otherwise)."""
+    problem = check_partial_hours(value)
+    if problem:
+        raise InputError(problem, where="--partial-hours",
+                         fix=f"pass --partial-hours {' or --partial-hours '.join(PARTIAL_HOURS_CHOICES)} "
+                             "(default mask: a partly collected hour is not learned as demand)")
+    return value
 
 
 def parse_quantiles(text: str) -> list[float]:
@@ -204,20 +221,24 @@ def _start_hour(clean: CleanSeries) -> int:
     return int(clean.start.value // HOUR_NS)
 
 
-def clean_history(history: pd.DataFrame, measure: str = "requests") -> list[tuple[tuple[str, str, str], CleanSeries]]:
-    """Validate ``history`` and run the data-quality pass on every series, in sorted key order.
+def clean_history(history: pd.DataFrame, measure: str = "requests",
+                  partial_hours: str = "mask") -> list[tuple[tuple[str, str, str], CleanSeries]]:
+    """Validate ``history`` and run the data-quality pass on every series, in sorted key order;
+    ``partial_hours`` (``mask`` or ``keep``) says what happens to partly collected hours.
 
     Raises InputError for a missing column, an unparsable timestamp, a negative or
-    non-numeric value, a duplicate timestamp or a coarser-than-hourly series.
+    non-numeric value, a duplicate timestamp, a coarser-than-hourly series or an unknown
+    ``partial_hours``.
     """
     if measure not in MEASURES:
         raise InputError(f"unknown measure '{measure}'", where="--measure", fix=f"use one of {', '.join(MEASURES)}")
+    parse_partial_hours(partial_hours)
     frame = validated_history(history, measure)
     source = source_of(history, DEFAULT_SOURCE)
     cleaned = []
     for key, group in frame.groupby(list(KEY_COLUMNS), sort=True, observed=True):
         try:
-            clean = clean_series("/".join(key), group["ts_ns"].to_numpy(), group["value"].to_numpy())
+            clean = clean_series("/".join(key), group["ts_ns"].to_numpy(), group["value"].to_numpy(), partial_hours)
         except InputError as exc:  # a series-level problem (duplicate or coarse timestamps): name the file too
             raise InputError(exc.message, where=f"{source}, {exc.where}", fix=exc.fix) from None
         cleaned.append(((str(key[0]), str(key[1]), str(key[2])), clean))
@@ -242,8 +263,9 @@ def forecast_history(history: pd.DataFrame, *, horizon_hours: int, quantiles: li
     ``processes``, ``dask`` or ``auto``; ``scheduler`` is a Dask scheduler address for
     ``dask``); they never change the output. ``progress(done, total)`` is called per series.
     ``spec``: the forecast settings (``ModelSpec()`` by default): the history a series needs
-    before it gets the forecaster rather than the seasonal naive, and the harmonic model's
-    search space. ``forecaster``: a name in ``planner.forecast.registry.FORECASTERS``.
+    before it gets the forecaster rather than the seasonal naive, the harmonic model's
+    search space, and whether partly collected hours are masked. ``forecaster``: a name in
+    ``planner.forecast.registry.FORECASTERS``.
     Raises InputError for invalid input; model failures become visible fallbacks.
     """
     if not 1 <= int(horizon_hours) <= MAX_HORIZON_HOURS:
@@ -253,7 +275,7 @@ def forecast_history(history: pd.DataFrame, *, horizon_hours: int, quantiles: li
     levels = parse_quantiles(",".join(repr(float(q)) for q in quantiles))
     spec = spec or ModelSpec()
     model = make_forecaster(forecaster, spec)
-    series = clean_history(history, measure)
+    series = clean_history(history, measure, spec.partial_hours)
     global_end = max(_start_hour(clean) + clean.n_hours - 1 for _, clean in series)
     tasks = [_series_task(key, clean, global_end, horizon_hours, levels, model, spec, backtest)
              for key, clean in series]

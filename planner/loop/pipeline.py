@@ -163,7 +163,8 @@ def forecast_for_plan(scenario: Scenario, known: pd.DataFrame, settings: LoopSet
                               backtest=True, seed=settings.seed, engine=settings.engine,
                               workers=settings.workers, scheduler=settings.scheduler, progress=progress,
                               spec=ModelSpec(min_history_hours=settings.min_history_hours,
-                                             max_growth=settings.max_growth))
+                                             max_growth=settings.max_growth,
+                                             partial_hours=settings.partial_hours))
     for line in result.metadata["findings"]:  # what the forecast did to the data, before anything is bought on it
         say(line)
     return result

@@ -88,6 +88,8 @@ class LoopSettings:
     """Reserve beyond the history's steady load even when the history is short for the term."""
     reserved_evidence: dict[str, Any] | None = None
     """What the history offers a commitment (:func:`planner.placement.reserved.history_evidence`); None: not read."""
+    partial_hours: str = ModelSpec.partial_hours
+    """Partly collected history hours: ``mask`` (not learned as demand) or ``keep`` (``planner.forecast.quality``)."""
 
     def to_dict(self) -> dict[str, Any]:
         return dict(self.__dict__)

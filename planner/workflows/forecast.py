@@ -32,13 +32,17 @@ class ForecastOptions:
     scheduler: str | None = None
     min_history_hours: int | None = None
     max_growth: float | None = None
+    partial_hours: str = "mask"
 
 
-def model_spec(min_history_hours: int | None, max_growth: float | None = None) -> ModelSpec:
-    """The forecast settings with the run's minimum history and growth limit (the defaults when not given)."""
+def model_spec(min_history_hours: int | None, max_growth: float | None = None,
+               partial_hours: str = "mask") -> ModelSpec:
+    """The forecast settings with the run's minimum history, growth limit and partial-hour choice (the
+    defaults when not given)."""
     from planner.forecast.model import ModelSpec
 
-    spec = ModelSpec() if min_history_hours is None else ModelSpec(min_history_hours=min_history_hours)
+    spec = ModelSpec(partial_hours=partial_hours)
+    spec = spec if min_history_hours is None else replace(spec, min_history_hours=min_history_hours)
     return spec if max_growth is None else replace(spec, max_growth=max_growth)
 
 
@@ -60,7 +64,8 @@ def forecast(history_file: Path, out: Path, meta_path: Path, options: ForecastOp
     result = forecast_history(frame, horizon_hours=options.horizon_hours, quantiles=options.quantiles,
                               measure=options.measure, backtest=True, seed=settings.seed, engine=settings.engine,
                               workers=settings.workers, scheduler=settings.scheduler, progress=progress,
-                              spec=model_spec(options.min_history_hours, options.max_growth))
+                              spec=model_spec(options.min_history_hours, options.max_growth,
+                                              options.partial_hours))
     result.metadata["inputs"] = {"history": str(history_file), "history_sha256": file_sha256(history_file)}
     with staged_outputs() as outputs:  # the forecast, its metadata and the plots: all or none
         written = [outputs.write_table(out, result.forecast), outputs.write_json(meta_path, result.metadata)]

@@ -63,6 +63,7 @@ class LoopOptions:
     min_history_hours: int | None = None
     max_growth: float = DEFAULT_MAX_GROWTH
     commit_on_short_history: bool = False
+    partial_hours: str = "mask"
 
 
 def resolve_loop(options: LoopOptions, scenario: Scenario) -> tuple[Settings, LoopSettings]:
@@ -82,7 +83,7 @@ def resolve_loop(options: LoopOptions, scenario: Scenario) -> tuple[Settings, Lo
                         search_settings=options.search_settings, pools=options.pools,
                         min_history_hours=ModelSpec.min_history_hours if options.min_history_hours is None
                         else options.min_history_hours, max_growth=options.max_growth,
-                        commit_on_short_history=options.commit_on_short_history)
+                        commit_on_short_history=options.commit_on_short_history, partial_hours=options.partial_hours)
     return settings, loop
 
 
