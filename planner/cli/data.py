@@ -308,10 +308,17 @@ def profiles_fit(
     out: Annotated[Path, typer.Option("--out", "-o", help="Profile file to write (.csv or .parquet), one row; "
                                                          "a scenario's `profiles = [...]` reads it.")],
     engine: ServingEngineOption = "vllm",
+    accept_outlier: Annotated[bool, typer.Option(
+        "--accept-outlier", help="Fit step times more than 10 x off the bundled profile of the same key (or 10 x "
+                                 "faster than reading the weights once, without one) instead of refusing them as a "
+                                 "wrong unit: for times you really measured.")] = False,
     as_json: JsonFlag = False,
     run: RunContext | None = None,
 ) -> None:
-    """Fit a step-time model to your own measurements and write it as a one-row profile (source user-fit)."""
+    """Fit a step-time model to your own measurements and write it as a one-row profile (source user-fit).
+
+    Times far off the bundled profile of the same key (seconds instead of milliseconds, say) are refused unless
+    --accept-outlier is given."""
     from planner.profiles.build import profile_row
     from planner.storage import check_table_suffix
     from planner.workflows.data import fit_profile
@@ -331,7 +338,8 @@ def profiles_fit(
         geometry, spec = sizing
         return profile_row(geometry, spec, tp, engine, fit.step, "user-fit", detail, fit.error)
 
-    fitted = fit_profile(measurements, out, base=base, run=run)
+    fitted = fit_profile(measurements, out, base=base, reference=_reference(bundled, sizing, tp),
+                         accept_outlier=accept_outlier, run=run)
     fit, read, table = fitted.fit, fitted.read, fitted.table
     rows = [{"steps": kind, "points": error.points, "median_pct": error.median_pct, "p95_pct": error.p95_pct,
              "max_pct": error.max_pct} for kind, error in [("all", fit.error), *fit.errors_by_kind.items()]
@@ -340,9 +348,9 @@ def profiles_fit(
                               "steps: absolute error, %", as_json=as_json, written=[out],
                   files=[{"file": str(f.path), "format": f.kind, "steps": f.steps, "detail": f.detail}
                          for f in read.files],
-                  knots=list(fit.knots), notes=list(fit.notes), profile=table.iloc[0].to_dict())
+                  knots=list(fit.knots), notes=list(fitted.notes), profile=table.iloc[0].to_dict())
     if not as_json:
-        for note in fit.notes:
+        for note in fitted.notes:
             stderr.print(f"[yellow]note:[/] {escape(note)}", highlight=False)
 
 
@@ -354,6 +362,18 @@ def _bundled_replica(model: str, sku: str, tp: int, engine: str) -> dict[str, An
     table = load_profiles()
     match = table[(table.loc[:, list(PROFILE_KEY)] == [model, sku, tp, engine]).all(axis=1)]
     return match.iloc[0].to_dict() if len(match) else None
+
+
+def _reference(bundled: dict[str, Any] | None, sizing: tuple[Any, Any] | None, tp: int) -> Any:
+    """What the measured times are checked against: the bundled profile of the key, else the weights' read time."""
+    from planner.profiles import step_model_of
+    from planner.profiles.plausible import bundled_reference, weights_floor_reference
+
+    if bundled is not None:
+        key = f"{bundled['model']} on {tp} x {bundled['sku']} under {bundled['engine']}"
+        return bundled_reference(step_model_of(bundled), key)
+    assert sizing is not None  # sized whenever no bundled profile exists
+    return weights_floor_reference(*sizing, tp)
 
 
 def _sizing(model: str, sku: str, tp: int, engine: str) -> tuple[Any, Any]:
