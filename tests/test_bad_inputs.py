@@ -137,6 +137,19 @@ CASES = [
     BadInput("catalog: an unknown tier", lambda d: ["catalog", "--tier", "gold"], mentions=("tier", "gold")),
     BadInput("profiles: an unknown model", lambda d: ["profiles", "--model", "gpt-9"], mentions=("gpt-9",)),
     BadInput(
+        "step-time: a batch x context far beyond the replica's KV cache",
+        lambda d: ["step-time", "--model", "llama-3.1-8b", "--sku", "H100", "--tp", "1", "--batch", "256",
+                   "--context", "100000", "--prefill", "0"],
+        mentions=("--batch 256 x --context 100,000 = 25,600,000 tokens", "(411,520 tokens)",
+                  "at most 4 sequences fit"),
+    ),
+    BadInput(
+        "step-time: a context beyond the model's maximum",
+        lambda d: ["step-time", "--model", "llama-3.1-8b", "--sku", "H100", "--tp", "1", "--batch", "1",
+                   "--context", "1000000", "--prefill", "0"],
+        mentions=("--context:", "maximum context of 131,072 tokens"),
+    ),
+    BadInput(
         "profiles fit: step times in seconds, against the bundled profile of the key",
         lambda d: ["profiles", "fit", _step_log_in_seconds(d), "--model", "llama-3.1-8b",
                    "--sku", "H100", "--tp", "1", "--out", "mine.csv"],

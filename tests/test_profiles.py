@@ -262,6 +262,9 @@ def test_step_time_table_names_the_parts() -> None:
     (["--context", "-2"], "--context"),
     (["--batch", "0", "--prefill", "0"], "--batch"),
     (["--context", "0"], "--context"),
+    (["--batch", "256", "--context", "100000"], "--batch"),  # 25.6 M KV tokens, a replica holds 411,520
+    (["--batch", "1", "--context", "1000000"], "--context"),  # beyond the 131,072 of llama-3.1-8b
+    (["--batch", "0", "--prefill", "200000"], "--prefill"),
 ])
 def test_step_time_bad_options_exit_3_naming_them(change: list[str], option: str) -> None:
     base = {"--model": "llama-3.1-8b", "--sku": "H100", "--tp": "1", "--batch": "8", "--context": "512",

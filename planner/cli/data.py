@@ -207,6 +207,38 @@ def _check_step_shape(batch: int, context: int, prefill: int) -> None:
                          fix="give their mean context in tokens, e.g. --context 1024")
 
 
+def _check_step_fits(row: Any, batch: int, context: int, prefill: int) -> None:
+    """Refuse a step the deployment cannot run: a step time for it would be a number for nothing.
+
+    A decoding sequence's context, and a fresh prompt chunk, fit within the model's maximum context;
+    every decode's context and the chunk's tokens are held in the replica's KV cache at once.
+    """
+    from planner.sim.workload import CONTEXT_TOKENS
+
+    model, limit = str(row["model"]), CONTEXT_TOKENS.get(str(row["model"]))
+    for option, value, what in (("--context", context, "a decoding sequence's context"),
+                                ("--prefill", prefill, "a fresh prompt chunk")):
+        if limit is not None and value > limit:
+            raise InputError(f"{option} {value:,} tokens is beyond {model}'s maximum context of {limit:,} tokens: "
+                             f"{what} cannot be that long", where=option,
+                             fix=f"give at most {limit:,} tokens")
+    capacity, needed = int(row["kv_capacity_tokens"]), batch * context + prefill
+    if needed <= capacity:
+        return
+    holds = f"the KV cache of one replica of {model} on {row['tp_degree']} x {row['sku']} under {row['engine']} " \
+            f"holds ({capacity:,} tokens): no replica can run this step"
+    if batch == 0:
+        raise InputError(f"--prefill {prefill:,} tokens is more than {holds}", where="--prefill",
+                         fix="lower --prefill, or use more GPUs per replica (--tp)")
+    fit = (capacity - prefill) // context
+    most = f"at --context {context:,}{' beside the prefill' if prefill else ''} at most {fit:,} sequences fit: " \
+        if fit > 0 else ""
+    raise InputError(f"--batch {batch:,} x --context {context:,}" + (f" + --prefill {prefill:,}" if prefill else "")
+                     + f" = {needed:,} tokens is more than {holds}", where="--batch",
+                     fix=f"{most}lower --batch, --context{' or --prefill' if prefill else ''}, or use more GPUs per "
+                         "replica (--tp)")
+
+
 def _measured_estimate(row: Any, batch: int, context: int, prefill: int) -> tuple[float | None, str | None]:
     """The measured estimate of the step (aiconfigurator-core), or None and why not."""
     from planner.profiles.measured import SYSTEMS, MeasuredEngine, NotMeasured
@@ -242,13 +274,15 @@ def step_time(
     as_json: JsonFlag = False,
     run: RunContext | None = None,
 ) -> None:
-    """Predict one engine step's time from a profile, split by kernel, beside the measured estimate where one exists."""
+    """Predict one engine step's time from a profile, split by kernel, beside the measured estimate where one exists
+    (exit 3 for a step no replica can run: beyond the model's context or the replica's KV cache)."""
     from planner.console import print_json, stdout
     from planner.profiles import load_profiles, step_model_of
     from planner.profiles.step_model import causal_pairs
 
     _check_step_shape(batch, context, prefill)
     row = _profile_by_options(load_profiles(), model, sku, tp, engine)
+    _check_step_fits(row, batch, context, prefill)
     parts = step_model_of(row).uniform_parts_ms(batch, context, prefill)
     measured, why_not = _measured_estimate(row, batch, context, prefill)
     result = {
