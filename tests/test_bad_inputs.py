@@ -325,7 +325,17 @@ CASES = [
         "place: every GPU quota 0 (infeasible)",
         lambda d: ["place", "--scenario", scenario_4h(d, "quotas = {}", ZERO_QUOTAS), "--forecast",
                    table(d, "forecast.csv", "forecast"), "--out", "plan.csv", "--periods", "how:4"],
-        exit_codes=(4,), mentions=("infeasible", "quota of 0"), earlier=PLAN_OUTPUTS,
+        exit_codes=(4,), mentions=("infeasible (quota)", "a quota of 0 GPUs (from the scenario)",
+                                   "H100 in aws:us-east-1", "raise the GPU quota"), earlier=PLAN_OUTPUTS,
+    ),
+    BadInput(
+        "place: spot the only tier, for classes that are not spot-tolerant (infeasible)",
+        lambda d: ["place", "--scenario",
+                   scenario_4h(d, 'tiers = ["reserved", "on_demand", "spot"]', 'tiers = ["spot"]'),
+                   "--forecast", table(d, "forecast.csv", "forecast"), "--out", "plan.csv", "--periods", "how:4"],
+        exit_codes=(4,), mentions=("infeasible (spot only)", "class interactive is not spot_tolerant",
+                                   "spot is the only tier enabled", "enable on_demand or reserved in capacity.tiers",
+                                   "spot_tolerant = true"), earlier=PLAN_OUTPUTS,
     ),
     # simulate: the built plan and its flows, one of them broken
     BadInput(
