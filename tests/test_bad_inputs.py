@@ -85,6 +85,19 @@ def _demo() -> str:
     return str(DEMO_SCENARIO)
 
 
+def _step_log_in_seconds(folder: Path) -> str:
+    """A step log of decodes and prefills whose step_ms are the bundled profile of llama-3.1-8b on 1 x H100
+    (vllm), in seconds: each step 1,000 x too short."""
+    from planner.profiles import load_profiles, profile_for, step_model_of
+
+    step = step_model_of(profile_for(load_profiles(), "llama-3.1-8b", "H100", 1, "vllm"))
+    rows = [(batch, batch * 1024, 0) for batch in (1, 2, 4, 8, 16, 32, 64, 128)] + \
+        [(0, 0, prompt) for prompt in (128, 256, 512, 1024, 2048, 4096)]
+    lines = [f"{b},{k},{p},{step.step_ms(b, k, p, p * (p + 1) / 2) / 1000:.6g}" for b, k, p in rows]
+    (folder / "steps.csv").write_text("batch_size,kv_tokens,prefill_tokens,step_ms\n" + "\n".join(lines) + "\n")
+    return "steps.csv"
+
+
 def _deep_toml(folder: Path) -> str:
     (folder / "deep.toml").write_text("a = " + "[" * 100_000 + "\n")
     return "deep.toml"
@@ -123,6 +136,33 @@ CASES = [
              mentions=("--region", "mars-north1", "aws:us-east-1", "gcp:europe-west4")),
     BadInput("catalog: an unknown tier", lambda d: ["catalog", "--tier", "gold"], mentions=("tier", "gold")),
     BadInput("profiles: an unknown model", lambda d: ["profiles", "--model", "gpt-9"], mentions=("gpt-9",)),
+    BadInput(
+        "step-time: a batch x context far beyond the replica's KV cache",
+        lambda d: ["step-time", "--model", "llama-3.1-8b", "--sku", "H100", "--tp", "1", "--batch", "256",
+                   "--context", "100000", "--prefill", "0"],
+        mentions=("--batch 256 x --context 100,000 = 25,600,000 tokens", "(411,520 tokens)",
+                  "at most 4 sequences fit"),
+    ),
+    BadInput(
+        "step-time: a context beyond the model's maximum",
+        lambda d: ["step-time", "--model", "llama-3.1-8b", "--sku", "H100", "--tp", "1", "--batch", "1",
+                   "--context", "1000000", "--prefill", "0"],
+        mentions=("--context:", "maximum context of 131,072 tokens"),
+    ),
+    BadInput(
+        "profiles fit: step times in seconds, against the bundled profile of the key",
+        lambda d: ["profiles", "fit", _step_log_in_seconds(d), "--model", "llama-3.1-8b",
+                   "--sku", "H100", "--tp", "1", "--out", "mine.csv"],
+        mentions=("steps.csv", "1,000 x shorter than the bundled profile of llama-3.1-8b on 1 x H100",
+                  "seconds rather than milliseconds", "--accept-outlier"), earlier=("mine.csv",),
+    ),
+    BadInput(
+        "profiles fit: step times in seconds, for a key without a bundled profile",
+        lambda d: ["profiles", "fit", _step_log_in_seconds(d), "--model", "qwen3-32b",
+                   "--sku", "A100-40GB", "--tp", "2", "--engine", "sglang", "--out", "mine.csv"],
+        mentions=("steps.csv", "shorter than reading qwen3-32b's bf16 weights once", "no GPU",
+                  "seconds rather than milliseconds", "--accept-outlier"), earlier=("mine.csv",),
+    ),
     # ingest
     BadInput(
         "ingest: a CSV line with too many fields",
@@ -285,7 +325,17 @@ CASES = [
         "place: every GPU quota 0 (infeasible)",
         lambda d: ["place", "--scenario", scenario_4h(d, "quotas = {}", ZERO_QUOTAS), "--forecast",
                    table(d, "forecast.csv", "forecast"), "--out", "plan.csv", "--periods", "how:4"],
-        exit_codes=(4,), mentions=("infeasible", "quota of 0"), earlier=PLAN_OUTPUTS,
+        exit_codes=(4,), mentions=("infeasible (quota)", "a quota of 0 GPUs (from the scenario)",
+                                   "H100 in aws:us-east-1", "raise the GPU quota"), earlier=PLAN_OUTPUTS,
+    ),
+    BadInput(
+        "place: spot the only tier, for classes that are not spot-tolerant (infeasible)",
+        lambda d: ["place", "--scenario",
+                   scenario_4h(d, 'tiers = ["reserved", "on_demand", "spot"]', 'tiers = ["spot"]'),
+                   "--forecast", table(d, "forecast.csv", "forecast"), "--out", "plan.csv", "--periods", "how:4"],
+        exit_codes=(4,), mentions=("infeasible (spot only)", "class interactive is not spot_tolerant",
+                                   "spot is the only tier enabled", "enable on_demand or reserved in capacity.tiers",
+                                   "spot_tolerant = true"), earlier=PLAN_OUTPUTS,
     ),
     # simulate: the built plan and its flows, one of them broken
     BadInput(

@@ -83,6 +83,26 @@ def test_quota_is_named():
     assert "(quota)" in error.message and "H100 in aws:us-east-1 (8 GPUs)" in error.message
 
 
+def test_a_zero_quota_is_named_not_the_sku():
+    """A quota of 0 for the only SKU left no unit at all; the diagnosis named the SKU ("allow another SKU")."""
+    error = _diagnosis(_single_region_case({("H100", "on_demand"): 2.0}, rules={"quotas": {"H100": 0}}))
+    assert "(quota)" in error.message and "no SKU" not in error.message
+    assert "a quota of 0 GPUs (from the scenario), below the 1 GPU(s) of one replica, for H100 in aws:us-east-1" \
+        in error.message and "raise the GPU quota" in error.fix
+
+
+@pytest.mark.parametrize(("tiers", "why"), [
+    (["spot"], 'class interactive is not spot_tolerant, and spot is the only tier enabled (capacity.tiers = ["spot"])'),
+    (["on_demand", "spot"], "class interactive is not spot_tolerant, and llama-3.1-8b is offered only on spot in "
+                            "aws:us-east-1"),
+])
+def test_spot_only_for_a_class_that_may_not_use_it_is_named(tiers, why):
+    """The units existed, on spot only; the diagnosis called them dominated TP degrees of no SKU."""
+    error = _diagnosis(_single_region_case({("H100", "spot"): 1.0}, rules={"tiers": tiers}))
+    assert "(spot only)" in error.message and why in error.message and "dominated" not in error.message
+    assert "enable on_demand or reserved in capacity.tiers, or mark the class spot_tolerant" in error.fix
+
+
 def test_budget_is_named():
     error = _diagnosis(_single_region_case({("H100", "on_demand"): 2.0}, rules={"budget_usd": 1.0}))
     assert "(budget)" in error.message and "above the budget of 1.00 USD" in error.message

@@ -262,6 +262,9 @@ def test_step_time_table_names_the_parts() -> None:
     (["--context", "-2"], "--context"),
     (["--batch", "0", "--prefill", "0"], "--batch"),
     (["--context", "0"], "--context"),
+    (["--batch", "256", "--context", "100000"], "--batch"),  # 25.6 M KV tokens, a replica holds 411,520
+    (["--batch", "1", "--context", "1000000"], "--context"),  # beyond the 131,072 of llama-3.1-8b
+    (["--batch", "0", "--prefill", "200000"], "--prefill"),
 ])
 def test_step_time_bad_options_exit_3_naming_them(change: list[str], option: str) -> None:
     base = {"--model": "llama-3.1-8b", "--sku": "H100", "--tp": "1", "--batch": "8", "--context": "512",
@@ -447,6 +450,38 @@ def test_fit_bad_options_exit_3(tmp_path: Path) -> None:
                                          *[p for pair in args.items() for p in pair]])
         assert result.exit_code == ExitCode.INVALID_INPUT and f"{option}:" in result.output, result.output
     assert _fit(tmp_path, str(tmp_path / "nothing-*.json")).exit_code == ExitCode.INVALID_INPUT
+
+
+def _log_in_unit(profiles: pd.DataFrame, path: Path, per_ms: float) -> str:
+    """A step log of llama-3.1-8b on 1 x H100 (vllm), its times in a unit ``per_ms`` per millisecond."""
+    steps = _synthetic_steps(_step_model(profiles, "llama-3.1-8b", "H100", 1), 60, seed=5, noise=0.02)
+    steps.assign(step_ms=steps["step_ms"] * per_ms).to_csv(path, index=False)
+    return str(path)
+
+
+def test_fit_refuses_the_one_file_in_seconds_and_names_it(profiles: pd.DataFrame, tmp_path: Path) -> None:
+    good = _log_in_unit(profiles, tmp_path / "ms.csv", 1.0)
+    seconds = _log_in_unit(profiles, tmp_path / "s.csv", 1e-3)
+    result = _fit(tmp_path, good, seconds)
+    assert result.exit_code == ExitCode.INVALID_INPUT, result.output
+    assert f"{seconds}: its 60 steps are a median 1,000 x shorter" in " ".join(result.output.split())
+    assert str(good) + ":" not in result.output and not (tmp_path / "out.csv").exists()
+
+
+def test_fit_refuses_microseconds_as_too_slow(profiles: pd.DataFrame, tmp_path: Path) -> None:
+    result = _fit(tmp_path, _log_in_unit(profiles, tmp_path / "us.csv", 1e3))
+    flat = " ".join(result.output.split())
+    assert result.exit_code == ExitCode.INVALID_INPUT and "1,000 x longer" in flat and "microseconds" in flat, flat
+
+
+def test_fit_keeps_an_accepted_outlier_and_says_so(profiles: pd.DataFrame, tmp_path: Path) -> None:
+    seconds = _log_in_unit(profiles, tmp_path / "s.csv", 1e-3)
+    result = runner.invoke(cli.app, ["profiles", "fit", seconds, "--model", "llama-3.1-8b", "--sku", "H100", "--tp",
+                                     "1", "--out", str(tmp_path / "out.csv"), "--accept-outlier", "--json"])
+    assert result.exit_code == 0, result.output
+    assert "kept, as --accept-outlier asks" in json.loads(result.stdout)["notes"][0]
+    row = validate_profiles(pd.read_csv(tmp_path / "out.csv"), tmp_path / "out.csv").iloc[0]
+    assert "kept with --accept-outlier" in row["source_detail"]
 
 
 # --------------------------------------------------------------------------- a scenario's own profiles

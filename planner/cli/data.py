@@ -207,6 +207,38 @@ def _check_step_shape(batch: int, context: int, prefill: int) -> None:
                          fix="give their mean context in tokens, e.g. --context 1024")
 
 
+def _check_step_fits(row: Any, batch: int, context: int, prefill: int) -> None:
+    """Refuse a step the deployment cannot run: a step time for it would be a number for nothing.
+
+    A decoding sequence's context, and a fresh prompt chunk, fit within the model's maximum context;
+    every decode's context and the chunk's tokens are held in the replica's KV cache at once.
+    """
+    from planner.sim.workload import CONTEXT_TOKENS
+
+    model, limit = str(row["model"]), CONTEXT_TOKENS.get(str(row["model"]))
+    for option, value, what in (("--context", context, "a decoding sequence's context"),
+                                ("--prefill", prefill, "a fresh prompt chunk")):
+        if limit is not None and value > limit:
+            raise InputError(f"{option} {value:,} tokens is beyond {model}'s maximum context of {limit:,} tokens: "
+                             f"{what} cannot be that long", where=option,
+                             fix=f"give at most {limit:,} tokens")
+    capacity, needed = int(row["kv_capacity_tokens"]), batch * context + prefill
+    if needed <= capacity:
+        return
+    holds = f"the KV cache of one replica of {model} on {row['tp_degree']} x {row['sku']} under {row['engine']} " \
+            f"holds ({capacity:,} tokens): no replica can run this step"
+    if batch == 0:
+        raise InputError(f"--prefill {prefill:,} tokens is more than {holds}", where="--prefill",
+                         fix="lower --prefill, or use more GPUs per replica (--tp)")
+    fit = (capacity - prefill) // context
+    most = f"at --context {context:,}{' beside the prefill' if prefill else ''} at most {fit:,} sequences fit: " \
+        if fit > 0 else ""
+    raise InputError(f"--batch {batch:,} x --context {context:,}" + (f" + --prefill {prefill:,}" if prefill else "")
+                     + f" = {needed:,} tokens is more than {holds}", where="--batch",
+                     fix=f"{most}lower --batch, --context{' or --prefill' if prefill else ''}, or use more GPUs per "
+                         "replica (--tp)")
+
+
 def _measured_estimate(row: Any, batch: int, context: int, prefill: int) -> tuple[float | None, str | None]:
     """The measured estimate of the step (aiconfigurator-core), or None and why not."""
     from planner.profiles.measured import SYSTEMS, MeasuredEngine, NotMeasured
@@ -242,13 +274,15 @@ def step_time(
     as_json: JsonFlag = False,
     run: RunContext | None = None,
 ) -> None:
-    """Predict one engine step's time from a profile, split by kernel, beside the measured estimate where one exists."""
+    """Predict one engine step's time from a profile, split by kernel, beside the measured estimate where one exists
+    (exit 3 for a step no replica can run: beyond the model's context or the replica's KV cache)."""
     from planner.console import print_json, stdout
     from planner.profiles import load_profiles, step_model_of
     from planner.profiles.step_model import causal_pairs
 
     _check_step_shape(batch, context, prefill)
     row = _profile_by_options(load_profiles(), model, sku, tp, engine)
+    _check_step_fits(row, batch, context, prefill)
     parts = step_model_of(row).uniform_parts_ms(batch, context, prefill)
     measured, why_not = _measured_estimate(row, batch, context, prefill)
     result = {
@@ -308,10 +342,17 @@ def profiles_fit(
     out: Annotated[Path, typer.Option("--out", "-o", help="Profile file to write (.csv or .parquet), one row; "
                                                          "a scenario's `profiles = [...]` reads it.")],
     engine: ServingEngineOption = "vllm",
+    accept_outlier: Annotated[bool, typer.Option(
+        "--accept-outlier", help="Fit step times more than 10 x off the bundled profile of the same key (or 10 x "
+                                 "faster than reading the weights once, without one) instead of refusing them as a "
+                                 "wrong unit: for times you really measured.")] = False,
     as_json: JsonFlag = False,
     run: RunContext | None = None,
 ) -> None:
-    """Fit a step-time model to your own measurements and write it as a one-row profile (source user-fit)."""
+    """Fit a step-time model to your own measurements and write it as a one-row profile (source user-fit).
+
+    Times far off the bundled profile of the same key (seconds instead of milliseconds, say) are refused unless
+    --accept-outlier is given."""
     from planner.profiles.build import profile_row
     from planner.storage import check_table_suffix
     from planner.workflows.data import fit_profile
@@ -331,7 +372,8 @@ def profiles_fit(
         geometry, spec = sizing
         return profile_row(geometry, spec, tp, engine, fit.step, "user-fit", detail, fit.error)
 
-    fitted = fit_profile(measurements, out, base=base, run=run)
+    fitted = fit_profile(measurements, out, base=base, reference=_reference(bundled, sizing, tp),
+                         accept_outlier=accept_outlier, run=run)
     fit, read, table = fitted.fit, fitted.read, fitted.table
     rows = [{"steps": kind, "points": error.points, "median_pct": error.median_pct, "p95_pct": error.p95_pct,
              "max_pct": error.max_pct} for kind, error in [("all", fit.error), *fit.errors_by_kind.items()]
@@ -340,9 +382,9 @@ def profiles_fit(
                               "steps: absolute error, %", as_json=as_json, written=[out],
                   files=[{"file": str(f.path), "format": f.kind, "steps": f.steps, "detail": f.detail}
                          for f in read.files],
-                  knots=list(fit.knots), notes=list(fit.notes), profile=table.iloc[0].to_dict())
+                  knots=list(fit.knots), notes=list(fitted.notes), profile=table.iloc[0].to_dict())
     if not as_json:
-        for note in fit.notes:
+        for note in fitted.notes:
             stderr.print(f"[yellow]note:[/] {escape(note)}", highlight=False)
 
 
@@ -354,6 +396,18 @@ def _bundled_replica(model: str, sku: str, tp: int, engine: str) -> dict[str, An
     table = load_profiles()
     match = table[(table.loc[:, list(PROFILE_KEY)] == [model, sku, tp, engine]).all(axis=1)]
     return match.iloc[0].to_dict() if len(match) else None
+
+
+def _reference(bundled: dict[str, Any] | None, sizing: tuple[Any, Any] | None, tp: int) -> Any:
+    """What the measured times are checked against: the bundled profile of the key, else the weights' read time."""
+    from planner.profiles import step_model_of
+    from planner.profiles.plausible import bundled_reference, weights_floor_reference
+
+    if bundled is not None:
+        key = f"{bundled['model']} on {tp} x {bundled['sku']} under {bundled['engine']}"
+        return bundled_reference(step_model_of(bundled), key)
+    assert sizing is not None  # sized whenever no bundled profile exists
+    return weights_floor_reference(*sizing, tp)
 
 
 def _sizing(model: str, sku: str, tp: int, engine: str) -> tuple[Any, Any]:

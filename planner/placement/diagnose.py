@@ -3,9 +3,14 @@
 Two passes, cheapest first.
 
 1. **Pre-checks** per demanded (origin, model, class), from the instance alone:
+   * *spot*: units of the model can carry the class, but only on spot, and the class is not
+     spot-tolerant (or spot counts for nothing: ``spot_reliable_fraction`` 0) - typically
+     ``capacity.tiers = ["spot"]``; naming the SKUs here would send the user to the wrong fix;
+   * *quota*: no unit of the model can carry the class, but some (region, SKU) that could has a
+     quota below one replica (a quota of 0, say): raising that quota is the fix, so it is named;
    * *no SKU in an allowed region can run the model*: no unit of the model anywhere that can
-     carry the class (no offer, no profile, no capacity coefficient, or a quota below one
-     replica; the excluded candidates say which);
+     carry the class (no offer, no profile, no capacity coefficient; the excluded candidates say
+     which);
    * *residency*: units exist, but none in a zone the origin's traffic may be served in;
    * *latency*: units exist within residency, but all beyond the class's RTT budget.
 2. **Elastic LP**: the LP relaxation with a slack e_omkt on every demand row, priced far above
@@ -28,11 +33,12 @@ import numpy as np
 
 from planner.errors import InfeasibleError
 from planner.placement import highs_backend
-from planner.placement.instance import PlacementInstance
+from planner.placement.instance import PlacementInstance, QuotaBlocked
 from planner.placement.problem import formulate
 
-CAUSES = ("no_sku", "residency", "latency", "quota", "budget", "integer")
+CAUSES = ("spot", "no_sku", "residency", "latency", "quota", "budget", "integer")
 CAUSE_TEXT = {
+    "spot": "spot only",
     "no_sku": "no SKU in an allowed region can run the model",
     "residency": "residency",
     "latency": "latency",
@@ -77,9 +83,8 @@ def precheck(inst: PlacementInstance) -> list[Finding]:
                 period, rps = _peak(inst, o, m, k)
                 regions = set(inst.unit_region[can].tolist())
                 if not regions:
-                    reasons = sorted({reason for r, s, mm, reason in inst.excluded if mm == model})
-                    detail = "; ".join(reasons[:3]) or f"the scenario allows no SKU with a profile for {model}"
-                    findings.append(Finding("no_sku", origin, model, klass, period, rps, detail))
+                    cause, detail = _no_unit(inst, o, m, k, steady)
+                    findings.append(Finding(cause, origin, model, klass, period, rps, detail))
                     continue
                 allowed = [r for r in regions if inst.eligible[o, k, r]]
                 if allowed:
@@ -97,6 +102,48 @@ def precheck(inst: PlacementInstance) -> list[Finding]:
                                             f"{inst.regions[nearest]} at {inst.rtt_ms[o, nearest]:g} ms, beyond the "
                                             f"{klass} latency budget of {inst.latency_budget_ms[k]:g} ms"))
     return findings
+
+
+def _no_unit(inst: PlacementInstance, o: int, m: int, k: int, steady: np.ndarray) -> tuple[str, str]:
+    """Why no unit can carry model m's class k at all: spot only, a quota below one replica, or no SKU."""
+    model, klass = inst.models[m], inst.classes[k]
+    carriers = (inst.unit_model == m) & (inst.unit_cap_rps[:, k] > 0)
+    if carriers.any() and not (carriers & steady).any():  # only spot can carry it, and the class may not use it
+        if inst.spot_tolerant[k]:
+            why = f"spot_reliable_fraction is 0, so spot capacity counts for nothing, and {model} can run on spot only"
+        elif not set(inst.tiers) - {"spot"}:
+            why = (f"class {klass} is not spot_tolerant, and spot is the only tier enabled (capacity.tiers = "
+                   "[" + ", ".join(f'"{t}"' for t in inst.tiers) + "])")
+        else:
+            where = ", ".join(sorted({inst.regions[r] for r in inst.unit_region[carriers]}))
+            why = f"class {klass} is not spot_tolerant, and {model} is offered only on spot in {where}"
+        return "spot", why
+    blocked = [b for b in inst.quota_blocked if b.model == m and b.carries[k]]
+    if blocked:
+        eligible = [b for b in blocked if inst.eligible[o, k, b.region]]
+        return "quota", f"every SKU that could run {model} has a GPU quota below one replica: " + _quotas(
+            inst, eligible or blocked)
+    reasons = sorted({reason for r, s, mm, reason in inst.excluded if mm == model})
+    return "no_sku", "; ".join(reasons[:3]) or f"the scenario allows no SKU with a profile for {model}"
+
+
+def _quotas(inst: PlacementInstance, blocked: list[QuotaBlocked]) -> str:
+    """The quotas of ``blocked``, grouped by value, where it is set and the smallest replica they fall short of."""
+    groups: dict[tuple[int, str, int], list[str]] = {}
+    seen: set[tuple[int, int]] = set()
+    for b in sorted(blocked, key=lambda b: (b.gpus, b.region, b.sku)):  # each (region, SKU) at its smallest replica
+        if (b.region, b.sku) in seen:
+            continue
+        seen.add((b.region, b.sku))
+        region, sku = inst.regions[b.region], inst.skus[b.sku]
+        source = "scenario" if inst.quota_source.get(f"{region}|{sku}") == "scenario" else "catalog"
+        groups.setdefault((int(inst.quota_gpus[b.region, b.sku]), source, b.gpus), []).append(f"{sku} in {region}")
+    parts = []
+    for (quota, source, gpus), names in groups.items():
+        more = f" and {len(names) - MAX_NAMED} more" if len(names) > MAX_NAMED else ""
+        parts.append(f"a quota of {quota} GPUs (from the {source}), below the {gpus} GPU(s) of one replica, for "
+                     f"{', '.join(names[:MAX_NAMED])}{more}")
+    return "; ".join(parts)
 
 
 DIAGNOSIS_NODE_LIMIT = 500
@@ -148,6 +195,8 @@ def raise_infeasible(findings: list[Finding]) -> NoReturn:
     if more > 0:
         lines.append(f"... and {more} more")
     fixes = {
+        "spot": "enable on_demand or reserved in capacity.tiers, or mark the class spot_tolerant = true if it may "
+                "run on spot (with spot_reliable_fraction > 0)",
         "no_sku": "allow another SKU for the model in the scenario, or add a serving region that offers one",
         "residency": "widen the origin's residency or add a serving region in one of its zones",
         "latency": "raise the class's latency_budget_ms or add a serving region nearer to the origin",

@@ -30,6 +30,7 @@ modelled (at most ``gpus_per_instance − 1`` idle GPUs per region, SKU and tier
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 import numpy as np
 import pandas as pd
@@ -44,6 +45,17 @@ LATENCY_PENALTY_USD_PER_REQUEST_MS = 1e-8
 """Tie-breaking latency penalty: USD per request per ms of RTT (0.01 USD per million requests per ms).
 It is a tiny fraction of any plan's cost, far below any solver gap, so it only breaks
 near-ties toward the users."""
+
+
+class QuotaBlocked(NamedTuple):
+    """A (region, SKU, TP, model) that has an offer, a profile and capacity, left out only because its quota is
+    below one replica: the infeasibility diagnosis names the quota, not the SKU, when nothing else can run."""
+
+    region: int
+    sku: int
+    model: int
+    gpus: int
+    carries: tuple[bool, ...]  # [k] the class could run on it
 
 
 @dataclass(frozen=True, eq=False)
@@ -78,6 +90,7 @@ class PlacementInstance:
     switching_cost_usd: float
     latency_penalty: float = LATENCY_PENALTY_USD_PER_REQUEST_MS
     excluded: tuple[tuple[str, str, str, str], ...] = ()  # (region, sku or "sku xTP", model, reason)
+    quota_blocked: tuple[QuotaBlocked, ...] = ()  # the excluded whose only fault is a quota below one replica
     quota_source: dict[str, str] = field(default_factory=dict)
     quota_by_period: np.ndarray | None = None  # [r, s, t]: a residual quota that varies by period
     min_replicas_per_pool: int = 1  # replicas of any tier a serving (region, model) keeps in every period
@@ -232,6 +245,7 @@ def build_instance(
         budget_usd=scenario.capacity.budget_usd,
         switching_cost_usd=scenario.capacity.switching_cost_usd,
         excluded=tuple(units.excluded),
+        quota_blocked=tuple(units.quota_blocked),
         quota_source=quota_source,
         min_replicas_per_pool=scenario.capacity.min_replicas_per_pool,
         reserved_sustained_only=float(demand.periods.hours.sum()) < scenario.capacity.reserved_term_hours,
@@ -314,6 +328,7 @@ class _Units:
     """The units found so far, column by column, and the candidates left out with their reasons."""
 
     excluded: list[tuple[str, str, str, str]]
+    quota_blocked: list[QuotaBlocked] = field(default_factory=list)
     region: list[int] = field(default_factory=list)
     sku: list[int] = field(default_factory=list)
     model: list[int] = field(default_factory=list)
@@ -348,6 +363,7 @@ def _add_units(units: _Units, scenario: Scenario, offer: _Offer, tables: _Tables
         if most < 1:
             units.excluded.append((r, f"{s} x{gpus}", m, f"quota of {limit} {s} GPUs in {r} is below "
                                                          f"the {gpus} GPUs one replica of {m} needs"))
+            units.quota_blocked.append(QuotaBlocked(offer.ri, offer.si, offer.mi, gpus, tuple(c > 0 for c in caps)))
             continue
         candidates.append((gpus, caps, most, tables.gains.get((m, s, gpus), ())))
     switching = scenario.capacity.switching_cost_usd > 0 and bool(np.isfinite(unit_prices[TIERS.index("on_demand")]))

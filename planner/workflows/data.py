@@ -16,6 +16,7 @@ if TYPE_CHECKING:
     from planner.ingest.pipeline import IngestResult
     from planner.ingest.rates_pipeline import RatesResult
     from planner.profiles.measurements import Measurements
+    from planner.profiles.plausible import Reference
     from planner.profiles.user_fit import UserFit
     from planner.runs import RunContext
 
@@ -120,26 +121,33 @@ class FittedProfile:
     table: pd.DataFrame
     fit: UserFit
     read: Measurements
+    notes: tuple[str, ...]
+    """The fit's notes, after any outlier a user accepted (``plausible.py``)."""
 
 
 def fit_profile(measurements: Sequence[str], out: Path, *, base: Callable[[Any, str], dict[str, Any]],
-                run: RunContext | None = None) -> FittedProfile:
+                reference: Reference, accept_outlier: bool = False, run: RunContext | None = None) -> FittedProfile:
     """Fit a step-time model to the measurements and write it as a one-row profile at ``out``.
 
     ``base(fit, detail)`` is the profile row the fit goes into (the bundled one of the same key,
-    or one sized by the build's rules).
+    or one sized by the build's rules); each file's times are first checked against ``reference``
+    (``plausible.py``: a file in seconds would fit as well and make a profile 1,000 x too fast).
     """
     from planner.profiles.loader import validate_profiles
     from planner.profiles.measurements import read_measurements
+    from planner.profiles.plausible import check_step_times
     from planner.profiles.user_fit import fit_detail, fit_steps, with_fit
 
     read = read_measurements(list(measurements))
+    outliers = check_step_times(read, reference, accept=accept_outlier)
     fit = fit_steps(read.steps, where=", ".join(str(f.path) for f in read.files))
     detail = fit_detail(fit, read.describe())
+    if outliers:  # the profile itself says its times were far from the reference, not only this run's terminal
+        detail += f"; {len(outliers)} file(s) far off the expected step times, kept with --accept-outlier"
     table = validate_profiles(pd.DataFrame([with_fit(base(fit, detail), fit, detail)]), out)
     write_table_atomic(out, table)
     if run is not None:
         run.add_figures(steps=fit.error.points, err_median_pct=round(fit.error.median_pct, 2),
                         err_p95_pct=round(fit.error.p95_pct, 2), err_max_pct=round(fit.error.max_pct, 2))
         run.add_output(out)
-    return FittedProfile(table, fit, read)
+    return FittedProfile(table, fit, read, (*outliers, *fit.notes))
