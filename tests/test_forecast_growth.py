@@ -201,6 +201,8 @@ def test_the_terminal_lines_name_masked_hours_fallbacks_and_caps():
     assert "1 series fell back to a seasonal naive (b)" in forecast
     assert "capped at 2 x their history's peak" in forecast and "a (22.4)" in forecast
     assert summary_lines([{"series": "c", "data_quality": [{"kind": "ends_early", "hours": 3}]}]) == []
+    assert summary_lines([{"series": "c", "data_quality": [{"kind": "outage", "hours": 1}]}]) == [
+        "data: 1 outage hour masked in 1 series: c (1)"]
     [spike] = summary_lines([{"series": "c", "data_quality": [{"kind": "spike", "hours": 3}]}])
     assert spike == "data: 3 spike hours kept as demand (check the source) in 1 series: c (3)"
 

@@ -57,6 +57,7 @@ def data_line(series_meta: list[dict[str, Any]]) -> str | None:
     for kind, label in DATA_KINDS.items():
         if kind in by_kind:
             total = sum(by_kind[kind].values())
+            label = label.replace("hours", "hour", 1) if total == 1 else label
             parts.append(f"{total:g} {label} in {len(by_kind[kind])} series: {_named(by_kind[kind])}")
     return "data: " + "; ".join(parts)
 
