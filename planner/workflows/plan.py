@@ -204,10 +204,10 @@ def report(month: str, scenario_file: Path, history_file: Path, reports: Path, o
         prepare_simulator(announce)
         say = notify or (lambda _text: None)
         frame = read_named(history_file)
+        known = history_as_of(frame, stamp, where=str(history_file), month=month if as_of is None else None)
         for note in month_notes(month, window, last_history_hour(frame, where=str(history_file)),
                                 pd.Timestamp(datetime.now(UTC))):
             (warn or say)(note)
-        known = history_as_of(frame, stamp, where=str(history_file), month=month if as_of is None else None)
         check_history_fresh(last_history_hour(known, where=str(history_file)), window, month,
                             allow_stale=allow_stale_history, where=history_file)
         loop = with_evidence(loop, scenario, known)  # the plan and its alternatives weigh the same history
