@@ -58,6 +58,11 @@ def simulate(folder: Path, plan: str) -> list[str]:
     return ["simulate", "--scenario", scenario_4h(folder), "--plan", plan, "--out", "sim.csv", "--engine", "local"]
 
 
+def sweep_4h(folder: Path, vary: str) -> list[str]:
+    return ["sweep", "--scenario", scenario_4h(folder), "--history", table(folder, "history.csv", "history"),
+            "--vary", vary, "--out", "sweep"]
+
+
 def _scenario_with(folder: Path, old: str, new: str) -> Path:
     text = DEMO_SCENARIO.read_text(encoding="utf-8")
     assert old in text, old
@@ -407,20 +412,17 @@ CASES = [
     ),
     BadInput(
         "sweep: --vary naming a class the scenario lacks",
-        lambda d: ["sweep", "--scenario", scenario_4h(d), "--history", table(d, "history.csv", "history"),
-                   "--vary", "classes.nope.weight=1,2", "--out", "sweep"],
+        lambda d: sweep_4h(d, "classes.nope.weight=1,2"),
         mentions=("--vary: 'classes.nope.weight=1'", "no entry named 'nope'"), earlier=("sweep/sweep.csv",),
     ),
     BadInput(
         "sweep: --vary demand-scale with a factor that is not a number",
-        lambda d: ["sweep", "--scenario", scenario_4h(d), "--history", table(d, "history.csv", "history"),
-                   "--vary", "demand-scale=1,double", "--out", "sweep"],
+        lambda d: sweep_4h(d, "demand-scale=1,double"),
         mentions=("--vary: 'double'", "not a number", "--vary demand-scale=1,1.5,2"), earlier=("sweep/sweep.csv",),
     ),
     BadInput(
         "sweep: --vary demand-scale selecting a region the scenario lacks",
-        lambda d: ["sweep", "--scenario", scenario_4h(d), "--history", table(d, "history.csv", "history"),
-                   "--vary", "demand-scale=1,region=mars:2", "--out", "sweep"],
+        lambda d: sweep_4h(d, "demand-scale=1,region=mars:2"),
         mentions=("--vary: 'region=mars:2'", "us-east, us-west, eu-west, ap-northeast"), earlier=("sweep/sweep.csv",),
     ),
     BadInput(
@@ -443,8 +445,7 @@ CASES = [
     ),
     BadInput(
         "sweep: --vary demand-scale=0,1",
-        lambda d: ["sweep", "--scenario", scenario_4h(d), "--history", table(d, "history.csv", "history"),
-                   "--vary", "demand-scale=0,1", "--out", "sweep"],
+        lambda d: sweep_4h(d, "demand-scale=0,1"),
         mentions=("--vary", "'0'", "> 0"), earlier=("sweep/sweep.csv",),
     ),
     BadInput(
