@@ -296,6 +296,15 @@ def _root(
 JsonFlag = Annotated[bool, typer.Option("--json", help="Print the table as JSON instead.")]
 
 
+def print_commitments(plan_meta: dict[str, Any], horizon_usd: float) -> None:
+    """A plan's reserved commitments over their whole term, beside the horizon's cost (stderr; nothing without)."""
+    from planner.report.fleet import commitment_sentence
+
+    sentence = commitment_sentence(plan_meta.get("reserved"), horizon_usd)
+    if sentence:
+        stderr.print(sentence, markup=False)
+
+
 def print_outputs(rows: list[dict[str, Any]], *, title: str, as_json: bool, written: list[Path], **extra: Any) -> None:
     """The common ending of a command that writes files: its table (or JSON with ``extra``), then what it wrote."""
     print_table(rows, title=title, as_json=as_json, json_extra={**extra, "written": [str(p) for p in written]})

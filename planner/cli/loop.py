@@ -32,6 +32,7 @@ from planner.cli.app import (
     examples,
     guarded,
     parse_duration_s,
+    print_commitments,
     print_outputs,
     renamed_option,
     what_if,
@@ -193,15 +194,6 @@ def loop_options(*, max_rounds: int, periods: str, solver: str, node_limit: int,
                        commit_on_short_history=commit_on_short_history)
 
 
-def print_commitments(loop: Any, as_json: bool) -> None:
-    """The plan's reserved commitments over their whole term, beside the horizon's cost (stderr)."""
-    from planner.report.fleet import commitment_sentence
-
-    sentence = commitment_sentence(loop.placement.meta.get("reserved"), loop.cost_usd)
-    if sentence and not as_json:
-        stderr.print(escape(sentence))
-
-
 def print_warnings(result: Any) -> None:
     """Print the run's placement warnings on stderr (the workflow keeps them in the run history)."""
     from planner.workflows.plan import pipeline_warnings
@@ -299,7 +291,8 @@ def plan(
                   as_json=as_json, written=done.written, converged=result.loop.converged,
                   cost_usd=round(result.loop.cost_usd, 2), gpus_peak=result.loop.gpus_peak,
                   reserved_commitments=(result.loop.placement.meta.get("reserved") or {}).get("commitments", []))
-    print_commitments(result.loop, as_json)
+    if not as_json:
+        print_commitments(result.loop.placement.meta, result.loop.cost_usd)
     if result.comparison and not as_json:
         print_table(comparison_table(result.comparison).to_dict("records"),
                     title="GPUs and USD each policy needs for the same SLOs")

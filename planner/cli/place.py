@@ -8,7 +8,17 @@ from typing import Annotated
 import typer
 
 from planner.cli import placement_options as limits
-from planner.cli.app import DemandScaleOption, JsonFlag, SetOption, app, examples, guarded, print_outputs, what_if
+from planner.cli.app import (
+    DemandScaleOption,
+    JsonFlag,
+    SetOption,
+    app,
+    examples,
+    guarded,
+    print_commitments,
+    print_outputs,
+    what_if,
+)
 from planner.cli.paths import check_paths
 from planner.cli.placement_options import GapOption, NodeLimitOption, PeriodsOption, SolverOption, TimeLimitOption
 from planner.console import stderr
@@ -72,10 +82,6 @@ def place(
     )
     print_outputs(placed.result.summary_rows(), title=title, as_json=as_json, written=placed.written, meta=meta)
     if not as_json:
-        from planner.report.fleet import commitment_sentence
-
-        sentence = commitment_sentence(meta.get("reserved"), float(placed.result.plan["usd"].sum()))
-        if sentence:
-            stderr.print(sentence, markup=False)
+        print_commitments(meta, float(placed.result.plan["usd"].sum()))
     for warning in meta["warnings"]:
         stderr.print(f"[yellow]warning:[/] {warning}")

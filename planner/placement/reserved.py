@@ -43,12 +43,17 @@ SUSTAINED_RULE = ("the horizon is shorter than the reserved term: a pool's reser
 WHOLE_TERM_RULE = "the horizon covers the reserved term: the program weighs reserved against on-demand itself"
 
 
+def needed_history_hours(term_hours: float) -> float:
+    """The history a commitment of ``term_hours`` needs: ``EVIDENCE_WEEKS_PER_YEAR`` weeks per year of term."""
+    return EVIDENCE_WEEKS_PER_YEAR * 168 * term_hours / 8760
+
+
 def history_evidence(history: pd.DataFrame, term_hours: int, allow: bool) -> dict[str, Any]:
     """What the history offers a commitment of ``term_hours``: its span, the span the term needs, each model's
     steady load (req/s), and whether the limit of the module docstring applies (``limited``)."""
     stamps = pd.to_datetime(history["ts"], utc=True)
     span = int((stamps.max() - stamps.min()) / pd.Timedelta(hours=1)) + 1 if len(stamps) else 0
-    needed = int(round(EVIDENCE_WEEKS_PER_YEAR * 168 * term_hours / 8760))
+    needed = int(round(needed_history_hours(term_hours)))
     hourly = history.assign(hour=stamps).groupby(["model", "hour"])["requests"].sum() / 3600.0
     steady = {str(m): round(float(rates.quantile(STEADY_QUANTILE)), 6) for m, rates in hourly.groupby(level=0)}
     return {"history_hours": span, "needed_hours": needed, "steady_rps": steady,

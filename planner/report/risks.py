@@ -54,7 +54,7 @@ from typing import Any
 
 import pandas as pd
 
-from planner.placement.reserved import EVIDENCE_WEEKS_PER_YEAR
+from planner.placement.reserved import EVIDENCE_WEEKS_PER_YEAR, needed_history_hours
 from planner.placement.window import iso_hour
 from planner.report.evidence import slo_table
 from planner.report.inputs import SERIES_KEY, ReportInputs, label, money, number, pick, present, utc
@@ -267,7 +267,7 @@ def commitment_risks(inputs: ReportInputs) -> list[dict[str, str]]:
     first, last = stamps.min().floor("h"), stamps.max().floor("h")
     days = ((last - first) / pd.Timedelta(hours=1) + 1) / 24.0
     term_days = float(made[0]["term_hours"]) / 24.0
-    needed_days = EVIDENCE_WEEKS_PER_YEAR * 7 * term_days / 365.0
+    needed_days = needed_history_hours(float(made[0]["term_hours"])) / 24.0
     short = days < needed_days
     detail = (f"{reserved.get('commitments_gpus')} GPUs committed for {term_days:,.0f} days "
               f"({money(number(reserved.get('commitments_total_usd')))} over the term) on {days:,.1f} days of history "
