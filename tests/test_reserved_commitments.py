@@ -76,3 +76,16 @@ def test_the_risk_says_when_the_short_history_limited_the_commitment_or_the_opti
     inputs.plan_meta["reserved"]["evidence"] = {"limited": False, "allowed_by_option": True}
     [risk] = commitment_risks(inputs)  # type: ignore[arg-type]
     assert "--commit-on-short-history allowed reserving beyond" in risk["detail"]
+
+
+def test_the_sentence_says_when_a_short_history_held_the_commitment_back():
+    reserved = {**reserved_meta(), "term_hours": 8760,
+                "evidence": {"history_hours": 336, "needed_hours": 1344, "limited": True}}
+    sentence = commitment_sentence(reserved, horizon_usd=852.0)
+    assert sentence is not None and sentence.endswith(
+        "The history covers 14 days, under the 56 a 365-day term needs: reserved replicas were held to each "
+        "model's steady load in the history (--commit-on-short-history lifts that limit).")
+    none = {"commitments": [], "term_hours": 8760, "evidence": reserved["evidence"]}
+    assert commitment_sentence(none, 852.0) == "Reserved commitments: none." + sentence.split("whatever the next "
+                                                                                              "plans buy.")[1]
+    assert commitment_sentence({**reserved, "evidence": {"limited": False}}, 852.0).endswith("plans buy.")

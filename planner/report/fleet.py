@@ -274,15 +274,22 @@ def _break_even(section: Section, reserved: Any) -> None:
 def commitment_sentence(reserved: Any, horizon_usd: float) -> str | None:
     """The plan's reserved commitments in one sentence: GPUs, term, region and SKU, the term's total beside the
     horizon's cost (the report's cost section and ``planner plan``'s summary say the same)."""
-    made = reserved.get("commitments") if isinstance(reserved, dict) else None
-    if not made:
+    if not isinstance(reserved, dict):
         return None
+    made = reserved.get("commitments") or []
+    evidence = reserved.get("evidence") or {}
+    limit = (f" The history covers {float(evidence['history_hours']) / 24:,.0f} days, under the "
+             f"{float(evidence['needed_hours']) / 24:,.0f} a {float(reserved['term_hours']) / 24:,.0f}-day term needs: "
+             "reserved replicas were held to each model's steady load in the history "
+             "(--commit-on-short-history lifts that limit).") if evidence.get("limited") else ""
+    if not made:
+        return f"Reserved commitments: none.{limit}" if limit else None
     days = float(made[0]["term_hours"]) / 24.0
     parts = "; ".join(f"{c['gpus']} {c['sku']} in {c['region']} {money(float(c['term_usd']))}" for c in made)
     return (f"Reserved commitments: {reserved['commitments_gpus']} GPUs for a {days:,.0f}-day term, "
             f"{money(float(reserved['commitments_total_usd']))} over the term ({parts}), beside "
             f"{money(horizon_usd)} for this plan's whole horizon: the commitment is paid for the whole term "
-            "whatever the next plans buy.")
+            f"whatever the next plans buy.{limit}")
 
 
 def _commitments(section: Section, reserved: Any, horizon_usd: float) -> None:
