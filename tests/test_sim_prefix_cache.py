@@ -24,10 +24,12 @@ from replica_fixtures import matches_reference, outputs, pool, run
 from sim_replica_reference import Reference
 
 from planner.sim.class_reuse import ClassReuse, session_sample
+from planner.sim.jit import njit
 from planner.sim.prefix_workload import SharedPrompt
 from planner.sim.replica.engine import run_pool
 from planner.sim.replica.metrics import replication_metrics
 from planner.sim.replica.pool import draw_sample, engine_state, run_sample
+from planner.sim.replica.prefix import evict, register, release
 from planner.sim.replica.routing import ROUTERS
 from planner.sim.replica.run import simulate_pool
 from planner.sim.replica.state import (
@@ -43,6 +45,7 @@ from planner.sim.replica.state import (
     I_REP,
     I_SAVED,
     I_STATUS,
+    K_BLOCK,
     K_NEXT,
     K_PREV,
     K_REF,
@@ -53,6 +56,7 @@ from planner.sim.replica.state import (
     P_LRU_HEAD,
     P_LRU_TAIL,
     P_MAXKV,
+    P_SLOTS,
     REJECTED,
 )
 from planner.sim.workload import default_workload
@@ -263,16 +267,21 @@ def _cache_is_consistent(st) -> None:
     in a list whose links agree both ways, and P_CFREE counts them."""
     size = st.rep_i[:, P_BLOCK]
     users = st.cache[:, :, K_REF]
+    held = st.cache[:, :, K_BLOCK]
     assert (users <= 0).all() and (st.rep_i[:, P_KV] == 0).all()
+    assert ((users == 0) == (held >= 0)).all()  # a slot holds a block exactly when the block is cached
     for r in range(st.rep_i.shape[0]):
-        walked, b, prev = [], st.rep_i[r, P_LRU_HEAD], -1
-        while b >= 0:
-            assert st.cache[r, b, K_PREV] == prev
-            walked.append(int(b))
-            prev, b = b, st.cache[r, b, K_NEXT]
+        blocks = held[r][held[r] >= 0]
+        assert np.unique(blocks).size == blocks.size  # one slot per cached block
+        walked, s, prev = [], st.rep_i[r, P_LRU_HEAD], -1
+        while s >= 0:
+            assert st.cache[r, s, K_PREV] == prev
+            walked.append(int(s))
+            prev, s = s, st.cache[r, s, K_NEXT]
         assert prev == st.rep_i[r, P_LRU_TAIL]
         assert sorted(walked) == np.flatnonzero(users[r] == 0).tolist()
         assert st.rep_i[r, P_CFREE] == size[r] * len(walked)
+        assert st.rep_i[r, P_SLOTS] == (held[r] != -1).sum()  # live and deleted slots
 
 
 @settings(max_examples=10, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -366,3 +375,58 @@ def test_compiled_equals_the_reference_on_sessions(router):
     for name, value in expected.items():
         assert np.array_equal(got[name], value, equal_nan=True), name
     assert state.req_i[:, I_HIT].sum() > 0
+
+
+def test_a_small_table_under_churn_rehashes_and_still_matches_the_reference():
+    """One replica of 10 blocks (a 32-slot table) and 60 requests of 4 blocks, a third of them repeats of
+    earlier prompts: some 160 blocks enter and most are evicted, so deleted slots force the table to be laid
+    out again many times. Hits, evictions and times equal the pure-Python reference's dict and LRU list."""
+    base = mooncake_sample()
+    rng = np.random.default_rng(3)
+    n = 60
+    lists = [[4 * i + k for k in range(4)] for i in range(n)]
+    for i in range(n // 3, n, 3):
+        lists[i] = lists[int(rng.integers(0, i))]
+    sample = replace(base, arrival_s=np.cumsum(rng.exponential(2.0, n)), cls=np.zeros(n, dtype=np.int64),
+                     prompt_tokens=np.full(n, 400), output_tokens=np.full(n, 3, dtype=np.int64),
+                     predicted_output_tokens=np.full(n, 3.0), route_u=np.zeros((n, 1)),
+                     block_ptr=np.arange(0, 4 * n + 1, 4), block_ids=np.array(lists).ravel(), block_tokens=100)
+    state, hkey, hid = engine_state(one_class_pool(sample, kv=1000), sample)
+    fresh, _, _ = engine_state(one_class_pool(sample, kv=1000), sample)
+    assert state.cache.shape[1] == 32
+    run_pool(state, hkey, hid)
+    expected = Reference(fresh).run().arrays()
+    got = outputs(state)
+    for name, value in expected.items():
+        assert np.array_equal(got[name], value, equal_nan=True), name
+    assert state.req_i[:, I_HIT].sum() > 0 and (state.req_i[:, I_STATUS] == DONE).all()
+    _cache_is_consistent(state)
+
+
+@njit
+def _churn(req_i, rep_i, blk_ids, cache, slots_after):
+    """Request j's one block enters replica 0's cache, is released and evicted; P_SLOTS after each."""
+    for j in range(req_i.shape[0]):
+        rep_i[0, P_KV] += rep_i[0, P_BLOCK]  # j computed its block: its KV, cached once register runs
+        register(req_i, rep_i, blk_ids, cache, 0, j, 1)
+        release(req_i, rep_i, blk_ids, cache, 0, j)
+        evict(rep_i, cache, 0, rep_i[0, P_CAP])
+        slots_after[j] = rep_i[0, P_SLOTS]
+
+
+def test_deleted_slots_are_cleared_by_laying_the_table_out_again():
+    """200 blocks pass one at a time through a 32-slot table: every eviction leaves a deleted slot, and the
+    count of slots not empty falls back when it reaches three quarters of the table."""
+    n = 200
+    base = mooncake_sample()
+    sample = replace(base, arrival_s=np.arange(n, dtype=float), cls=np.zeros(n, dtype=np.int64),
+                     prompt_tokens=np.full(n, 100), output_tokens=np.ones(n, dtype=np.int64),
+                     predicted_output_tokens=np.ones(n), route_u=np.zeros((n, 1)),
+                     block_ptr=np.arange(n + 1), block_ids=np.arange(n), block_tokens=100)
+    state, _, _ = engine_state(one_class_pool(sample, kv=1000), sample)
+    assert state.cache.shape[1] == 32
+    slots_after = np.zeros(n, dtype=np.int64)
+    _churn(state.req_i, state.rep_i, state.blk_ids, state.cache, slots_after)
+    assert slots_after.max() <= 24 and (np.diff(slots_after) < 0).any()
+    assert state.rep_i[0, P_LRU_HEAD] == -1 and state.rep_i[0, P_CFREE] == 0
+    _cache_is_consistent(state)

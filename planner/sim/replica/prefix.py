@@ -7,17 +7,25 @@ prefix). The list covers its prompt and may go on over its output (a conversatio
 turn starts with this turn's prompt and answer). Only full blocks are cached: block i of j
 once j holds (i + 1)·B tokens of KV, and only the blocks its list names.
 
-**The cache of replica r** is the blocks b with ``cache[r, b, K_REF]`` ≥ 0, the number of
-running requests that use it. A block enters when a running request fills it
-(:func:`register`, at the end of the step that computes it: from then on a request
-arriving or admitted finds it) and stays after that request leaves or is preempted, until
-evicted. A cached block nobody uses sits in an LRU list (``K_PREV``/``K_NEXT``, head
-``P_LRU_HEAD``, tail ``P_LRU_TAIL``), and eviction takes the head, the least recently
-released. A request releases its blocks last first (:func:`release`), so its tail blocks are
-evicted before its head ones, as vLLM's free-block queue does. A block a running request
-completes while it is already cached (two requests computing the same prefix at once) is
-used from the cache and the request's own copy freed: the cache holds one copy of each block
-(vLLM may keep both for a while; this is the one place the model departs from it).
+**The cache of replica r** is an open-addressing hash table of slots (linear probing from a
+Fibonacci hash of the block): slot s holds block ``cache[r, s, K_BLOCK]`` and
+``cache[r, s, K_REF]`` ≥ 0, the number of running requests that use it. Its size
+(:func:`planner.sim.replica.state.cache_slots`) follows the replica's KV capacity, not the
+sample's distinct blocks, so a pool of many replicas on a long trace fits in memory. An
+evicted block leaves a deleted mark that lookups step over; when live and deleted slots reach
+three quarters of the table, :func:`_rehash` lays the live blocks out again, LRU order kept.
+The table decides nothing: every outcome is the one a table indexed by block would give.
+
+A block enters when a running request fills it (:func:`register`, at the end of the step
+that computes it: from then on a request arriving or admitted finds it) and stays after that
+request leaves or is preempted, until evicted. A cached block nobody uses sits in an LRU
+list (``K_PREV``/``K_NEXT``, head ``P_LRU_HEAD``, tail ``P_LRU_TAIL``), and eviction takes
+the head, the least recently released. A request releases its blocks last first
+(:func:`release`), so its tail blocks are evicted before its head ones, as vLLM's free-block
+queue does. A block a running request completes while it is already cached (two requests
+computing the same prefix at once) is used from the cache and the request's own copy freed:
+the cache holds one copy of each block (vLLM may keep both for a while; this is the one
+place the model departs from it).
 
 **KV.** ``P_KV`` = tokens of running requests outside the cache + B × (cached blocks in use),
 so a shared block counts once; ``P_CFREE`` = B × (cached blocks in the LRU list). Every
@@ -45,16 +53,20 @@ import numpy as np
 from planner.sim.jit import compiled_only
 from planner.sim.replica.inline import inlined
 from planner.sim.replica.state import (
+    DELETED_SLOT,
+    EMPTY_SLOT,
     I_BLK0,
     I_CREF,
     I_FILL,
     I_HELD,
     I_NBLK,
     I_PROMPT,
+    K_BLOCK,
     K_NEXT,
     K_PREV,
     K_REF,
     NEVER,
+    NO_INDEX,
     P_BLOCK,
     P_CAP,
     P_CFREE,
@@ -62,16 +74,92 @@ from planner.sim.replica.state import (
     P_LRU_HEAD,
     P_LRU_TAIL,
     P_NWAIT,
+    P_SLOTS,
     X_OVERLAP,
     State,
 )
 
+_GOLDEN = np.uint64(0x9E3779B97F4A7C15)
+"""2⁶⁴ / φ: Fibonacci hashing spreads consecutive block ids over the table."""
+
 
 @inlined
-def _unlink(rep_i: np.ndarray, cache: np.ndarray, r: int, b: int) -> None:
-    """Take block b out of replica r's LRU list."""
-    prev = cache[r, b, K_PREV]
-    nxt = cache[r, b, K_NEXT]
+def _home(b: int, slots: int) -> int:
+    """Block b's first slot in a table of ``slots`` (a power of two) slots."""
+    return np.int64(((np.uint64(b) * _GOLDEN) >> np.uint64(32)) & np.uint64(slots - 1))  # type: ignore[return-value]
+
+
+@inlined
+def _find(cache: np.ndarray, r: int, b: int) -> int:
+    """The slot of block b in replica r's table, −1 when b is not cached."""
+    slots = cache.shape[1]
+    s = _home(b, slots)
+    while True:
+        held = cache[r, s, K_BLOCK]
+        if held == b:
+            return s
+        if held == EMPTY_SLOT:
+            return NO_INDEX
+        s = (s + 1) & (slots - 1)
+
+
+@compiled_only
+def _rehash(rep_i: np.ndarray, cache: np.ndarray, r: int) -> None:
+    """Lay replica r's live blocks out again without deleted marks, keeping users and LRU order."""
+    slots = cache.shape[1]
+    old = cache[r].copy()
+    moved = np.full(slots, -1, dtype=np.int32)
+    cache[r, :, :] = -1  # every slot empty: no block, no users, no links
+    live = 0
+    for s in range(slots):
+        b = old[s, K_BLOCK]
+        if b < 0:
+            continue
+        t = _home(b, slots)
+        while cache[r, t, K_BLOCK] != EMPTY_SLOT:
+            t = (t + 1) & (slots - 1)
+        cache[r, t, K_BLOCK] = b
+        cache[r, t, K_REF] = old[s, K_REF]
+        moved[s] = t
+        live += 1
+    for s in range(slots):
+        t = moved[s]
+        if t >= 0:
+            if old[s, K_PREV] >= 0:
+                cache[r, t, K_PREV] = moved[old[s, K_PREV]]
+            if old[s, K_NEXT] >= 0:
+                cache[r, t, K_NEXT] = moved[old[s, K_NEXT]]
+    if rep_i[r, P_LRU_HEAD] >= 0:
+        rep_i[r, P_LRU_HEAD] = moved[rep_i[r, P_LRU_HEAD]]
+        rep_i[r, P_LRU_TAIL] = moved[rep_i[r, P_LRU_TAIL]]
+    rep_i[r, P_SLOTS] = live
+
+
+@compiled_only
+def _insert(rep_i: np.ndarray, cache: np.ndarray, r: int, b: int) -> int:
+    """Cache block b (not cached) on replica r with one user; its slot."""
+    slots = cache.shape[1]
+    if 4 * (rep_i[r, P_SLOTS] + 1) > 3 * slots:
+        _rehash(rep_i, cache, r)
+        if 2 * (rep_i[r, P_SLOTS] + 1) > slots:
+            raise RuntimeError("prefix cache: more blocks cached than the replica's KV capacity holds")
+    s = _home(b, slots)
+    while cache[r, s, K_BLOCK] >= 0:
+        s = (s + 1) & (slots - 1)
+    if cache[r, s, K_BLOCK] == EMPTY_SLOT:
+        rep_i[r, P_SLOTS] += 1
+    cache[r, s, K_BLOCK] = b
+    cache[r, s, K_REF] = 1
+    cache[r, s, K_PREV] = -1
+    cache[r, s, K_NEXT] = -1
+    return s
+
+
+@inlined
+def _unlink(rep_i: np.ndarray, cache: np.ndarray, r: int, s: int) -> None:
+    """Take slot s out of replica r's LRU list."""
+    prev = cache[r, s, K_PREV]
+    nxt = cache[r, s, K_NEXT]
     if prev >= 0:
         cache[r, prev, K_NEXT] = nxt
     else:
@@ -80,21 +168,21 @@ def _unlink(rep_i: np.ndarray, cache: np.ndarray, r: int, b: int) -> None:
         cache[r, nxt, K_PREV] = prev
     else:
         rep_i[r, P_LRU_TAIL] = prev
-    cache[r, b, K_PREV] = -1
-    cache[r, b, K_NEXT] = -1
+    cache[r, s, K_PREV] = -1
+    cache[r, s, K_NEXT] = -1
 
 
 @inlined
-def _append(rep_i: np.ndarray, cache: np.ndarray, r: int, b: int) -> None:
-    """Put block b at the tail of replica r's LRU list (the last to be evicted)."""
+def _append(rep_i: np.ndarray, cache: np.ndarray, r: int, s: int) -> None:
+    """Put slot s at the tail of replica r's LRU list (the last to be evicted)."""
     tail = rep_i[r, P_LRU_TAIL]
-    cache[r, b, K_PREV] = tail
-    cache[r, b, K_NEXT] = -1
+    cache[r, s, K_PREV] = tail
+    cache[r, s, K_NEXT] = -1
     if tail >= 0:
-        cache[r, tail, K_NEXT] = b
+        cache[r, tail, K_NEXT] = s
     else:
-        rep_i[r, P_LRU_HEAD] = b
-    rep_i[r, P_LRU_TAIL] = b
+        rep_i[r, P_LRU_HEAD] = s
+    rep_i[r, P_LRU_TAIL] = s
 
 
 # The compiled functions below take the arrays they use, not the State: a call copies its
@@ -115,10 +203,10 @@ def leading_run(req_i: np.ndarray, blk_ids: np.ndarray, cache: np.ndarray, r: in
     h = 0
     free = 0
     while h < stop:
-        users = cache[r, blk_ids[start + h], K_REF]
-        if users < 0:
+        s = _find(cache, r, blk_ids[start + h])
+        if s < 0:
             break
-        if users == 0:
+        if cache[r, s, K_REF] == 0:
             free += 1
         h += 1
     return h, free
@@ -131,12 +219,12 @@ def take(req_i: np.ndarray, rep_i: np.ndarray, blk_ids: np.ndarray, cache: np.nd
     size = rep_i[r, P_BLOCK]
     start = req_i[j, I_BLK0]
     for i in range(h):
-        b = blk_ids[start + i]
-        if cache[r, b, K_REF] == 0:
-            _unlink(rep_i, cache, r, b)
+        s = _find(cache, r, blk_ids[start + i])
+        if cache[r, s, K_REF] == 0:
+            _unlink(rep_i, cache, r, s)
             rep_i[r, P_CFREE] -= size
             rep_i[r, P_KV] += size
-        cache[r, b, K_REF] += 1
+        cache[r, s, K_REF] += 1
     req_i[j, I_CREF] = h
     req_i[j, I_HELD] = h * size
     req_i[j, I_FILL] = (h + 1) * size if h < req_i[j, I_NBLK] else NEVER
@@ -147,9 +235,10 @@ def evict(rep_i: np.ndarray, cache: np.ndarray, r: int, need: int) -> None:
     """Evict LRU blocks of replica r until ``need`` more tokens fit, or none is left to evict."""
     size = rep_i[r, P_BLOCK]
     while rep_i[r, P_KV] + rep_i[r, P_CFREE] + need > rep_i[r, P_CAP] and rep_i[r, P_LRU_HEAD] >= 0:
-        b = rep_i[r, P_LRU_HEAD]
-        _unlink(rep_i, cache, r, b)
-        cache[r, b, K_REF] = -1
+        s = rep_i[r, P_LRU_HEAD]
+        _unlink(rep_i, cache, r, s)
+        cache[r, s, K_REF] = -1
+        cache[r, s, K_BLOCK] = DELETED_SLOT
         rep_i[r, P_CFREE] -= size
 
 
@@ -162,16 +251,17 @@ def register(req_i: np.ndarray, rep_i: np.ndarray, blk_ids: np.ndarray, cache: n
     start = req_i[j, I_BLK0]
     for i in range(req_i[j, I_CREF], full):
         b = blk_ids[start + i]
-        users = cache[r, b, K_REF]
-        if users < 0:
-            cache[r, b, K_REF] = 1
+        s = _find(cache, r, b)
+        if s < 0:
+            _insert(rep_i, cache, r, b)
             continue
+        users = cache[r, s, K_REF]
         if users == 0:  # computed twice at once: use the cached copy, free this one
-            _unlink(rep_i, cache, r, b)
+            _unlink(rep_i, cache, r, s)
             rep_i[r, P_CFREE] -= size
         else:
             rep_i[r, P_KV] -= size
-        cache[r, b, K_REF] = users + 1
+        cache[r, s, K_REF] = users + 1
     req_i[j, I_CREF] = full
     req_i[j, I_FILL] = (full + 1) * size if full < req_i[j, I_NBLK] else NEVER
 
@@ -185,10 +275,10 @@ def release(req_i: np.ndarray, rep_i: np.ndarray, blk_ids: np.ndarray, cache: np
     start = req_i[j, I_BLK0]
     used = req_i[j, I_CREF]
     for i in range(used - 1, -1, -1):
-        b = blk_ids[start + i]
-        cache[r, b, K_REF] -= 1
-        if cache[r, b, K_REF] == 0:
-            _append(rep_i, cache, r, b)
+        s = _find(cache, r, blk_ids[start + i])
+        cache[r, s, K_REF] -= 1
+        if cache[r, s, K_REF] == 0:
+            _append(rep_i, cache, r, s)
             rep_i[r, P_KV] -= size
             rep_i[r, P_CFREE] += size
     req_i[j, I_CREF] = 0

@@ -24,15 +24,16 @@ counters, the time-integrals used for utilisation (measured on the window [w0, w
 the step model packed as :mod:`.step_time` reads it.
 
 Prefix cache (:mod:`.prefix`): request j's content blocks are the ``I_NBLK`` entries of
-``blk_ids`` from ``I_BLK0`` (dense indices 0..U−1); replica r's cache is ``cache[r, b]`` =
-(running requests using block b, −1 when b is not cached; previous and next block in the LRU
-list of cached blocks no running request uses, −1 at its ends), with the list's head
-``P_LRU_HEAD`` and tail ``P_LRU_TAIL``, in blocks of ``P_BLOCK`` tokens (0: caching off on
-that replica). ``P_KV`` counts KV used by running requests (a shared block once),
+``blk_ids`` from ``I_BLK0`` (dense indices 0..U−1); replica r's cache is a hash table of
+slots, ``cache[r, s]`` = (running requests using the slot's block, previous and next slot in
+the LRU list of cached blocks no running request uses, −1 at its ends; the block, −1 for an
+empty slot, −2 for a deleted one), with the list's head ``P_LRU_HEAD`` and tail
+``P_LRU_TAIL`` and ``P_SLOTS`` slots not empty, in blocks of ``P_BLOCK`` tokens (0: caching
+off on that replica). ``P_KV`` counts KV used by running requests (a shared block once),
 ``P_CFREE`` the tokens of cached unused blocks. ``I_SESS`` is a request's session (−1: none),
 ``sess_rep`` each session's replica. ``I_FILL`` is the KV a request must hold for its next
 listed block to be full (``NEVER`` when none is left), so the step loop tests one comparison.
-The cache arrays are int32 to halve their memory (replicas × distinct blocks × 12 bytes).
+The cache arrays are int32 to halve their memory (replicas × slots × 16 bytes).
 """
 
 from __future__ import annotations
@@ -64,8 +65,8 @@ F_PRED, F_ADMIT, F_FIRST, F_EXIT = range(4)
 N_REQ_F = 4
 # rep_i columns
 P_NRUN, P_KV, P_RES, P_NWAIT, P_CAP, P_KVLIM, P_MAXB, P_BUDGET, P_DRRPTR, P_STEPS, P_MAXKV, P_CHUNK = range(12)
-P_BLOCK, P_CFREE, P_LRU_HEAD, P_LRU_TAIL = 12, 13, 14, 15
-N_REP_I = 16
+P_BLOCK, P_CFREE, P_LRU_HEAD, P_LRU_TAIL, P_SLOTS = 12, 13, 14, 15, 16
+N_REP_I = 17
 # rep_f columns
 Q_END, Q_WORK, Q_BUSY, Q_KVAREA, Q_BATCHAREA = range(5)
 N_REP_F = 5
@@ -85,8 +86,9 @@ A_AREA, A_LAST = 0, 1
 B_NSYS, B_RR = 0, 1
 # pfx_f: the cache-aware router's overlap weight
 X_OVERLAP = 0
-# cache[r, b] columns: users (−1: not cached), previous and next in the LRU list
-K_REF, K_PREV, K_NEXT = 0, 1, 2
+# cache[r, s] columns: users (−1: no block), previous and next slot in the LRU list, the slot's block
+K_REF, K_PREV, K_NEXT, K_BLOCK = 0, 1, 2, 3
+EMPTY_SLOT, DELETED_SLOT = -1, -2
 
 State = collections.namedtuple(
     "State",
@@ -131,11 +133,25 @@ def no_prefix(n: int, n_rep: int) -> PrefixInput:
                        np.zeros(n_rep, dtype=np.int64), np.full(n, -1, dtype=np.int64), 0)
 
 
-def _prefix_arrays(prefix: PrefixInput, n_rep: int) -> dict[str, np.ndarray]:
+def cache_slots(n_blocks: int, kv_capacity_tokens: np.ndarray, block_tokens: np.ndarray) -> int:
+    """Slots of each replica's hash table: a power of two at least twice the most blocks one replica
+    can hold at once, so that live blocks fill at most half of it (:mod:`.prefix` rehashes when live
+    and deleted slots reach three quarters). A replica holds at most its KV capacity over its block
+    size, and never more than the sample's distinct blocks; 0 when no replica caches."""
+    caching = block_tokens > 0
+    if n_blocks == 0 or not caching.any():
+        return 0
+    most = min(n_blocks, int((kv_capacity_tokens[caching] // block_tokens[caching]).max()) + 1)
+    return 1 << max(3, (2 * most - 1).bit_length())
+
+
+def _prefix_arrays(prefix: PrefixInput, kv_capacity_tokens: np.ndarray) -> dict[str, np.ndarray]:
     """The prefix-cache fields of :class:`State`: nothing cached, empty LRU lists."""
+    n_rep = int(kv_capacity_tokens.size)
+    slots = cache_slots(prefix.n_blocks, kv_capacity_tokens, prefix.block_tokens)
     return {
         "blk_ids": np.ascontiguousarray(prefix.block_ids, dtype=np.int64),
-        "cache": np.full((n_rep, prefix.n_blocks, 3), -1, dtype=np.int32),
+        "cache": np.full((n_rep, slots, 4), -1, dtype=np.int32),
         "sess_rep": np.full(max(prefix.n_sessions, 0), -1, dtype=np.int64),
         "pfx_f": np.array([prefix.overlap_weight], dtype=np.float64),
         "tmp_score": np.zeros(n_rep, dtype=np.float64),
@@ -232,7 +248,7 @@ def build_state(
         tmp_mask=np.zeros(n_cls, dtype=np.bool_),
         tmp_mark=np.zeros(max_batch, dtype=np.bool_),
         present=np.zeros(n_rep, dtype=np.int64),
-        **_prefix_arrays(prefix, n_rep),
+        **_prefix_arrays(prefix, rep_i[:, P_CAP]),
     )
     cap = max(INITIAL_HEAP_CAP, 2 * max_batch + 2)
     return state, np.zeros((n_rep * n_cls, cap)), np.zeros((n_rep * n_cls, cap), dtype=np.int64)
