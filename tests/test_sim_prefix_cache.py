@@ -12,8 +12,10 @@
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 from dataclasses import replace
+from unittest import mock
 
 import numpy as np
 import pytest
@@ -26,6 +28,7 @@ from sim_replica_reference import Reference
 from planner.sim.class_reuse import ClassReuse, session_sample
 from planner.sim.jit import njit
 from planner.sim.prefix_workload import SharedPrompt
+from planner.sim.replica import state as engine_state_layout
 from planner.sim.replica.engine import run_pool
 from planner.sim.replica.metrics import replication_metrics
 from planner.sim.replica.pool import draw_sample, engine_state, run_sample
@@ -52,6 +55,7 @@ from planner.sim.replica.state import (
     P_BLOCK,
     P_CAP,
     P_CFREE,
+    P_HASHED,
     P_KV,
     P_LRU_HEAD,
     P_LRU_TAIL,
@@ -262,6 +266,20 @@ def test_the_pool_summary_reports_hit_rates_per_class_and_per_replica():
     assert "prefix_hit_rate" not in plain.per_class.columns and "prefix_hit_rate" not in plain.pool
 
 
+@contextlib.contextmanager
+def table_layout(layout: str):
+    """Within it, every replica's prefix cache has the layout named: ``direct`` (a slot per distinct
+    block, as the engine chooses for these small samples) or ``hashed`` (the hash table it uses when
+    that would not fit)."""
+    if layout == "direct":
+        yield
+        return
+    def hashed(n_blocks, kv_capacity_tokens, block_tokens):
+        return engine_state_layout.hashed_slots(n_blocks, kv_capacity_tokens, block_tokens), True
+    with mock.patch.object(engine_state_layout, "cache_layout", hashed):
+        yield
+
+
 def _cache_is_consistent(st) -> None:
     """At the end of a run no request holds KV; every cached block is in its replica's LRU list, once,
     in a list whose links agree both ways, and P_CFREE counts them."""
@@ -281,7 +299,10 @@ def _cache_is_consistent(st) -> None:
         assert prev == st.rep_i[r, P_LRU_TAIL]
         assert sorted(walked) == np.flatnonzero(users[r] == 0).tolist()
         assert st.rep_i[r, P_CFREE] == size[r] * len(walked)
-        assert st.rep_i[r, P_SLOTS] == (held[r] != -1).sum()  # live and deleted slots
+        if st.rep_i[r, P_HASHED]:
+            assert st.rep_i[r, P_SLOTS] == (held[r] != -1).sum()  # live and deleted slots
+        else:
+            assert (held[r] == np.where(users[r] == 0, np.arange(held.shape[1]), -1)).all()  # slot b holds b
 
 
 @settings(max_examples=10, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -294,12 +315,14 @@ def _cache_is_consistent(st) -> None:
     variants=st_.integers(1, 4),
     block=st_.sampled_from([16, 64, 256]),
     seed=st_.integers(0, 10_000),
+    layout=st_.sampled_from(["direct", "hashed"]),
 )
-def test_the_cache_stays_consistent_under_any_pool(policy, router, rate, kv, system, variants, block, seed):
+def test_the_cache_stays_consistent_under_any_pool(policy, router, rate, kv, system, variants, block, seed, layout):
     config = replace(pool(rate, policy, router, kv=kv, kv_fraction=1.0, reserve=0.3, duration=40.0),
                      prefix=SharedPrompt(system, variants, block_tokens=block))
     sample = draw_sample(config, np.random.SeedSequence(seed))
-    st = run_sample(config, sample).state
+    with table_layout(layout):
+        st = run_sample(config, sample).state
     status = st.req_i[:, I_STATUS]
     done = status == DONE
     assert set(np.unique(status)) <= {DONE, REJECTED}
@@ -331,14 +354,16 @@ def test_eviction_takes_the_least_recently_released_block_and_a_requests_tail_fi
     _cache_is_consistent(state)
 
 
+@pytest.mark.parametrize("layout", ["direct", "hashed"])
 @pytest.mark.parametrize("router", sorted(ROUTERS))
 @pytest.mark.parametrize("policy", ["fcfs", "srpt", "drr-wspt"])
-def test_compiled_equals_the_reference_with_a_prefix_cache(policy, router):
+def test_compiled_equals_the_reference_with_a_prefix_cache(policy, router, layout):
     """Shared prompts on a small KV cache (hits, evictions, preemptions): every output of the compiled engine,
-    the cache figures included, equals the pure-Python reference's."""
+    the cache figures included, equals the pure-Python reference's, in either table layout."""
     config = replace(pool(12.0, policy, router, kv=16_000, kv_fraction=1.0, reserve=0.3, duration=60.0),
                      prefix=SharedPrompt(2048, 3, block_tokens=64))
-    st = matches_reference(config)
+    with table_layout(layout):
+        st = matches_reference(config)
     assert st.req_i[:, I_HIT].sum() > 0
     if router == "jsq":
         assert st.req_i[:, I_PRE_KV].sum() > 0
@@ -355,20 +380,24 @@ def test_compiled_equals_the_reference_with_a_prefix_cache(policy, router):
     block=st_.sampled_from([16, 64, 256]),
     chunk_cap=st_.sampled_from([0, 256]),
     seed=st_.integers(0, 10_000),
+    layout=st_.sampled_from(["direct", "hashed"]),
 )
 def test_compiled_equals_the_reference_with_a_prefix_cache_property(policy, router, rate, kv, system, variants,
-                                                                     block, chunk_cap, seed):
+                                                                     block, chunk_cap, seed, layout):
     config = replace(pool(rate, policy, router, kv=kv, kv_fraction=1.0, reserve=0.3, duration=30.0,
                           chunk_cap=chunk_cap), prefix=SharedPrompt(system, variants, block_tokens=block))
-    matches_reference(config, seed)
+    with table_layout(layout):
+        matches_reference(config, seed)
 
 
+@pytest.mark.parametrize("layout", ["direct", "hashed"])
 @pytest.mark.parametrize("router", ["random", "cache-aware", "session-affinity"])
-def test_compiled_equals_the_reference_on_sessions(router):
+def test_compiled_equals_the_reference_on_sessions(router, layout):
     sample = _sessions(3)
     config = one_class_pool(sample, replicas=3, router=router, kv=60_000)
-    state, hkey, hid = engine_state(config, sample)
-    fresh, _, _ = engine_state(config, sample)
+    with table_layout(layout):
+        state, hkey, hid = engine_state(config, sample)
+        fresh, _, _ = engine_state(config, sample)
     run_pool(state, hkey, hid)
     expected = Reference(fresh).run().arrays()
     got = outputs(state)
@@ -378,7 +407,7 @@ def test_compiled_equals_the_reference_on_sessions(router):
 
 
 def test_a_small_table_under_churn_rehashes_and_still_matches_the_reference():
-    """One replica of 10 blocks (a 32-slot table) and 60 requests of 4 blocks, a third of them repeats of
+    """One replica of 10 blocks (a 64-slot hash table) and 60 requests of 4 blocks, a third of them repeats of
     earlier prompts: some 160 blocks enter and most are evicted, so deleted slots force the table to be laid
     out again many times. Hits, evictions and times equal the pure-Python reference's dict and LRU list."""
     base = mooncake_sample()
@@ -391,9 +420,10 @@ def test_a_small_table_under_churn_rehashes_and_still_matches_the_reference():
                      prompt_tokens=np.full(n, 400), output_tokens=np.full(n, 3, dtype=np.int64),
                      predicted_output_tokens=np.full(n, 3.0), route_u=np.zeros((n, 1)),
                      block_ptr=np.arange(0, 4 * n + 1, 4), block_ids=np.array(lists).ravel(), block_tokens=100)
-    state, hkey, hid = engine_state(one_class_pool(sample, kv=1000), sample)
-    fresh, _, _ = engine_state(one_class_pool(sample, kv=1000), sample)
-    assert state.cache.shape[1] == 32
+    with table_layout("hashed"):
+        state, hkey, hid = engine_state(one_class_pool(sample, kv=1000), sample)
+        fresh, _, _ = engine_state(one_class_pool(sample, kv=1000), sample)
+    assert state.cache.shape[1] == 64
     run_pool(state, hkey, hid)
     expected = Reference(fresh).run().arrays()
     got = outputs(state)
@@ -415,18 +445,19 @@ def _churn(req_i, rep_i, blk_ids, cache, slots_after):
 
 
 def test_deleted_slots_are_cleared_by_laying_the_table_out_again():
-    """200 blocks pass one at a time through a 32-slot table: every eviction leaves a deleted slot, and the
-    count of slots not empty falls back when it reaches three quarters of the table."""
+    """200 blocks pass one at a time through a 64-slot hash table: every eviction leaves a deleted slot, and
+    the count of slots not empty falls back when it reaches half the table."""
     n = 200
     base = mooncake_sample()
     sample = replace(base, arrival_s=np.arange(n, dtype=float), cls=np.zeros(n, dtype=np.int64),
                      prompt_tokens=np.full(n, 100), output_tokens=np.ones(n, dtype=np.int64),
                      predicted_output_tokens=np.ones(n), route_u=np.zeros((n, 1)),
                      block_ptr=np.arange(n + 1), block_ids=np.arange(n), block_tokens=100)
-    state, _, _ = engine_state(one_class_pool(sample, kv=1000), sample)
-    assert state.cache.shape[1] == 32
+    with table_layout("hashed"):
+        state, _, _ = engine_state(one_class_pool(sample, kv=1000), sample)
+    assert state.cache.shape[1] == 64
     slots_after = np.zeros(n, dtype=np.int64)
     _churn(state.req_i, state.rep_i, state.blk_ids, state.cache, slots_after)
-    assert slots_after.max() <= 24 and (np.diff(slots_after) < 0).any()
+    assert slots_after.max() <= 32 and (np.diff(slots_after) < 0).any()
     assert state.rep_i[0, P_LRU_HEAD] == -1 and state.rep_i[0, P_CFREE] == 0
     _cache_is_consistent(state)

@@ -292,7 +292,7 @@ def start_step(st: State, hkey: np.ndarray, hid: np.ndarray, r: int, now: float)
         hit = 0
         hit_free = 0
         if rep_i[r, P_BLOCK] > 0 and req_i[cand, I_NBLK] > 0:
-            hit, hit_free = leading_run(req_i, st.blk_ids, st.cache, r, cand,
+            hit, hit_free = leading_run(req_i, rep_i, st.blk_ids, st.cache, r, cand,
                                         (req_i[cand, I_TARGET] - 1) // rep_i[r, P_BLOCK])
         skip = hit * rep_i[r, P_BLOCK]
         need_res = _reservation(req_i, reserve, cand) - skip

@@ -33,7 +33,7 @@ from planner.sim.class_reuse import ClassReuse, PoolReuse
 from planner.sim.policies import PolicySpec
 from planner.sim.replica.engine import run_pool
 from planner.sim.replica.routing import POWER_OF_D, router_code
-from planner.sim.replica.state import DEFAULT_OVERLAP_WEIGHT, PrefixInput, State, build_state, cache_slots
+from planner.sim.replica.state import DEFAULT_OVERLAP_WEIGHT, PrefixInput, State, build_state, cache_layout
 from planner.sim.workload import ClassWorkload, PrefixLaw, RequestSample, sample_requests
 from planner.slo import ClassSlo
 
@@ -234,7 +234,7 @@ def prefix_input(config: PoolConfig, sample: RequestSample, reps: list[ReplicaSp
         ptr, n_blocks = np.asarray(sample.block_ptr, dtype=np.int64), int(uniq.size)
         on = [config.prefix_caching and s.prefix_caching for s in reps]
         tokens = np.array([sample.block_tokens if o else 0 for o in on], dtype=np.int64)
-    slots = cache_slots(n_blocks, np.array([s.kv_capacity_tokens for s in reps], dtype=np.int64), tokens)
+    slots, _ = cache_layout(n_blocks, np.array([s.kv_capacity_tokens for s in reps], dtype=np.int64), tokens)
     if slots * len(reps) > MAX_CACHE_SLOTS:
         raise InputError(f"{len(reps)} replicas of {slots:,} prefix-cache slots each: too large a prefix cache",
                          where="prefix data", fix="use larger blocks or fewer replicas")

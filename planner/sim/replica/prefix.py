@@ -7,14 +7,17 @@ prefix). The list covers its prompt and may go on over its output (a conversatio
 turn starts with this turn's prompt and answer). Only full blocks are cached: block i of j
 once j holds (i + 1)·B tokens of KV, and only the blocks its list names.
 
-**The cache of replica r** is an open-addressing hash table of slots (linear probing from a
-Fibonacci hash of the block): slot s holds block ``cache[r, s, K_BLOCK]`` and
-``cache[r, s, K_REF]`` ≥ 0, the number of running requests that use it. Its size
-(:func:`planner.sim.replica.state.cache_slots`) follows the replica's KV capacity, not the
-sample's distinct blocks, so a pool of many replicas on a long trace fits in memory. An
-evicted block leaves a deleted mark that lookups step over; when live and deleted slots reach
-three quarters of the table, :func:`_rehash` lays the live blocks out again, LRU order kept.
-The table decides nothing: every outcome is the one a table indexed by block would give.
+**The cache of replica r** is a table of slots: slot s holds block ``cache[r, s, K_BLOCK]``
+and ``cache[r, s, K_REF]`` ≥ 0, the number of running requests that use it. When the table
+has a slot per distinct block of the sample, block b is slot b. When that would not fit in
+memory (a pool of many replicas on a long trace;
+:func:`planner.sim.replica.state.cache_layout`), ``P_HASHED`` is set and the table is an
+open-addressing hash table sized by the replica's KV capacity: linear probing from a hash
+that keeps runs of 64 consecutive block ids together (a prompt's blocks are often
+consecutive ids, so its lookups stay in a few cache lines) and spreads the runs. An evicted
+block then leaves a deleted mark that lookups step over; when live and deleted slots reach
+half the table, :func:`_rehash` lays the live blocks out again, LRU order kept. The layout
+decides nothing: every outcome is the same in both.
 
 A block enters when a running request fills it (:func:`register`, at the end of the step
 that computes it: from then on a request arriving or admitted finds it) and stays after that
@@ -70,6 +73,7 @@ from planner.sim.replica.state import (
     P_BLOCK,
     P_CAP,
     P_CFREE,
+    P_HASHED,
     P_KV,
     P_LRU_HEAD,
     P_LRU_TAIL,
@@ -80,18 +84,23 @@ from planner.sim.replica.state import (
 )
 
 _GOLDEN = np.uint64(0x9E3779B97F4A7C15)
-"""2⁶⁴ / φ: Fibonacci hashing spreads consecutive block ids over the table."""
+"""2⁶⁴ / φ: Fibonacci hashing spreads the runs of block ids over the table."""
+RUN_BITS = 6
+"""Block ids b and b' with b >> 6 == b' >> 6 hash to neighbouring slots."""
 
 
 @inlined
 def _home(b: int, slots: int) -> int:
-    """Block b's first slot in a table of ``slots`` (a power of two) slots."""
-    return np.int64(((np.uint64(b) * _GOLDEN) >> np.uint64(32)) & np.uint64(slots - 1))  # type: ignore[return-value]
+    """Block b's first slot in a hash table of ``slots`` (a power of two) slots."""
+    run = np.int64((np.uint64(b >> RUN_BITS) * _GOLDEN) >> np.uint64(32))
+    return ((run << RUN_BITS) | (b & ((1 << RUN_BITS) - 1))) & (slots - 1)  # type: ignore[return-value]
 
 
 @inlined
-def _find(cache: np.ndarray, r: int, b: int) -> int:
+def _find(rep_i: np.ndarray, cache: np.ndarray, r: int, b: int) -> int:
     """The slot of block b in replica r's table, −1 when b is not cached."""
+    if rep_i[r, P_HASHED] == 0:
+        return b if cache[r, b, K_REF] >= 0 else NO_INDEX
     slots = cache.shape[1]
     s = _home(b, slots)
     while True:
@@ -136,23 +145,24 @@ def _rehash(rep_i: np.ndarray, cache: np.ndarray, r: int) -> None:
 
 
 @compiled_only
-def _insert(rep_i: np.ndarray, cache: np.ndarray, r: int, b: int) -> int:
-    """Cache block b (not cached) on replica r with one user; its slot."""
-    slots = cache.shape[1]
-    if 4 * (rep_i[r, P_SLOTS] + 1) > 3 * slots:
-        _rehash(rep_i, cache, r)
+def _insert(rep_i: np.ndarray, cache: np.ndarray, r: int, b: int) -> None:
+    """Cache block b (not cached) on replica r with one user."""
+    s = b
+    if rep_i[r, P_HASHED] != 0:
+        slots = cache.shape[1]
         if 2 * (rep_i[r, P_SLOTS] + 1) > slots:
-            raise RuntimeError("prefix cache: more blocks cached than the replica's KV capacity holds")
-    s = _home(b, slots)
-    while cache[r, s, K_BLOCK] >= 0:
-        s = (s + 1) & (slots - 1)
-    if cache[r, s, K_BLOCK] == EMPTY_SLOT:
-        rep_i[r, P_SLOTS] += 1
+            _rehash(rep_i, cache, r)
+            if 4 * rep_i[r, P_SLOTS] > slots:
+                raise RuntimeError("prefix cache: more blocks cached than the replica's KV capacity holds")
+        s = _home(b, slots)
+        while cache[r, s, K_BLOCK] >= 0:
+            s = (s + 1) & (slots - 1)
+        if cache[r, s, K_BLOCK] == EMPTY_SLOT:
+            rep_i[r, P_SLOTS] += 1
     cache[r, s, K_BLOCK] = b
     cache[r, s, K_REF] = 1
     cache[r, s, K_PREV] = -1
     cache[r, s, K_NEXT] = -1
-    return s
 
 
 @inlined
@@ -192,8 +202,8 @@ def _append(rep_i: np.ndarray, cache: np.ndarray, r: int, s: int) -> None:
 
 
 @compiled_only
-def leading_run(req_i: np.ndarray, blk_ids: np.ndarray, cache: np.ndarray, r: int, j: int,
-                limit: int) -> tuple[int, int]:
+def leading_run(req_i: np.ndarray, rep_i: np.ndarray, blk_ids: np.ndarray, cache: np.ndarray, r: int,
+                j: int, limit: int) -> tuple[int, int]:
     """(h, free): request j's longest leading run of blocks cached on replica r, at most ``limit``
     blocks, and how many of them no running request uses (they would come out of the LRU list)."""
     start = req_i[j, I_BLK0]
@@ -203,7 +213,7 @@ def leading_run(req_i: np.ndarray, blk_ids: np.ndarray, cache: np.ndarray, r: in
     h = 0
     free = 0
     while h < stop:
-        s = _find(cache, r, blk_ids[start + h])
+        s = _find(rep_i, cache, r, blk_ids[start + h])
         if s < 0:
             break
         if cache[r, s, K_REF] == 0:
@@ -219,7 +229,7 @@ def take(req_i: np.ndarray, rep_i: np.ndarray, blk_ids: np.ndarray, cache: np.nd
     size = rep_i[r, P_BLOCK]
     start = req_i[j, I_BLK0]
     for i in range(h):
-        s = _find(cache, r, blk_ids[start + i])
+        s = _find(rep_i, cache, r, blk_ids[start + i])
         if cache[r, s, K_REF] == 0:
             _unlink(rep_i, cache, r, s)
             rep_i[r, P_CFREE] -= size
@@ -238,7 +248,7 @@ def evict(rep_i: np.ndarray, cache: np.ndarray, r: int, need: int) -> None:
         s = rep_i[r, P_LRU_HEAD]
         _unlink(rep_i, cache, r, s)
         cache[r, s, K_REF] = -1
-        cache[r, s, K_BLOCK] = DELETED_SLOT
+        cache[r, s, K_BLOCK] = DELETED_SLOT if rep_i[r, P_HASHED] != 0 else EMPTY_SLOT
         rep_i[r, P_CFREE] -= size
 
 
@@ -251,7 +261,7 @@ def register(req_i: np.ndarray, rep_i: np.ndarray, blk_ids: np.ndarray, cache: n
     start = req_i[j, I_BLK0]
     for i in range(req_i[j, I_CREF], full):
         b = blk_ids[start + i]
-        s = _find(cache, r, b)
+        s = _find(rep_i, cache, r, b)
         if s < 0:
             _insert(rep_i, cache, r, b)
             continue
@@ -275,7 +285,7 @@ def release(req_i: np.ndarray, rep_i: np.ndarray, blk_ids: np.ndarray, cache: np
     start = req_i[j, I_BLK0]
     used = req_i[j, I_CREF]
     for i in range(used - 1, -1, -1):
-        s = _find(cache, r, blk_ids[start + i])
+        s = _find(rep_i, cache, r, blk_ids[start + i])
         cache[r, s, K_REF] -= 1
         if cache[r, s, K_REF] == 0:
             _append(rep_i, cache, r, s)
@@ -301,7 +311,7 @@ def cache_scores(st: State, j: int) -> None:
     for r in range(n_rep):
         overlap = 0.0
         if rep_i[r, P_BLOCK] > 0:
-            h, _ = leading_run(st.req_i, st.blk_ids, st.cache, r, j, st.req_i[j, I_NBLK])
+            h, _ = leading_run(st.req_i, rep_i, st.blk_ids, st.cache, r, j, st.req_i[j, I_NBLK])
             overlap = float(h * rep_i[r, P_BLOCK]) / prompt
         score = weight * overlap - float(rep_i[r, P_KV]) / float(rep_i[r, P_CAP])
         if most_waiting > 0:

@@ -24,15 +24,16 @@ counters, the time-integrals used for utilisation (measured on the window [w0, w
 the step model packed as :mod:`.step_time` reads it.
 
 Prefix cache (:mod:`.prefix`): request j's content blocks are the ``I_NBLK`` entries of
-``blk_ids`` from ``I_BLK0`` (dense indices 0..U−1); replica r's cache is a hash table of
+``blk_ids`` from ``I_BLK0`` (dense indices 0..U−1); replica r's cache is a table of
 slots, ``cache[r, s]`` = (running requests using the slot's block, previous and next slot in
 the LRU list of cached blocks no running request uses, −1 at its ends; the block, −1 for an
 empty slot, −2 for a deleted one), with the list's head ``P_LRU_HEAD`` and tail
-``P_LRU_TAIL`` and ``P_SLOTS`` slots not empty, in blocks of ``P_BLOCK`` tokens (0: caching
-off on that replica). ``P_KV`` counts KV used by running requests (a shared block once),
-``P_CFREE`` the tokens of cached unused blocks. ``I_SESS`` is a request's session (−1: none),
-``sess_rep`` each session's replica. ``I_FILL`` is the KV a request must hold for its next
-listed block to be full (``NEVER`` when none is left), so the step loop tests one comparison.
+``P_LRU_TAIL`` and ``P_SLOTS`` slots not empty (``P_HASHED`` 0: slot s holds block s), in
+blocks of ``P_BLOCK`` tokens (0: caching off on that replica). ``P_KV`` counts KV used by
+running requests (a shared block once), ``P_CFREE`` the tokens of cached unused blocks.
+``I_SESS`` is a request's session (−1: none), ``sess_rep`` each session's replica.
+``I_FILL`` is the KV a request must hold for its next listed block to be full (``NEVER``
+when none is left), so the step loop tests one comparison.
 The cache arrays are int32 to halve their memory (replicas × slots × 16 bytes).
 """
 
@@ -65,8 +66,8 @@ F_PRED, F_ADMIT, F_FIRST, F_EXIT = range(4)
 N_REQ_F = 4
 # rep_i columns
 P_NRUN, P_KV, P_RES, P_NWAIT, P_CAP, P_KVLIM, P_MAXB, P_BUDGET, P_DRRPTR, P_STEPS, P_MAXKV, P_CHUNK = range(12)
-P_BLOCK, P_CFREE, P_LRU_HEAD, P_LRU_TAIL, P_SLOTS = 12, 13, 14, 15, 16
-N_REP_I = 17
+P_BLOCK, P_CFREE, P_LRU_HEAD, P_LRU_TAIL, P_SLOTS, P_HASHED = 12, 13, 14, 15, 16, 17
+N_REP_I = 18
 # rep_f columns
 Q_END, Q_WORK, Q_BUSY, Q_KVAREA, Q_BATCHAREA = range(5)
 N_REP_F = 5
@@ -133,22 +134,37 @@ def no_prefix(n: int, n_rep: int) -> PrefixInput:
                        np.zeros(n_rep, dtype=np.int64), np.full(n, -1, dtype=np.int64), 0)
 
 
-def cache_slots(n_blocks: int, kv_capacity_tokens: np.ndarray, block_tokens: np.ndarray) -> int:
-    """Slots of each replica's hash table: a power of two at least twice the most blocks one replica
-    can hold at once, so that live blocks fill at most half of it (:mod:`.prefix` rehashes when live
-    and deleted slots reach three quarters). A replica holds at most its KV capacity over its block
-    size, and never more than the sample's distinct blocks; 0 when no replica caches."""
+DIRECT_TABLE_CELLS = 32_000_000
+"""Replicas × distinct blocks up to which each replica's cache has a slot per block (16 bytes each: 512 MB)."""
+
+
+def hashed_slots(n_blocks: int, kv_capacity_tokens: np.ndarray, block_tokens: np.ndarray) -> int:
+    """Slots of a replica's hash table: a power of two at least four times the most blocks one replica
+    can hold at once (its KV capacity over its block size, and never more than the sample's distinct
+    blocks), so that live blocks fill at most a quarter of it; 0 when no replica caches."""
     caching = block_tokens > 0
     if n_blocks == 0 or not caching.any():
         return 0
     most = min(n_blocks, int((kv_capacity_tokens[caching] // block_tokens[caching]).max()) + 1)
-    return 1 << max(3, (2 * most - 1).bit_length())
+    return 1 << max(3, (4 * most - 1).bit_length())
 
 
-def _prefix_arrays(prefix: PrefixInput, kv_capacity_tokens: np.ndarray) -> dict[str, np.ndarray]:
-    """The prefix-cache fields of :class:`State`: nothing cached, empty LRU lists."""
-    n_rep = int(kv_capacity_tokens.size)
-    slots = cache_slots(prefix.n_blocks, kv_capacity_tokens, prefix.block_tokens)
+def cache_layout(n_blocks: int, kv_capacity_tokens: np.ndarray, block_tokens: np.ndarray) -> tuple[int, bool]:
+    """(slots per replica, hashed) of the prefix cache (:mod:`.prefix`): a slot per distinct block,
+    block b in slot b, the quickest lookup, when that fits in :data:`DIRECT_TABLE_CELLS` or takes no
+    more than a hash table would; else a hash table (:func:`hashed_slots`), whose size follows the
+    pool, not the trace."""
+    hashed = hashed_slots(n_blocks, kv_capacity_tokens, block_tokens)
+    if hashed == 0 or n_blocks <= hashed or kv_capacity_tokens.size * n_blocks <= DIRECT_TABLE_CELLS:
+        return (n_blocks if hashed else 0), False
+    return hashed, True
+
+
+def _prefix_arrays(prefix: PrefixInput, rep_i: np.ndarray) -> dict[str, np.ndarray]:
+    """The prefix-cache fields of :class:`State`: nothing cached, empty LRU lists; sets ``P_HASHED``."""
+    n_rep = rep_i.shape[0]
+    slots, hashed = cache_layout(prefix.n_blocks, rep_i[:, P_CAP], prefix.block_tokens)
+    rep_i[:, P_HASHED] = int(hashed)
     return {
         "blk_ids": np.ascontiguousarray(prefix.block_ids, dtype=np.int64),
         "cache": np.full((n_rep, slots, 4), -1, dtype=np.int32),
@@ -248,7 +264,7 @@ def build_state(
         tmp_mask=np.zeros(n_cls, dtype=np.bool_),
         tmp_mark=np.zeros(max_batch, dtype=np.bool_),
         present=np.zeros(n_rep, dtype=np.int64),
-        **_prefix_arrays(prefix, rep_i[:, P_CAP]),
+        **_prefix_arrays(prefix, rep_i),
     )
     cap = max(INITIAL_HEAP_CAP, 2 * max_batch + 2)
     return state, np.zeros((n_rep * n_cls, cap)), np.zeros((n_rep * n_cls, cap), dtype=np.int64)
