@@ -20,7 +20,8 @@ def changes_section(inputs: ReportInputs) -> Section:
     table = inputs.alternatives
     if table is None or table.empty:
         return section.no_data("the neighbouring tier choices were not priced for this run.")
-    kind = table["kind"].fillna(TIER) if "kind" in table.columns else pd.Series(TIER, index=table.index)
+    # an all-empty kind column reads back as float: cast before filling with the tier's name
+    kind = table["kind"].astype(object).fillna(TIER) if "kind" in table.columns else pd.Series(TIER, index=table.index)
     cached, margins = table[kind == CACHE], table[kind == MARGIN]
     table_all, table = table, table[kind == TIER]
     feasible = table[table["feasible"].astype(bool)]
