@@ -38,6 +38,10 @@ from typing import Any
 import pandas as pd
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from planner.report.inputs import money  # noqa: E402
+
 README = ROOT / "README.md"
 FIGURES = ROOT / "docs/figures"
 CHART = ROOT / "docs/images/sweep-interactive-ttft.png"
@@ -106,10 +110,6 @@ def measure_sweep() -> dict[str, Any]:
         return record_sweep(work / "sweep-demo", work / "time.log")
 
 
-def money(value: float | None) -> str:
-    return "—" if value is None else f"${value:,.0f}"
-
-
 def render_sweep(entry: dict[str, Any]) -> str:
     """The sweep's table, its run time and what tightening or loosening the SLO costs."""
     lines = ["| interactive TTFT p99 | plan cost | peak GPUs | SLOs | binding |", "|---|---|---|---|---|"]
@@ -118,7 +118,8 @@ def render_sweep(entry: dict[str, Any]) -> str:
         value = f"{row['value']:,.0f} ms" + (" (the demo's)" if row["value"] == DEMO_VALUE else "")
         status = row["slo_status"] if row["feasible"] else f"infeasible: {row['diagnosis']}"
         gpus = "—" if row["gpus_peak"] is None else str(row["gpus_peak"])
-        lines.append(f"| {value} | {money(row['cost_usd'])} | {gpus} | {status} | {row['binding']} |")
+        cost = "—" if row["cost_usd"] is None else money(row["cost_usd"])
+        lines.append(f"| {value} | {cost} | {gpus} | {status} | {row['binding']} |")
         if row["cost_usd"] is not None:
             costs[row["value"]] = row["cost_usd"]
     lines.append("")

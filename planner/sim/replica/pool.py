@@ -206,7 +206,7 @@ def engine_state(config: PoolConfig, sample: RequestSample) -> tuple[State, np.n
 
 
 MAX_CACHE_SLOTS = 250_000_000
-"""Replicas × hash-table slots of the prefix cache (16 bytes each: 4 GB)."""
+"""Replicas × prefix-cache slots, in either layout of :func:`.state.cache_layout` (16 bytes each: 4 GB)."""
 
 
 def _dense_sessions(sample: RequestSample) -> tuple[np.ndarray, int]:
