@@ -71,7 +71,9 @@ What it does:
    planner's relative gap, as two losses can print alike at 3 decimals). A per-series table
    follows (methods as columns; MASE, cov90, cov98, pb q95, pb q99 of each series), then the
    q95 pinball verdict of every series where the planner's is not lower (or one line saying it
-   is lower on all). Then the planner's fit time on the whole 1-year demo (one worker) per
+   is lower on all), each with its evidence: the two losses origin by origin, a one-sided paired
+   t-test of the held-out gap, and the planner's own backtest of both bands before each origin
+   (what a forecast made there could know). Then the planner's fit time on the whole 1-year demo (one worker) per
    series, and on one series alone. ``--json`` carries, per data set, each method's overall
    figures (``pinball_scaled`` and ``below``, the share of hours at or below each quantile, at
    every level above; coverage80/90/98), the same per series under ``per_series``, and the
@@ -94,10 +96,12 @@ import warnings
 from collections import Counter
 from dataclasses import dataclass, field, replace
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pandas as pd
 from scipy.special import ndtri
+from scipy.stats import t as student_t
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
@@ -285,6 +289,9 @@ class MethodRuns:
     seconds: list[float] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     models_used: list[str] = field(default_factory=list)
+    backtest_q95: dict[int, dict[str, float]] = field(default_factory=dict)
+    """The planner's own backtest before each case's origin: q95 scaled pinball of the band it chose and of each
+    naive (the evidence the choice was made on)."""
 
 
 def _hour(ts: pd.Timestamp) -> int:
@@ -358,10 +365,25 @@ def planner_runs(dataset: RealDataset, cases: list[OriginCase]) -> MethodRuns:
             runs.forecasts[index[(key, origin)]] = (block[quantile_column(bt.POINT_LEVEL)].to_numpy(float), quants)
         for entry in result.metadata["series"]:
             runs.models_used.append(entry["model_used"])
+            key = (entry["region"], entry["model"], entry["traffic_class"])
+            if (key, origin) in index and (evidence := backtest_q95(entry["fit"].get("selection", {}))):
+                runs.backtest_q95[index[(key, origin)]] = evidence
             if entry["fallback_reason"]:
                 runs.notes.append(f"origin {origin:%Y-%m-%d %H:%M} {entry['series']}: {entry['model_used']} "
                                   f"(fallback: {entry['fallback_reason']})")
     return runs
+
+
+def backtest_q95(selection: dict[str, Any]) -> dict[str, float]:
+    """From a series' selection metadata: the backtest q95 scaled pinball of the band chosen at q95 (``chosen``)
+    and of each naive; empty when the selection was skipped."""
+    candidates = selection.get("candidates", {})
+    chosen = selection.get("upper_band", {}).get("q95", selection.get("winner"))
+    losses = {name: block["tail_pinball_scaled"]["q95"] for name, block in candidates.items()
+              if "q95" in block.get("tail_pinball_scaled", {})}
+    if chosen not in losses:
+        return {}
+    return {"chosen": losses[chosen], **{name: losses[name] for name in NAIVE_PERIODS if name in losses}}
 
 
 def reference_request(cases: list[OriginCase], horizon: int) -> dict:
@@ -520,8 +542,10 @@ def pinball_verdict(planner: dict, naives: dict[str, dict], column: str = "q95")
             f"planner {gap}): {'met' if met else 'MISSED'}"), met
 
 
-def series_verdicts(per_series: dict[str, dict[Key, dict]]) -> list[str]:
-    """The q95 pinball verdict of every series where the planner's is not lower than both naives'."""
+def series_verdicts(per_series: dict[str, dict[Key, dict]], cases: list[OriginCase] | None = None,
+                    runs: dict[str, MethodRuns] | None = None) -> list[str]:
+    """The q95 pinball verdict of every series where the planner's is not lower than both naives'; given the cases
+    and runs, each followed by the evidence of ``held_out_evidence``."""
     planner = per_series.get("planner", {})
     missed = []
     for key, mine in planner.items():
@@ -529,9 +553,45 @@ def series_verdicts(per_series: dict[str, dict[Key, dict]]) -> list[str]:
         line, met = pinball_verdict(mine, naives)
         if not met:
             missed.append(f"{'/'.join(key)}: {line}")
+            if cases is not None and runs is not None:
+                better = min(naives, key=lambda name: naives[name]["pinball_scaled"]["q95"])
+                missed.extend(f"  {text}" for text in held_out_evidence(cases, runs, key, better))
     if not missed:
         return [f"per series: the planner's q95 pinball is below the better naive's on all {len(planner)} series"]
     return missed
+
+
+def case_pinball(case: OriginCase, forecast: Forecast, level: float) -> float:
+    """Scaled pinball loss at ``level`` over one case's scored hours."""
+    quantile = forecast[1][level][case.scored]
+    return float(np.mean(bt.pinball(case.actual[case.scored], quantile, level))) / case.scale
+
+
+def held_out_evidence(cases: list[OriginCase], runs: dict[str, MethodRuns], key: Key, naive: str) -> list[str]:
+    """Where the planner's q95 loses to ``naive`` on ``key``: the loss origin by origin, whether the held-out gap is
+    beyond origin-to-origin noise (one-sided paired t-test at 5 %, as the selection's own), and what the planner's
+    backtest before each origin said of the two bands (the only evidence a forecast made there could use)."""
+    planner = runs["planner"]
+    indices = [i for i, case in enumerate(cases) if case.key == key and case.scored.any()
+               and i in planner.forecasts and i in runs[naive].forecasts]
+    mine = np.array([case_pinball(cases[i], planner.forecasts[i], 0.95) for i in indices])
+    theirs = np.array([case_pinball(cases[i], runs[naive].forecasts[i], 0.95) for i in indices])
+    pairs = ", ".join(f"{cases[i].origin:%m-%d} {a:.3f}/{b:.3f}" for i, a, b in zip(indices, mine, theirs, strict=True))
+    lines = [f"held out, q95 pinball planner/{ROW_LABELS[naive]} per origin: {pairs}"]
+    gap = mine - theirs
+    if gap.size >= 2 and gap.std(ddof=1) > 0:
+        t_stat = float(gap.mean() / (gap.std(ddof=1) / np.sqrt(gap.size)))
+        critical = float(student_t.ppf(0.95, gap.size - 1))
+        beyond = "beyond" if t_stat > critical else "within"
+        lines.append(f"paired t of the held-out gap {t_stat:.2f} over {gap.size} origins (5 % one-sided needs > "
+                     f"{critical:.2f}): {beyond} origin-to-origin noise")
+    evidence = [planner.backtest_q95[i] for i in indices if naive in planner.backtest_q95.get(i, {})]
+    if evidence:
+        ahead = sum(e["chosen"] < e[naive] for e in evidence)
+        pairs = ", ".join(f"{e['chosen']:.3f}/{e[naive]:.3f}" for e in evidence)
+        lines.append(f"the planner's backtest before each origin, chosen band/{ROW_LABELS[naive]}: {pairs} (the "
+                     f"chosen band lower at {ahead} of {len(evidence)} origins)")
+    return lines
 
 
 def _cell(value: float | None, width: int, digits: int = 3) -> str:
@@ -599,7 +659,7 @@ def evaluate_real(dataset: RealDataset, reference_python: Path) -> dict:
               for name in ROW_LABELS}
     print_real_table(dataset, scores, runs, note)
     print_series_table(per_series)
-    series_lines = series_verdicts(per_series)
+    series_lines = series_verdicts(per_series, cases, runs)
     for line in series_lines:
         print(f"  {line}")
     return {"scores": scores, "verdicts": verdicts(scores), "series_verdicts": series_lines,

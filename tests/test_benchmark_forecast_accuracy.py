@@ -161,3 +161,34 @@ def test_demo_series_are_picked_spread_over_sorted_keys(fa):
     frame = pd.DataFrame([{"region": r, "model": m, "traffic_class": c, "ts": "x"} for r, m, c in keys])
     picked = fa.demo_series(frame)["model"].tolist()
     assert picked == ["m00", "m05", "m10", "m16", "m21", "m26"]
+
+
+def test_backtest_q95_reads_the_band_chosen_at_q95_and_the_naives(fa):
+    selection = {"winner": "harmonic", "upper_band": {"q95": "mstl"},
+                 "candidates": {"harmonic": {"tail_pinball_scaled": {"q95": 0.3}},
+                                "mstl": {"tail_pinball_scaled": {"q95": 0.2}},
+                                "naive24": {"tail_pinball_scaled": {"q95": 0.4}},
+                                "naive168": {"error": "could not fit"}}}
+    assert fa.backtest_q95(selection) == {"chosen": 0.2, "naive24": 0.4}
+    del selection["upper_band"]
+    assert fa.backtest_q95(selection)["chosen"] == 0.3
+    assert fa.backtest_q95({"skipped": "too short"}) == {}
+
+
+def test_held_out_evidence_gives_losses_per_origin_the_paired_test_and_the_backtest(fa, dataset):
+    cases = fa.origin_cases(dataset)
+
+    def runs_above(offsets):  # q95 this far above every actual: pinball (1 - 0.95) * offset / scale (10)
+        runs = fa.MethodRuns()
+        for i, case in enumerate(cases):
+            runs.forecasts[i] = (case.actual, {0.95: case.actual + offsets[i]})
+        return runs
+
+    planner = runs_above([10.0, 20.0])
+    planner.backtest_q95 = {0: {"chosen": 0.1, "naive168": 0.2}, 1: {"chosen": 0.3, "naive168": 0.2}}
+    lines = fa.held_out_evidence(cases, {"planner": planner, "naive168": runs_above([0.0, 0.0])},
+                                 ("r1", "m1", "all"), "naive168")
+    assert lines[0].endswith("03-11 0.050/0.000, 03-12 0.100/0.000")
+    # gaps 0.05 and 0.10: t = 0.075 / (0.0354 / sqrt 2) = 3.00 < t_0.95(1) = 6.31
+    assert "paired t of the held-out gap 3.00 over 2 origins" in lines[1] and "> 6.31): within" in lines[1]
+    assert lines[2].endswith("0.100/0.200, 0.300/0.200 (the chosen band lower at 1 of 2 origins)")
