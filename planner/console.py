@@ -10,6 +10,7 @@ import contextlib
 import json
 import math
 import sys
+import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
@@ -20,6 +21,7 @@ from rich.progress import (
     BarColumn,
     MofNCompleteColumn,
     Progress,
+    SpinnerColumn,
     TextColumn,
     TimeElapsedColumn,
     TimeRemainingColumn,
@@ -150,3 +152,25 @@ def progress_bar(description: str, *, console: Console = stderr) -> Iterator[Cal
             progress.update(task, completed=done, total=total)
 
         yield advance
+
+
+@contextlib.contextmanager
+def narrated(first: str, *, console: Console = stderr,
+             clock: Callable[[], float] = time.monotonic) -> Iterator[Callable[[str], None]]:
+    """What a long run is doing, each step of it updating the text: on a terminal a spinner with the time elapsed;
+    elsewhere (cron mail, CI logs) one line per step with the minutes and seconds since the run began, so that a
+    log shows where the time went. On stderr, so ``--json`` output on stdout stays clean."""
+    if console.is_terminal:
+        columns = (SpinnerColumn(), TextColumn("{task.description}", markup=False), TimeElapsedColumn())
+        with Progress(*columns, console=console, transient=True) as progress:
+            task = progress.add_task(first, total=None)
+            yield lambda text: progress.update(task, description=text)
+        return
+    began = clock()
+
+    def line(text: str) -> None:
+        minutes, seconds = divmod(int(clock() - began), 60)
+        console.print(f"[{minutes:3d}:{seconds:02d}] {text}", markup=False, highlight=False)
+
+    line(first)
+    yield line

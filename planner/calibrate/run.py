@@ -94,6 +94,7 @@ def calibrate(
     scheduler: str | None = None,
     store: CalibrationStore | None = None,
     progress: Callable[[int, int], None] | None = None,
+    pool_progress: Callable[[int, int], None] | None = None,
     search_settings: bool = True,
     prune: bool = True,
 ) -> CalibrationResult:
@@ -108,7 +109,8 @@ def calibrate(
     settings of :data:`planner.calibrate.inputs.MAX_NUM_SEQS` × ``MAX_NUM_BATCHED_TOKENS`` (else only each
     profile's defaults); ``prune`` skips the settings that cannot beat the best one
     (:mod:`planner.calibrate.unit`). ``store`` answers units calibrated before and keeps the new answers;
-    without one every unit is simulated.
+    without one every unit is simulated. ``progress(done, total)`` follows the units, ``pool_progress`` the units'
+    larger pools.
     """
     check_settings(duration_s=duration_s, replications=replications, seed=seed, rel_tol=rel_tol,
                    confidence=confidence, pool_replicas=pool_replicas)
@@ -137,7 +139,7 @@ def calibrate(
     results, cached, cache_notes = _answer(calibrate_unit, tasks, store, engine, workers, scheduler, progress)
     sizes = [_larger_sizes(task, result, larger, pool_replicas, pool_sizes_for)
              for task, result in zip(tasks, results, strict=True)]
-    pools, pool_notes = _answer_pools(tasks, results, sizes, store, engine, workers, scheduler)
+    pools, pool_notes = _answer_pools(tasks, results, sizes, store, engine, workers, scheduler, pool_progress)
     n_cached, n_simulated = sum(cached), sum(not hit for hit in cached)
     rows, unit_notes, failures = _tabulated(tasks, results, cached, pools)
     meta = _meta(scenario, settings, {m: shares[m] for m in calibrated}, workloads, histogram is not None,
@@ -204,7 +206,7 @@ def _larger_sizes(task: UnitTask, result: dict[str, Any], larger: tuple[int, ...
 
 def _answer_pools(tasks: list[UnitTask], results: list[dict[str, Any]], unit_sizes: list[tuple[int, ...]],
                   store: CalibrationStore | None, engine: str, workers: int | None, scheduler: str | None,
-                  ) -> tuple[list[dict[str, Any] | None], list[str]]:
+                  progress: Callable[[int, int], None] | None = None) -> tuple[list[dict[str, Any] | None], list[str]]:
     """Per unit, its answers at its larger pool sizes ``unit_sizes`` (None: no larger size)."""
     todo, pool_tasks = [], []
     for i, (task, result, sizes) in enumerate(zip(tasks, results, unit_sizes, strict=True)):
@@ -214,7 +216,7 @@ def _answer_pools(tasks: list[UnitTask], results: list[dict[str, Any]], unit_siz
             pool_tasks.append(replace(pool, key=pool_key(pool)))
     if not pool_tasks:
         return [None] * len(tasks), []
-    answers, _, notes = _answer(calibrate_pools, pool_tasks, store, engine, workers, scheduler, None)
+    answers, _, notes = _answer(calibrate_pools, pool_tasks, store, engine, workers, scheduler, progress)
     out: list[dict[str, Any] | None] = [None] * len(tasks)
     for i, answer in zip(todo, answers, strict=True):
         out[i] = answer

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import contextlib
-from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -39,7 +37,7 @@ from planner.cli.app import (
 )
 from planner.cli.paths import check_cache_folder, check_paths, histogram_files
 from planner.cli.placement_options import GapOption, NodeLimitOption, PeriodsOption, SolverOption, TimeLimitOption
-from planner.console import print_table, progress_bar, stderr
+from planner.console import narrated, print_table, progress_bar, stderr
 from planner.contracts import DEFAULT_MAX_GROWTH
 from planner.errors import InputError, SLOFailedError
 from planner.runs import RunContext
@@ -63,13 +61,6 @@ PoolsOption = Annotated[bool, typer.Option(
 
 def _names(text: str | None) -> list[str] | None:
     return [part.strip() for part in text.split(",") if part.strip()] if text else None
-
-
-@contextlib.contextmanager
-def narrated(first: str) -> Iterator[Callable[[str], None]]:
-    """A spinner on stderr whose text each step of a long run updates."""
-    with stderr.status(first) as status:
-        yield lambda text: status.update(text)
 
 
 # --------------------------------------------------------------------------- calibrate

@@ -40,12 +40,11 @@ from planner.cli.loop import (
     SimReplicationsOption,
     fail_if_not_converged,
     loop_options,
-    narrated,
     print_warnings,
 )
 from planner.cli.paths import check_paths, histogram_files
 from planner.cli.placement_options import GapOption, NodeLimitOption, PeriodsOption, SolverOption, TimeLimitOption
-from planner.console import print_table, stderr
+from planner.console import narrated, print_table, stderr
 from planner.contracts import DEFAULT_MAX_GROWTH
 from planner.errors import InputError
 from planner.runs import RunContext

@@ -37,10 +37,10 @@ from planner.cli.loop import (
     SimDurationOption,
     SimReplicationsOption,
     loop_options,
-    narrated,
 )
 from planner.cli.paths import check_paths, histogram_files
 from planner.cli.placement_options import GapOption, NodeLimitOption, PeriodsOption, SolverOption, TimeLimitOption
+from planner.console import narrated
 from planner.contracts import DEFAULT_MAX_GROWTH
 from planner.runs import RunContext
 

@@ -43,6 +43,7 @@ from planner.loop.derate import Miss, find_misses
 from planner.loop.headroom import Headroom
 from planner.loop.pool_sizes import loop_pool_sizes
 from planner.loop.windows import Pool, loop_windows
+from planner.pace import Remaining
 from planner.placement.limits import DEFAULT_NODE_LIMIT, DEFAULT_TIME_LIMIT_S
 from planner.placement.place import DEFAULT_GAP, DEFAULT_PERIODS, place_plan
 from planner.placement.result import PlacementResult
@@ -268,10 +269,15 @@ def _calibrated(run: _Inputs, store: CalibrationStore | None) -> CalibrationResu
 
     settings = run.settings
     run.say(f"calibrating capacity for {run.policy}")
+    units, pools = Remaining(), Remaining()
     return calibrate(run.scenario, run.profiles, policy=run.policy, histogram=run.histogram, mixes=run.mixes,
                      seed=settings.seed, pool_sizes_for=run.pool_sizes_for,
                      search_settings=settings.search_settings, engine=settings.engine, workers=settings.workers,
-                     scheduler=settings.scheduler, store=store)
+                     scheduler=settings.scheduler, store=store,
+                     progress=lambda done, total: run.say(
+                         f"calibrating capacity for {run.policy}: {units.text(done, total, 'units')}"),
+                     pool_progress=lambda done, total: run.say(
+                         f"calibrating capacity for {run.policy} in larger pools: {pools.text(done, total, 'units')}"))
 
 
 def run_loop(scenario: Scenario, forecast: pd.DataFrame, catalog: Catalog, profiles: pd.DataFrame,
