@@ -31,6 +31,7 @@ import numpy as np
 from planner import __version__
 from planner.calibrate.inputs import UnitTask
 from planner.calibrate.pools import POOL_RESULT_FIELDS, PoolTask, pool_key_material
+from planner.calibrate.probe_memo import ProbeStore
 from planner.calibrate.search import FLOOR_FRACTION, GROWTH, MAX_GROWTHS
 from planner.calibrate.unit import CEILING_MARGIN
 from planner.sim.class_reuse import ClassReuse
@@ -47,7 +48,11 @@ RESULT_FIELDS = {"model": str, "sku": str, "tp_degree": int, "engine": str, "key
 
 
 class CalibrationStore(Protocol):
-    """Where calibrated units are kept between runs, by cache key."""
+    """Where calibrated units are kept between runs, by cache key, and (``probes``, None for none) the replications
+    their searches simulated, for searches under other SLOs (:mod:`planner.calibrate.probe_memo`)."""
+
+    @property
+    def probes(self) -> ProbeStore | None: ...
 
     def get(self, key: str) -> dict[str, Any] | None:
         """The stored result for ``key``, or None when absent or unusable (see :func:`entry_result`)."""

@@ -49,6 +49,7 @@ from typing import Any
 from planner import __version__
 from planner.calibrate.inputs import UnitTask
 from planner.calibrate.probe import probe, run_length_s
+from planner.calibrate.probe_memo import ProbeStore
 from planner.calibrate.search import FLOOR_FRACTION, GROWTH, INFEASIBLE, MAX_GROWTHS, bisect_capacity
 from planner.calibrate.unit import binding_bound, probe_record
 from planner.errors import InputError
@@ -162,9 +163,9 @@ def saturated(previous: float, rate: float, ceiling: float) -> bool:
     return rate < previous * (1 + SATURATION) or rate >= ceiling * (1 - SATURATION)
 
 
-def calibrate_pools(task: PoolTask) -> dict[str, Any]:
+def calibrate_pools(task: PoolTask, memo: ProbeStore | None = None) -> dict[str, Any]:
     """The measured answer at each of the task's sizes until the pool saturates (module docstring), as plain
-    values."""
+    values; replications in ``memo`` are read, not simulated (:mod:`.probe_memo`)."""
     unit = task.unit
     ceiling = unit.mix_ceiling_rps(task.replica)
     previous = task.lone_rate_rps
@@ -175,7 +176,7 @@ def calibrate_pools(task: PoolTask) -> dict[str, Any]:
                    "req/s, within 5 % of it, so a pool cannot carry more per replica")
     for n in task.sizes if stopped is None else ():
         replica = replace(task.replica, count=n)
-        ok = functools.partial(probe, unit, replica)
+        ok = functools.partial(probe, unit, replica, store=memo)
         start = ok(previous) if previous > 0 else None
         if start is not None and start.ok:
             outcome = bisect_capacity(ok, ceiling, unit.settings.rel_tol, start)

@@ -66,12 +66,13 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from planner.calibrate.inputs import UnitTask
+from planner.calibrate.probe_memo import ProbeStore, Row, probe_key
 from planner.sim.class_reuse import ENGINE_BLOCK_TOKENS
 from planner.sim.policies import get_policy
 from planner.sim.replica.metrics import replication_metrics
 from planner.sim.replica.pool import PoolConfig, ReplicaSpec, run_replication
 from planner.sim.stats import replication_ci
-from planner.slo import p99_column
+from planner.slo import SLO_METRICS, p99_column
 
 NO_EVIDENCE = "fewer than two replications saw a request of the class"
 REJECTIONS = "a replication rejected more than 1 % of the class's requests"
@@ -175,25 +176,42 @@ def _clearly_missed(p99: dict[tuple[int, str], list[float]], checked: dict[int, 
     return False
 
 
-def probe(task: UnitTask, replica: ReplicaSpec, rate_rps_per_replica: float) -> Probe:
-    """Simulate the unit under ``replica``'s engine setting at λ and evaluate ok(λ)."""
+def _replication_row(task: UnitTask, config: PoolConfig, i: int) -> Row:
+    """Replication i simulated: per active class, its arrivals and the p99 of every metric."""
+    seed = replication_seed(task.settings.seed, task.model, task.sku, i)
+    rows, _ = replication_metrics(run_replication(config, seed))
+    return {task.classes[k].name: {"arrived": float(rows[k]["arrived"]),
+                                   **{m: float(rows[k][p99_column(m)]) for m in SLO_METRICS}}
+            for k, c in enumerate(task.classes) if c.share > 0}
+
+
+def probe(task: UnitTask, replica: ReplicaSpec, rate_rps_per_replica: float, store: ProbeStore | None = None) -> Probe:
+    """Simulate the unit under ``replica``'s engine setting at λ and evaluate ok(λ); replications already in
+    ``store`` are read, not simulated (:mod:`.probe_memo`), and the ones simulated are added to it."""
     config = pool_config(task, replica, rate_rps_per_replica)
+    key = probe_key(task, replica, rate_rps_per_replica) if store is not None else ""
+    kept = (store.get(key) or []) if store is not None else []
+    known = len(kept)
     active = [k for k, c in enumerate(task.classes) if c.share > 0]
     checked = {k: dict(task.classes[k].spec.slo.targets()) for k in active}  # metric -> SLO, the set ones only
     p99: dict[tuple[int, str], list[float]] = {(k, m): [] for k in active for m in checked[k]}
     arrivals = {task.classes[k].name: 0.0 for k in active}
     run = 0
     for i in range(task.settings.replications):
-        rows, _ = replication_metrics(run_replication(config, replication_seed(
-            task.settings.seed, task.model, task.sku, i)))
+        if i == len(kept):
+            kept.append(_replication_row(task, config, i))
+        row = kept[i]
         run += 1
         for k in active:
-            arrivals[task.classes[k].name] += rows[k]["arrived"]
+            name = task.classes[k].name
+            arrivals[name] += row[name]["arrived"]
             for m in checked[k]:
-                p99[(k, m)].append(rows[k][p99_column(m)])
+                p99[(k, m)].append(row[name][m])
         if any(math.isinf(v[-1]) and v[-1] > 0 for v in p99.values()) or _clearly_missed(
                 p99, checked, task.settings.confidence):
             break
+    if store is not None and len(kept) > known:
+        store.put(key, kept)
     bounds = []
     for k in active:
         for m, slo in checked[k].items():

@@ -18,6 +18,7 @@ requests per replication for the same verdict.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from typing import Any
@@ -136,7 +137,9 @@ def calibrate(
         for replica in task.candidates:
             check_pool_work(task, replica, larger)
     tasks = [replace(t, key=cache_key(t)) for t in tasks]
-    results, cached, cache_notes = _answer(calibrate_unit, tasks, store, engine, workers, scheduler, progress)
+    memo = store.probes if store is not None else None
+    results, cached, cache_notes = _answer(functools.partial(calibrate_unit, memo=memo), tasks, store, engine,
+                                           workers, scheduler, progress)
     sizes = [_larger_sizes(task, result, larger, pool_replicas, pool_sizes_for)
              for task, result in zip(tasks, results, strict=True)]
     pools, pool_notes = _answer_pools(tasks, results, sizes, store, engine, workers, scheduler, pool_progress)
@@ -216,7 +219,9 @@ def _answer_pools(tasks: list[UnitTask], results: list[dict[str, Any]], unit_siz
             pool_tasks.append(replace(pool, key=pool_key(pool)))
     if not pool_tasks:
         return [None] * len(tasks), []
-    answers, _, notes = _answer(calibrate_pools, pool_tasks, store, engine, workers, scheduler, progress)
+    memo = store.probes if store is not None else None
+    answers, _, notes = _answer(functools.partial(calibrate_pools, memo=memo), pool_tasks, store, engine, workers,
+                                scheduler, progress)
     out: list[dict[str, Any] | None] = [None] * len(tasks)
     for i, answer in zip(todo, answers, strict=True):
         out[i] = answer

@@ -41,6 +41,7 @@ from typing import Any
 
 from planner.calibrate.inputs import UnitTask
 from planner.calibrate.probe import Bound, Probe, probe
+from planner.calibrate.probe_memo import ProbeStore
 from planner.calibrate.search import (
     FLOOR_FRACTION,
     GROWTH,
@@ -133,8 +134,9 @@ def _no_fit(task: UnitTask, replica: ReplicaSpec) -> str:
             f"(kv_fraction {task.settings.kv_fraction:g} of {replica.kv_capacity_tokens} tokens)")
 
 
-def calibrate_unit(task: UnitTask) -> dict[str, Any]:
-    """Search the unit's settings (module docstring) and return its outcome as plain values."""
+def calibrate_unit(task: UnitTask, memo: ProbeStore | None = None) -> dict[str, Any]:
+    """Search the unit's settings (module docstring) and return its outcome as plain values; replications in
+    ``memo`` are read, not simulated (:mod:`.probe_memo`)."""
     s = task.settings
     ceilings = [task.mix_ceiling_rps(r) for r in task.candidates]
     order = sorted(range(len(task.candidates)), key=lambda i: (-ceilings[i], i))
@@ -153,14 +155,14 @@ def calibrate_unit(task: UnitTask) -> dict[str, Any]:
                 tried[i] = _skipped(replica, ceiling, f"its analytic ceiling {ceiling:.4g} req/s (x{CEILING_MARGIN:g}) "
                                                       f"cannot beat the best calibrated {bar / (1 + s.rel_tol):.4g}")
                 continue
-            challenge = probe(task, replica, bar)
+            challenge = probe(task, replica, bar, memo)
             if not challenge.ok:
                 tried[i] = _skipped(replica, ceiling, f"misses an SLO at {bar:.4g} req/s, above the best calibrated "
                                                       f"rate: {_miss_text(challenge.worst, s.confidence)}",
                                     challenge.replications_run)
                 continue
             start = challenge
-        outcome = bisect_capacity(functools.partial(probe, task, replica), ceiling, s.rel_tol, start)
+        outcome = bisect_capacity(functools.partial(probe, task, replica, store=memo), ceiling, s.rel_tol, start)
         tried[i] = _searched(task, replica, ceiling, outcome)
         if tried[i]["status"] != INFEASIBLE and (
                 best is None or tried[i]["rate_rps_per_replica"] > tried[best]["rate_rps_per_replica"]):

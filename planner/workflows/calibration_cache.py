@@ -1,4 +1,5 @@
-"""The calibration cache as a folder of JSON files, one per unit, named by its cache key.
+"""The calibration cache as a folder of JSON files, one per unit, named by its cache key, and a ``probes``
+folder of the replications its searches simulated (:mod:`planner.calibrate.probe_memo`), one file per probe.
 
 Implements :class:`planner.calibrate.cache.CalibrationStore`. Entries are written atomically
 (temporary file, then rename). An entry that cannot be read, is not JSON, or does not carry
@@ -15,6 +16,7 @@ from typing import Any
 from planner.calibrate.cache import entry_payload, entry_result
 from planner.calibrate.inputs import UnitTask
 from planner.calibrate.pools import PoolTask
+from planner.calibrate.probe_memo import PROBE_MEMO_VERSION, Row, decode_rows, encode_rows
 from planner.storage import write_json_atomic
 
 
@@ -28,6 +30,7 @@ class FolderStore:
 
     def __init__(self, directory: Path) -> None:
         self.directory = Path(directory)
+        self.probes = FolderProbeStore(self.directory / "probes")
 
     def get(self, key: str) -> dict[str, Any] | None:
         """The cached result for ``key``, or None when absent or unusable (see the module docstring)."""
@@ -45,6 +48,31 @@ class FolderStore:
         except OSError as exc:
             return f"cache entry for {task.label} not written: {exc}"
         return ""
+
+
+class FolderProbeStore:
+    """Probes' replication rows kept as ``<key>.json`` files in one folder (made on the first write). Workers in
+    other processes share it: an entry is written whole (temporary file, then rename), and two workers writing the
+    same key write the same rows, since a replication is a function of its key."""
+
+    def __init__(self, directory: Path) -> None:
+        self.directory = Path(directory)
+
+    def get(self, key: str) -> list[Row] | None:
+        try:
+            payload = json.loads(entry_path(self.directory, key).read_text(encoding="utf-8"))
+        except (OSError, UnicodeDecodeError, ValueError):
+            return None
+        if not isinstance(payload, dict) or payload.get("version") != PROBE_MEMO_VERSION or payload.get("key") != key:
+            return None
+        return decode_rows(payload.get("rows"))
+
+    def put(self, key: str, rows: list[Row]) -> None:
+        try:
+            write_json_atomic(entry_path(self.directory, key),
+                              {"version": PROBE_MEMO_VERSION, "key": key, "rows": encode_rows(rows)})
+        except OSError:
+            pass  # a probe not kept costs a simulation later, never an answer
 
 
 def folder_store(cache_dir: Path | None) -> FolderStore | None:
