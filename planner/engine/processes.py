@@ -24,13 +24,14 @@ the whole process group, and only the parent decides what to do with it.
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import os
 import signal
 import sys
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
 from concurrent.futures.process import BrokenProcessPool
 from multiprocessing import get_context
@@ -129,3 +130,20 @@ def run_processes(fn: Callable[[Any], Any], tasks: Sequence[Any], n_workers: int
             _stop_workers(pool)
             raise
     return results
+
+
+@contextlib.contextmanager
+def in_background(fn: Callable[[Any], Any], task: Any) -> Iterator[Future[Any]]:
+    """``fn(task)`` in one worker process while the caller goes on; ``result()`` of the future it yields waits for
+    it. Leaving the block by an exception (an error, Ctrl-C, SIGTERM) stops the worker at once, as
+    :func:`run_processes` does; leaving it normally waits for the worker to end."""
+    pool = ProcessPoolExecutor(max_workers=1, mp_context=get_context("spawn"), initializer=start_worker,
+                               initargs=(os.getpid(),))
+    try:
+        future = pool.submit(fn, task)
+        yield future
+    except BaseException:
+        future.cancel()
+        _stop_workers(pool)
+        raise
+    pool.shutdown(wait=True)

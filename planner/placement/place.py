@@ -10,8 +10,10 @@ forecast into periods, assemble the instance, run the structural pre-checks (rai
 ``InfeasibleError`` with the demand and cause), solve (``solve.py``), diagnose an
 infeasible solve by elastic slack, re-score the plan independently (``check.py``; a plan
 that fails is never returned). The bounds and the single-SKU baseline are computed before
-the check: when the baseline's plan costs less than the searched one, that plan is the
-one returned, and the plan JSON's ``notes`` and ``plan_source`` say so.
+the check (beside the search, in a worker process, when the program is too large to solve
+as one block: they need only the instance): when
+the baseline's plan costs less than the searched one, that plan is the one returned, and
+the plan JSON's ``notes`` and ``plan_source`` say so.
 
 Limits (``limits.py``): every search, the bounds and the baseline included, stops at its
 gap or its node limit, so the same inputs give the same plan, bounds and baseline on any
@@ -29,10 +31,11 @@ false, and a warning), and so do the CLI and the run history.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import math
 from collections.abc import Callable
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from typing import Any, NoReturn
 
 import numpy as np
@@ -41,6 +44,7 @@ import pandas as pd
 from planner import __version__
 from planner.catalog import Catalog
 from planner.contracts.columns import DEPLOYMENT_KEY, ENGINE_SETTING_COLUMNS
+from planner.engine.processes import in_background
 from planner.errors import InputError, PlannerError
 from planner.placement import diagnose, highs_backend
 from planner.placement.backends import BACKENDS, HIDDEN_BACKENDS
@@ -60,7 +64,7 @@ from planner.placement.periods import Demand, demand_from_forecast, parse_period
 from planner.placement.problem import formulate
 from planner.placement.reserved import evidence_scale, reserved_terms
 from planner.placement.result import Fleet, PlacementResult, fleet_cost, plan_frames
-from planner.placement.solve import SolveSummary, gpu_use, solve_instance
+from planner.placement.solve import DIRECT_MAX_INTEGERS, SolveSummary, gpu_use, solve_instance
 from planner.placement.status import SolveStatus, classify
 from planner.placement.window import PlanningWindow
 from planner.profiles.deploy import Deployment
@@ -171,15 +175,21 @@ def place_plan(
     if findings:
         diagnose.raise_infeasible(findings)
     debug_files = debug(inst) if debug is not None else []
-    summary = solve_instance(inst, backend=solver, node_limit=node_limit, gap=gap, net=net)
-    if summary.status == SolveStatus.INFEASIBLE or summary.fleet is None:
-        _explain_failure(inst, summary.status, summary.message, summary.bound)
-    fleet = summary.fleet
-    extra: dict[str, Any] = {}
-    notes: list[str] = []
-    if baselines:
-        summary, fleet, extra, notes = _with_references(inst, summary, fleet, solver, gap, node_limit, time_limit_s,
-                                                        net)
+    task = ReferenceTask(inst, solver, gap, node_limit, time_limit_s)
+    # on a program too large to solve as one block the references run beside the search, in a process of their
+    # own (they need only the instance); every solve stops at its own gap or node limit, so where it runs changes
+    # no figure
+    beside = baselines and formulate(inst, budget=False, cuts=False).n_integer > DIRECT_MAX_INTEGERS
+    with in_background(references, task) if beside else contextlib.nullcontext() as pending:
+        summary = solve_instance(inst, backend=solver, node_limit=node_limit, gap=gap, net=net)
+        if summary.status == SolveStatus.INFEASIBLE or summary.fleet is None:
+            _explain_failure(inst, summary.status, summary.message, summary.bound)
+        fleet = summary.fleet
+        extra: dict[str, Any] = {}
+        notes: list[str] = []
+        if baselines:
+            found = pending.result() if pending is not None else references(task)
+            summary, fleet, extra, notes = _with_references(inst, summary, fleet, gap, net, *found)
     rental, switching = fleet_cost(inst, fleet)
     if inst.budget_usd is not None and rental + switching > inst.budget_usd * (1 + 1e-9):
         diagnose.raise_infeasible([diagnose.budget_finding(inst, max(summary.bound, 0.0))])
@@ -211,16 +221,32 @@ def place_plan(
     return PlacementResult(plan, flows, loads, meta, summary.status, periods_frame)
 
 
-def _with_references(inst: PlacementInstance, summary: SolveSummary, fleet: Fleet, solver: str, gap: float,
-                     node_limit: int, time_limit_s: float,
-                     net: SafetyNet) -> tuple[SolveSummary, Fleet, dict[str, Any], list[str]]:
-    """The single-SKU baseline and the elastic bound, on a net of their own (a long main solve leaves
-    them the same work); the baseline's plan when it is the cheaper one, with a note."""
-    reference_net = SafetyNet.starting_now(time_limit_s)
+@dataclass(frozen=True)
+class ReferenceTask:
+    """What the references of one placement need (it pickles, for a worker process)."""
+
+    inst: PlacementInstance
+    solver: str
+    gap: float
+    node_limit: int
+    time_limit_s: float
+
+
+def references(task: ReferenceTask) -> tuple[SingleSku, dict[str, Any]]:
+    """The single-SKU baseline and the elastic bound, on a net of their own (the main search beside them leaves
+    them the same work)."""
+    reference_net = SafetyNet.starting_now(task.time_limit_s)
     # the baseline first: its plan may replace the searched one, so the bound, which only
     # puts the cost in context, must not use up the net before it
-    single = best_single_sku(inst, backend=solver, gap=max(gap, 0.01), node_limit=node_limit, net=reference_net)
-    extra = {"elastic": elastic_bound(inst, reference_net), "single_sku": single.figures}
+    single = best_single_sku(task.inst, backend=task.solver, gap=max(task.gap, 0.01), node_limit=task.node_limit,
+                             net=reference_net)
+    return single, {"elastic": elastic_bound(task.inst, reference_net), "single_sku": single.figures}
+
+
+def _with_references(inst: PlacementInstance, summary: SolveSummary, fleet: Fleet, gap: float, net: SafetyNet,
+                     single: SingleSku,
+                     extra: dict[str, Any]) -> tuple[SolveSummary, Fleet, dict[str, Any], list[str]]:
+    """The references beside the searched plan: the baseline's plan when it is the cheaper one, with a note."""
     if single.figures["status"] == "time_limit":  # a run that finished it could return its plan instead
         net.hits.append(f"the single-SKU baseline, whose plan replaces a dearer one ({single.figures['note']})")
     summary, fleet, note = _cheaper_plan(inst, summary, fleet, single, gap)
