@@ -1,11 +1,9 @@
 """How long the rest of a run of similar items will take, from the pace of the items done so far.
 
-A run that answers some items at once (units already in the calibration cache) reports them
-first, in a burst; they say nothing about how long a simulated item takes. So the pace is
-measured from the last report of that opening burst: reports that arrive within
-:data:`BURST_S` of the previous one, before any item has taken longer, move the baseline
-forward instead of counting. With d items done since the baseline in t seconds, the n items
-left take about n · t / d.
+The pace is measured from the first report: items already done then (answered at once, e.g.
+units found in the calibration cache, which a run reports together before any work) say
+nothing about how long an item takes. With d items done since the first report, t seconds
+ago, the n items left take about n · t / d.
 """
 
 from __future__ import annotations
@@ -13,28 +11,23 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 
-BURST_S = 0.25
-
 
 class Remaining:
-    """``text(done, total, "units")``: "3 of 15 units, about 2 min left" (no estimate before the first timed item)."""
+    """``text(done, total, "units")``: "3 of 15 units, about 2 min left" (no estimate before an item is timed)."""
 
     def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
         self._clock = clock
-        self._baseline: tuple[float, int] | None = None
-        self._last = 0.0
-        self._timing = False
+        self._first: tuple[float, int] | None = None
 
     def seconds_left(self, done: int, total: int) -> float | None:
         now = self._clock()
-        if self._baseline is None or (not self._timing and now - self._last < BURST_S):
-            self._baseline = (now, done)
-        else:
-            self._timing = True
-        self._last = now
-        start, done_then = self._baseline
-        if done <= done_then or done >= total:
-            return None if done < total else 0.0
+        if self._first is None:
+            self._first = (now, done)
+        start, done_then = self._first
+        if done >= total:
+            return 0.0
+        if done <= done_then:
+            return None
         return (now - start) / (done - done_then) * (total - done)
 
     def text(self, done: int, total: int, noun: str = "") -> str:

@@ -175,9 +175,8 @@ def _answer(fn: Callable[[Any], dict[str, Any]], tasks: Sequence[UnitTask | Pool
     stored = [store.get(t.key) if store is not None else None for t in tasks]
     cached = [r is not None for r in stored]
     n_cached, total = sum(cached), len(tasks)
-    if progress:
-        for i in range(n_cached):
-            progress(i + 1, total)
+    if progress and n_cached:
+        progress(n_cached, total)  # one report for the units answered at once
     misses = [i for i, r in enumerate(stored) if r is None]
 
     def relay(done: int, _: int) -> None:
