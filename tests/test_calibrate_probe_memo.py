@@ -110,3 +110,14 @@ def test_a_looser_slos_search_reads_the_tighter_ones_probes_and_answers_the_same
     alone = calibrate_unit(loose)
     assert json.dumps(with_memo, sort_keys=True) == json.dumps(alone, sort_keys=True)
     assert 0 < simulated < alone["simulations"]  # the floor and the ceiling were probed for the tight SLO already
+
+
+def test_stored_rows_without_a_class_or_a_metric_are_simulated_again(scenario, profiles):
+    loose = task_with(scenario, profiles, LOOSE)
+    replica = loose.candidates[0]
+    rate = 0.5 * loose.mix_ceiling_rps(replica)
+    memo = MemoryProbeStore()
+    key = probe_key(loose, replica, rate)
+    memo.put(key, [{"standard": {"arrived": 1.0, "ttft": 1.0}}])  # a damaged entry: no tpot or e2e
+    assert same(probe(loose, replica, rate, memo), probe(loose, replica, rate))
+    assert len(memo.rows[key]) == SETTINGS.replications  # replaced by the simulated rows

@@ -185,12 +185,21 @@ def _replication_row(task: UnitTask, config: PoolConfig, i: int) -> Row:
             for k, c in enumerate(task.classes) if c.share > 0}
 
 
+def _usable(rows: list[Row] | None, task: UnitTask) -> list[Row]:
+    """Stored rows that carry every active class's arrivals and p99s; none (simulate again) when one does not."""
+    fields = {"arrived", *SLO_METRICS}
+    names = [c.name for c in task.classes if c.share > 0]
+    if rows is None or any(name not in row or not fields <= row[name].keys() for row in rows for name in names):
+        return []
+    return list(rows)
+
+
 def probe(task: UnitTask, replica: ReplicaSpec, rate_rps_per_replica: float, store: ProbeStore | None = None) -> Probe:
     """Simulate the unit under ``replica``'s engine setting at λ and evaluate ok(λ); replications already in
     ``store`` are read, not simulated (:mod:`.probe_memo`), and the ones simulated are added to it."""
     config = pool_config(task, replica, rate_rps_per_replica)
     key = probe_key(task, replica, rate_rps_per_replica) if store is not None else ""
-    kept = (store.get(key) or []) if store is not None else []
+    kept = _usable(store.get(key), task) if store is not None else []
     known = len(kept)
     active = [k for k, c in enumerate(task.classes) if c.share > 0]
     checked = {k: dict(task.classes[k].spec.slo.targets()) for k in active}  # metric -> SLO, the set ones only
