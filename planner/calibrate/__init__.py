@@ -16,7 +16,8 @@ law that makes their rates non-decreasing), ``cache`` (keys and the store protoc
 (per-class coefficients, the table and its files) and ``run`` (:func:`calibrate`).
 """
 
-from planner.calibrate.cache import CALIBRATION_VERSION, CalibrationStore
+from planner.calibrate.cache import CalibrationStore
+from planner.calibrate.fingerprint import CALIBRATION_VERSION
 from planner.calibrate.run import DEFAULT_DURATION_S, DEFAULT_REPLICATIONS, calibrate
 from planner.calibrate.table import CalibrationResult, calibration_files
 

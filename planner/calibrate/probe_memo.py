@@ -8,8 +8,8 @@ enter only the comparison U_km ≤ SLO_km). So replication i at λ is the same n
 SLO, and a search for another SLO value (a sweep's next point, the same plan under another
 target) that visits λ again can read them.
 
-**The key** is a SHA-256 of everything that decides those numbers: the unit's cache material
-(:func:`planner.calibrate.cache.key_material`) without any SLO and without the settings that only
+**The key** is a SHA-256 of everything that decides those numbers: the unit's material
+(:func:`planner.calibrate.fingerprint.unit_material`) without any SLO and without the settings that only
 steer the search (tolerance, confidence, pruning, whether settings are searched, the number of
 replications, since replication i is the same whichever R is asked), plus the engine setting,
 the pool size and λ (exactly, by ``repr``). A probe reads the stored replications in order,
@@ -30,6 +30,7 @@ import json
 import math
 from typing import Any, Protocol
 
+from planner.calibrate.fingerprint import unit_material
 from planner.calibrate.inputs import UnitTask
 from planner.sim.replica.pool import ReplicaSpec
 
@@ -68,9 +69,7 @@ class MemoryProbeStore:
 
 def probe_key(task: UnitTask, replica: ReplicaSpec, rate_rps_per_replica: float) -> str:
     """The key of one probe's replications (module docstring)."""
-    from planner.calibrate.cache import key_material
-
-    material = key_material(task)
+    material = unit_material(task, search={})
     material["classes"] = [{k: v for k, v in c.items() if k != "slo"} for c in material["classes"]]
     material["settings"] = {k: v for k, v in material["settings"].items() if k not in SEARCH_ONLY_SETTINGS}
     for unused in ("engine_settings", "search"):

@@ -26,7 +26,8 @@ from typing import Any
 import pandas as pd
 
 from planner import __version__
-from planner.calibrate.cache import CALIBRATION_VERSION, CalibrationStore, cache_key
+from planner.calibrate.cache import CalibrationStore, cache_key
+from planner.calibrate.fingerprint import CALIBRATION_VERSION
 from planner.calibrate.inputs import (
     LONG_PREFILL_TOKEN_THRESHOLDS,
     MAX_NUM_BATCHED_TOKENS,

@@ -176,20 +176,7 @@ def place_plan(
         diagnose.raise_infeasible(findings)
     debug_files = debug(inst) if debug is not None else []
     task = ReferenceTask(inst, solver, gap, node_limit, time_limit_s)
-    # on a program too large to solve as one block the references run beside the search, in a process of their
-    # own (they need only the instance); every solve stops at its own gap or node limit, so where it runs changes
-    # no figure
-    beside = baselines and formulate(inst, budget=False, cuts=False).n_integer > DIRECT_MAX_INTEGERS
-    with in_background(references, task) if beside else contextlib.nullcontext() as pending:
-        summary = solve_instance(inst, backend=solver, node_limit=node_limit, gap=gap, net=net)
-        if summary.status == SolveStatus.INFEASIBLE or summary.fleet is None:
-            _explain_failure(inst, summary.status, summary.message, summary.bound)
-        fleet = summary.fleet
-        extra: dict[str, Any] = {}
-        notes: list[str] = []
-        if baselines:
-            found = pending.result() if pending is not None else references(task)
-            summary, fleet, extra, notes = _with_references(inst, summary, fleet, gap, net, *found)
+    summary, fleet, extra, notes = _solved(task, net, baselines)
     rental, switching = fleet_cost(inst, fleet)
     if inst.budget_usd is not None and rental + switching > inst.budget_usd * (1 + 1e-9):
         diagnose.raise_infeasible([diagnose.budget_finding(inst, max(summary.bound, 0.0))])
@@ -241,6 +228,25 @@ def references(task: ReferenceTask) -> tuple[SingleSku, dict[str, Any]]:
     single = best_single_sku(task.inst, backend=task.solver, gap=max(task.gap, 0.01), node_limit=task.node_limit,
                              net=reference_net)
     return single, {"elastic": elastic_bound(task.inst, reference_net), "single_sku": single.figures}
+
+
+def _solved(task: ReferenceTask, net: SafetyNet,
+            baselines: bool) -> tuple[SolveSummary, Fleet, dict[str, Any], list[str]]:
+    """The searched plan, with the references (when ``baselines``) and the baseline's plan when it is cheaper.
+
+    On a program too large to solve as one block the references run beside the search, in a process of their own
+    (they need only the instance); every solve stops at its own gap or node limit, so where it runs changes no
+    figure."""
+    inst = task.inst
+    beside = baselines and formulate(inst, budget=False, cuts=False).n_integer > DIRECT_MAX_INTEGERS
+    with in_background(references, task) if beside else contextlib.nullcontext() as pending:
+        summary = solve_instance(inst, backend=task.solver, node_limit=task.node_limit, gap=task.gap, net=net)
+        if summary.status == SolveStatus.INFEASIBLE or summary.fleet is None:
+            _explain_failure(inst, summary.status, summary.message, summary.bound)
+        if not baselines:
+            return summary, summary.fleet, {}, []
+        found = pending.result() if pending is not None else references(task)
+        return _with_references(inst, summary, summary.fleet, task.gap, net, *found)
 
 
 def _with_references(inst: PlacementInstance, summary: SolveSummary, fleet: Fleet, gap: float, net: SafetyNet,
