@@ -33,12 +33,14 @@ def compile_engine() -> None:
 
     Runs one replication of a tiny pool: the engine has one signature whatever the pool,
     policy or router (its state arrays have fixed types, and the policy and router are
-    integer codes read at run time), so this compiles exactly what any simulation runs.
+    integer codes read at run time), so this compiles exactly what any simulation runs; then the loops that
+    build the block lists of declared prefix reuse, on two blocks.
     """
     import numpy as np
 
     from planner.profiles.step_model import StepModel
     from planner.sim.policies import get_policy
+    from planner.sim.replica.block_lists import gathered, shared_prefix_ids, stream_ids
     from planner.sim.replica.pool import ClassSpec, PoolConfig, ReplicaSpec, run_replication
     from planner.sim.workload import default_workload
     from planner.slo import ClassSlo
@@ -48,6 +50,10 @@ def compile_engine() -> None:
                       default_workload("interactive", "llama-3.1-8b"))
     run_replication(PoolConfig((replica,), (klass,), get_policy("fcfs"), duration_s=10.0, warmup_s=1.0),
                     np.random.SeedSequence(0))
+    ptr, ids = np.array([0, 2], dtype=np.int64), np.array([0, 1], dtype=np.int64)  # the block lists of declared reuse
+    stream_ids(ptr, ids[:1])
+    shared_prefix_ids(ptr, ids, ids[:1], 1, 1)
+    gathered(ids, ids[:1], ids[1:])
     folder = cache_dir()
     staged = folder / f".{MARKER}.{os.getpid()}"
     try:

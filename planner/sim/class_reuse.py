@@ -28,6 +28,7 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from planner.errors import InputError
+from planner.sim.dense_ids import dense_ids
 from planner.sim.workload import ClassWorkload, LengthLaw, RequestSample, poisson_arrivals
 
 ENGINE_BLOCK_TOKENS = {"vllm": 16, "sglang": 16, "trtllm": 32}
@@ -161,12 +162,13 @@ def stream_blocks(sizes: np.ndarray, stream: np.ndarray) -> tuple[np.ndarray, np
     np.cumsum(sizes, out=ptr[1:])
     if not sizes.size:
         return ptr, np.zeros(0, dtype=np.int64)
-    streams, inverse = np.unique(stream, return_inverse=True)
-    longest = np.zeros(streams.size, dtype=np.int64)
-    np.maximum.at(longest, inverse.ravel(), sizes)
+    from planner.sim.replica.block_lists import stream_ids  # compiled: only a simulation pays numba's import
+
+    n_streams, inverse = dense_ids(stream)
+    longest = np.zeros(n_streams, dtype=np.int64)
+    np.maximum.at(longest, inverse, sizes)
     base = np.concatenate([[0], np.cumsum(longest)[:-1]])
-    position = np.arange(int(ptr[-1]), dtype=np.int64) - np.repeat(ptr[:-1], sizes)
-    return ptr, np.repeat(base[inverse.ravel()], sizes) + position
+    return ptr, stream_ids(ptr, base[inverse])
 
 
 def with_system_prompt(ptr: np.ndarray, ids: np.ndarray, session: np.ndarray, system_tokens: int, variants: int,
@@ -175,14 +177,12 @@ def with_system_prompt(ptr: np.ndarray, ids: np.ndarray, session: np.ndarray, sy
     variants' ids come first, the others shift past them."""
     per_variant = system_tokens // block_tokens
     units = np.where(session >= 0, session, -1 - np.arange(session.size))  # a session, or the request alone
-    keys, inverse = np.unique(units, return_inverse=True)
-    variant = rng.integers(0, variants, size=keys.size)[inverse.ravel()]
-    sizes = np.diff(ptr)
-    position = np.arange(ids.size, dtype=np.int64) - np.repeat(ptr[:-1], sizes)
-    shared = position < per_variant
-    out = ids + variants * per_variant
-    out[shared] = np.repeat(variant, sizes)[shared] * per_variant + position[shared]
-    return out
+    from planner.sim.replica.block_lists import shared_prefix_ids  # compiled: only a simulation pays numba's import
+
+    n_units, inverse = dense_ids(units)
+    variant = rng.integers(0, variants, size=n_units)[inverse]
+    return shared_prefix_ids(np.asarray(ptr, dtype=np.int64), np.asarray(ids, dtype=np.int64),
+                             variant.astype(np.int64), int(per_variant), int(variants))
 
 
 def _subset(sample: RequestSample, idx: np.ndarray) -> RequestSample:
@@ -193,6 +193,8 @@ def _subset(sample: RequestSample, idx: np.ndarray) -> RequestSample:
 def _merged(parts: list[_Part], block_tokens: int) -> RequestSample:
     """Every class's requests in one sample, arrival order (stable: class index, then order within the class);
     block ids and session ids offset so that different classes never share one."""
+    from planner.sim.replica.block_lists import gathered  # compiled: only a simulation pays numba's import
+
     block_base, session_base = 0, 0
     ids, sessions = [], []
     for part in parts:
@@ -205,14 +207,12 @@ def _merged(parts: list[_Part], block_tokens: int) -> RequestSample:
                              zip(parts, np.cumsum([0] + [int(p.ptr[-1]) for p in parts[:-1]]), strict=True)])
     arrival = np.concatenate([p.sample.arrival_s for p in parts])
     order = np.argsort(arrival, kind="stable")
-    ptr = np.zeros(order.size + 1, dtype=np.int64)
-    np.cumsum(sizes[order], out=ptr[1:])
-    gather = np.repeat(starts[order], sizes[order]) + (np.arange(int(ptr[-1])) - np.repeat(ptr[:-1], sizes[order]))
-    flat = np.concatenate(ids) if ids else np.zeros(0, np.int64)
+    flat = np.concatenate(ids).astype(np.int64) if ids else np.zeros(0, np.int64)
+    ptr, merged = gathered(flat, starts[order].astype(np.int64), sizes[order].astype(np.int64))
 
     def stacked(name: str) -> np.ndarray:
         return np.concatenate([getattr(p.sample, name) for p in parts])[order]
 
     return RequestSample(arrival[order], stacked("cls"), stacked("prompt_tokens"), stacked("output_tokens"),
-                         stacked("predicted_output_tokens"), stacked("route_u"), ptr, flat[gather].astype(np.int64),
+                         stacked("predicted_output_tokens"), stacked("route_u"), ptr, merged,
                          block_tokens, np.concatenate(sessions)[order])

@@ -30,6 +30,7 @@ from planner.errors import InputError
 from planner.profiles.step_model import StepModel
 from planner.profiles.throughput import ceiling
 from planner.sim.class_reuse import ClassReuse, PoolReuse
+from planner.sim.dense_ids import dense_ids
 from planner.sim.policies import PolicySpec
 from planner.sim.replica.engine import run_pool
 from planner.sim.replica.routing import POWER_OF_D, router_code
@@ -216,13 +217,13 @@ def _dense_sessions(sample: RequestSample) -> tuple[np.ndarray, int]:
         return session, 0
     raw = np.asarray(sample.session, dtype=np.int64)
     has = raw >= 0
-    names, dense = np.unique(raw[has], return_inverse=True)
-    session[has] = dense.ravel()
-    return session, int(names.size)
+    n_sessions, dense = dense_ids(raw[has])
+    session[has] = dense
+    return session, n_sessions
 
 
 def prefix_input(config: PoolConfig, sample: RequestSample, reps: list[ReplicaSpec]) -> PrefixInput | None:
-    """The sample's blocks and sessions as dense indices (``np.unique``), so the engine indexes
+    """The sample's blocks and sessions as dense indices (:mod:`planner.sim.dense_ids`), so the engine indexes
     arrays, not dicts; None without prefix data."""
     if not sample.has_prefix and sample.session is None:
         return None
@@ -230,8 +231,8 @@ def prefix_input(config: PoolConfig, sample: RequestSample, reps: list[ReplicaSp
     tokens = np.zeros(len(reps), dtype=np.int64)
     if sample.has_prefix:
         assert sample.block_ptr is not None and sample.block_ids is not None
-        uniq, dense = np.unique(np.asarray(sample.block_ids, dtype=np.int64), return_inverse=True)
-        ptr, n_blocks = np.asarray(sample.block_ptr, dtype=np.int64), int(uniq.size)
+        n_blocks, dense = dense_ids(sample.block_ids)
+        ptr = np.asarray(sample.block_ptr, dtype=np.int64)
         on = [config.prefix_caching and s.prefix_caching for s in reps]
         tokens = np.array([sample.block_tokens if o else 0 for o in on], dtype=np.int64)
     slots, _ = cache_layout(n_blocks, np.array([s.kv_capacity_tokens for s in reps], dtype=np.int64), tokens)
@@ -239,7 +240,7 @@ def prefix_input(config: PoolConfig, sample: RequestSample, reps: list[ReplicaSp
         raise InputError(f"{len(reps)} replicas of {slots:,} prefix-cache slots each: too large a prefix cache",
                          where="prefix data", fix="use larger blocks or fewer replicas")
     session, n_sessions = _dense_sessions(sample)
-    return PrefixInput(ptr, dense.astype(np.int64).ravel(), n_blocks, tokens, session, n_sessions,
+    return PrefixInput(ptr, dense, n_blocks, tokens, session, n_sessions,
                        float(config.router_overlap_weight))
 
 
