@@ -18,7 +18,7 @@ from sim_replica_reference import Reference
 
 from planner.sim.policies import POLICIES
 from planner.sim.replica.engine import run_pool
-from planner.sim.replica.metrics import replication_metrics
+from planner.sim.replica.metrics import class_p99s, replication_metrics
 from planner.sim.replica.pool import draw_sample, engine_state, run_sample
 from planner.sim.replica.routing import ROUTERS
 from planner.sim.replica.run import simulate_pool
@@ -38,7 +38,7 @@ from planner.sim.replica.state import (
     P_MAXKV,
     REJECTED,
 )
-from planner.slo import ClassSlo
+from planner.slo import SLO_METRICS, ClassSlo, p99_column
 
 # (rate req/s, KV capacity override, kv_fraction, reserve quantile): a queue with wait
 # rejections at full KV, and a small KV cache whose p30 reservation under-reserves so
@@ -191,6 +191,19 @@ def test_tpot_p99_is_over_multi_token_answers_with_rejections_at_infinity():
     assert rows[0]["slo_tpot_p99_ms"] == pytest.approx(expected, rel=1e-12)
     assert rows[0]["slo_tpot_p99_ms"] > rows[0]["tpot_p99_ms"]  # the rejections push it up
     assert all(r["slo_tpot_p99_ms"] == np.inf for r in rows if r["rejected_fraction"] > 0.01)
+
+
+@pytest.mark.parametrize("rate", [6.0, 14.0, 25.0])  # none, a few and many rejections
+def test_class_p99s_are_the_full_metrics_columns_calibration_reads(rate):
+    config = pool(rate, "fcfs", "jsq", max_wait_scale=0.2)
+    rep = run_sample(config, draw_sample(config, np.random.SeedSequence(3)))
+    full, _ = replication_metrics(rep)
+    lean = class_p99s(rep)
+    assert len(lean) == len(full)
+    for row, whole in zip(lean, full, strict=True):
+        assert set(row) == {"arrived", *(p99_column(m) for m in SLO_METRICS)}
+        for column, value in row.items():
+            assert repr(value) == repr(whole[column])  # the same value to the bit, inf and nan alike
 
 
 def test_a_class_that_misses_only_its_tpot_slo_misses_and_loses_its_goodput():

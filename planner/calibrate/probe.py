@@ -69,7 +69,7 @@ from planner.calibrate.inputs import UnitTask
 from planner.calibrate.probe_memo import ProbeStore, Row, probe_key
 from planner.sim.class_reuse import ENGINE_BLOCK_TOKENS
 from planner.sim.policies import get_policy
-from planner.sim.replica.metrics import replication_metrics
+from planner.sim.replica.metrics import class_p99s
 from planner.sim.replica.pool import PoolConfig, ReplicaSpec, run_replication
 from planner.sim.stats import replication_ci
 from planner.slo import SLO_METRICS, p99_column
@@ -179,7 +179,7 @@ def _clearly_missed(p99: dict[tuple[int, str], list[float]], checked: dict[int, 
 def _replication_row(task: UnitTask, config: PoolConfig, i: int) -> Row:
     """Replication i simulated: per active class, its arrivals and the p99 of every metric."""
     seed = replication_seed(task.settings.seed, task.model, task.sku, i)
-    rows, _ = replication_metrics(run_replication(config, seed))
+    rows = class_p99s(run_replication(config, seed))
     return {task.classes[k].name: {"arrived": float(rows[k]["arrived"]),
                                    **{m: float(rows[k][p99_column(m)]) for m in SLO_METRICS}}
             for k, c in enumerate(task.classes) if c.share > 0}

@@ -21,6 +21,7 @@ O(max T / (t1 − t0)) from edge effects; a large one means the records are wron
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass
 
@@ -62,8 +63,15 @@ def t_interval(values: np.ndarray | list[float], level: float = 0.95) -> Confide
     mean = float(x.mean())
     if n == 1:
         return ConfidenceInterval(mean, math.inf, 1, level)
-    _, t_upper = _st.t.interval(level, n - 1)  # of the standard t: a zero spread gives a zero width
-    return ConfidenceInterval(mean, float(t_upper * _st.sem(x)), n, level)
+    return ConfidenceInterval(mean, float(_t_upper(level, n - 1) * _st.sem(x)), n, level)
+
+
+@functools.lru_cache(maxsize=256)
+def _t_upper(level: float, df: int) -> float:
+    """The upper end of the standard t's central interval at ``level`` (a zero spread gives a zero width); kept,
+    since a calibration asks for the same few thousands of times."""
+    _, upper = _st.t.interval(level, df)
+    return float(upper)
 
 
 def replication_ci(values: np.ndarray | list[float], level: float = 0.95) -> ConfidenceInterval:

@@ -39,6 +39,7 @@ replica, in the order of ``PoolConfig.expanded``). Without prefix data these col
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -127,6 +128,45 @@ def _pool_prefix(st: State, in_window: np.ndarray) -> dict[str, Any]:
             "prefill_tokens_saved": figures["prefill_tokens_saved"]}
 
 
+@dataclass(frozen=True)
+class ClassLatencies:
+    """One class's window arrivals: which were served, how many were rejected and why, and the served
+    requests' latencies in seconds (TPOT over the outputs longer than one token)."""
+
+    served: np.ndarray
+    rejected_wait: int
+    rejected_large: int
+    ttft: np.ndarray
+    tpot: np.ndarray
+    e2e: np.ndarray
+
+
+def _class_latencies(st: State, mine: np.ndarray) -> ClassLatencies:
+    served = mine & (st.req_i[:, I_STATUS] == DONE)
+    first, exit_, arrival, out = st.req_f[:, F_FIRST], st.req_f[:, F_EXIT], st.arrival, st.req_i[:, I_OUT]
+    multi = served & (out > 1)
+    return ClassLatencies(served, int((mine & (st.req_i[:, I_REASON] == REASON_WAIT)).sum()),
+                          int((mine & (st.req_i[:, I_REASON] == REASON_TOO_LARGE)).sum()),
+                          first[served] - arrival[served], (exit_[multi] - first[multi]) / (out[multi] - 1),
+                          exit_[served] - arrival[served])
+
+
+def class_p99s(rep: Replication) -> list[dict[str, float]]:
+    """Per class, its window arrivals (``arrived``) and the SLO p99 of every metric with rejections at +∞
+    (``slo_<metric>_p99_ms``), as :func:`replication_metrics` gives them: what a calibration probe reads."""
+    st, w0, w1 = rep.state, rep.config.warmup_s, rep.config.duration_s
+    in_window = (st.arrival >= w0) & (st.arrival < w1)
+    rows = []
+    for k in range(len(rep.config.classes)):
+        mine = in_window & (st.req_i[:, I_CLS] == k)
+        c = _class_latencies(st, mine)
+        rejected = c.rejected_wait + c.rejected_large
+        measured = {"ttft": c.ttft, "tpot": c.tpot, "e2e": c.e2e}
+        rows.append({"arrived": int(mine.sum()),
+                     **{p99_column(m): _p99_with_rejections(measured[m], rejected) for m in SLO_METRICS}})
+    return rows
+
+
 def replication_metrics(rep: Replication) -> tuple[list[dict[str, float]], dict[str, Any]]:
     """(one dict per class, pool-level dict) for one replication."""
     cfg, st = rep.config, rep.state
@@ -134,10 +174,7 @@ def replication_metrics(rep: Replication) -> tuple[list[dict[str, float]], dict[
     window = w1 - w0
     arrival = st.arrival
     in_window = (arrival >= w0) & (arrival < w1)
-    status = st.req_i[:, I_STATUS]
-    done = status == DONE
-    first, exit_, admit = st.req_f[:, F_FIRST], st.req_f[:, F_EXIT], st.req_f[:, F_ADMIT]
-    out = st.req_i[:, I_OUT]
+    exit_, admit, out = st.req_f[:, F_EXIT], st.req_f[:, F_ADMIT], st.req_i[:, I_OUT]
     tokens_total = int(st.tokens_win.sum())
     usd_per_hour = sum(s.count * s.usd_per_replica_hour for s in cfg.replicas)
     cap = st.rep_i[:, P_CAP].astype(np.float64)
@@ -163,13 +200,9 @@ def replication_metrics(rep: Replication) -> tuple[list[dict[str, float]], dict[
     rows = []
     for k, klass in enumerate(cfg.classes):
         mine = in_window & (st.req_i[:, I_CLS] == k)
-        served = mine & done
-        rej_wait = int((mine & (st.req_i[:, I_REASON] == REASON_WAIT)).sum())
-        rej_large = int((mine & (st.req_i[:, I_REASON] == REASON_TOO_LARGE)).sum())
-        ttft = first[served] - arrival[served]
-        e2e = exit_[served] - arrival[served]
-        multi = served & (out > 1)
-        tpot = (exit_[multi] - first[multi]) / (out[multi] - 1)
+        c = _class_latencies(st, mine)
+        served, rej_wait, rej_large = c.served, c.rejected_wait, c.rejected_large
+        ttft, tpot, e2e = c.ttft, c.tpot, c.e2e
         tpot_served = np.full(ttft.size, np.nan)  # one-token answers have no TPOT
         tpot_served[out[served] > 1] = tpot
         wait = admit[served] - arrival[served]
