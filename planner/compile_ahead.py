@@ -40,7 +40,7 @@ def compile_engine() -> None:
 
     from planner.profiles.step_model import StepModel
     from planner.sim.policies import get_policy
-    from planner.sim.replica.block_lists import gathered, shared_prefix_ids, stream_ids
+    from planner.sim.replica.block_lists import gathered, ranks_by_table, shared_prefix_ids, stream_ids
     from planner.sim.replica.pool import ClassSpec, PoolConfig, ReplicaSpec, run_replication
     from planner.sim.workload import default_workload
     from planner.slo import ClassSlo
@@ -54,6 +54,7 @@ def compile_engine() -> None:
     stream_ids(ptr, ids[:1])
     shared_prefix_ids(ptr, ids, ids[:1], 1, 1)
     gathered(ids, ids[:1], ids[1:])
+    ranks_by_table(ids, 0, 2)
     folder = cache_dir()
     staged = folder / f".{MARKER}.{os.getpid()}"
     try:

@@ -26,8 +26,7 @@ def dense_ids(ids: np.ndarray) -> tuple[int, np.ndarray]:
     if hi - lo + 1 > SPAN_PER_ID * values.size + 1024:
         distinct, inverse = np.unique(values, return_inverse=True)
         return int(distinct.size), inverse.astype(np.int64).ravel()
-    present = np.zeros(hi - lo + 1, dtype=np.bool_)
-    shifted = values - lo
-    present[shifted] = True
-    rank = np.cumsum(present, dtype=np.int64)
-    return int(rank[-1]), rank[shifted] - 1
+    from planner.sim.replica.block_lists import ranks_by_table  # compiled: only a simulation pays numba's import
+
+    count, ranks = ranks_by_table(values, lo, hi - lo + 1)
+    return int(count), ranks

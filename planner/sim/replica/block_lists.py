@@ -47,3 +47,21 @@ def gathered(ids: np.ndarray, starts: np.ndarray, sizes: np.ndarray) -> tuple[np
         for t in range(sizes[i]):
             out[ptr[i] + t] = ids[starts[i] + t]
     return ptr, out
+
+
+@njit(cache=True)
+def ranks_by_table(ids: np.ndarray, lo: int, span: int) -> tuple[int, np.ndarray]:
+    """(distinct ids, each id's rank among them) for ids in [lo, lo + span): a presence table and its running
+    count (:mod:`planner.sim.dense_ids`)."""
+    present = np.zeros(span, dtype=np.bool_)
+    for v in ids:
+        present[v - lo] = True
+    rank = np.empty(span, dtype=np.int64)
+    count = 0
+    for i in range(span):
+        count += present[i]
+        rank[i] = count - 1
+    out = np.empty(ids.size, dtype=np.int64)
+    for j in range(ids.size):
+        out[j] = rank[ids[j] - lo]
+    return count, out
