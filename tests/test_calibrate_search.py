@@ -94,9 +94,55 @@ def test_bisection_grows_past_a_conservative_ceiling_and_stops_at_the_growth_lim
     assert capped.rate_rps == pytest.approx(GROWTH ** MAX_GROWTHS)
 
 
-def test_bisection_is_infeasible_below_the_floor():
+def test_bisection_is_infeasible_below_the_floor_probed_last():
     out = bisect_capacity(threshold(0.5 * FLOOR_FRACTION), 1.0, 0.02)
-    assert out.status == INFEASIBLE and out.rate_rps == 0.0 and len(out.probes) == 1
+    assert out.status == INFEASIBLE and out.rate_rps == 0.0 and out.lo is None
+    assert out.probes[-1].rate_rps == FLOOR_FRACTION and out.hi is out.probes[-1]
+    assert not any(p.ok for p in out.probes)
+
+
+def floor_first(ok, ceiling: float, rel_tol: float):
+    """The search as it was with the floor probed first: (status, rate, rates visited)."""
+    lo = ok(FLOOR_FRACTION * ceiling)
+    seen = [lo.rate_rps]
+    if not lo.ok:
+        return INFEASIBLE, 0.0, seen
+    hi = ok(ceiling)
+    seen.append(hi.rate_rps)
+    growths = 0
+    while hi.ok:
+        lo = hi
+        if growths == MAX_GROWTHS:
+            return GROWTH_LIMIT, lo.rate_rps, seen
+        growths += 1
+        hi = ok(GROWTH * hi.rate_rps)
+        seen.append(hi.rate_rps)
+    while hi.rate_rps - lo.rate_rps > rel_tol * hi.rate_rps:
+        mid = ok(0.5 * (lo.rate_rps + hi.rate_rps))
+        seen.append(mid.rate_rps)
+        lo, hi = (mid, hi) if mid.ok else (lo, mid)
+    return CALIBRATED, lo.rate_rps, seen
+
+
+@settings(max_examples=200, deadline=None)
+@given(seed=st.integers(0, 10_000), slo=st.floats(0.001, 3.0), rel_tol=st.sampled_from([0.01, 0.02, 0.05, 0.2]))
+def test_the_floor_probed_last_gives_the_answer_of_the_floor_probed_first_wherever_the_floor_holds(seed, slo,
+                                                                                                   rel_tol):
+    upper = noisy_bounds(seed)
+
+    def ok(rate):
+        return Point(rate, upper(rate) <= slo)
+
+    status, rate, seen = floor_first(ok, 1.0, rel_tol)
+    out = bisect_capacity(ok, 1.0, rel_tol)
+    visited = [p.rate_rps for p in out.probes]
+    if ok(FLOOR_FRACTION).ok:
+        assert (out.status, out.rate_rps) == (status, rate)
+        assert visited == seen[1:] + ([FLOOR_FRACTION] if rate == FLOOR_FRACTION else [])
+    else:  # the floor misses: infeasible as before, unless a higher visited rate held (then it is the answer)
+        held = [p.rate_rps for p in out.probes if p.ok]
+        assert out.rate_rps == (max(held) if held else 0.0)
+        assert (out.status == INFEASIBLE) == (not held)
 
 
 def test_a_start_that_holds_replaces_the_floor():
@@ -119,7 +165,7 @@ def test_a_known_miss_at_the_ceiling_is_the_first_hi_and_not_probed_again():
 
     miss = Point(1.0, False)
     out = bisect_capacity(ok, 1.0, 0.02, miss=miss)
-    assert out.probes[1] is miss and 1.0 not in seen
+    assert out.probes[0] is miss and 1.0 not in seen
     assert out.status == CALIBRATED and out.rate_rps <= 0.6 < out.hi.rate_rps
     assert out.rate_rps == bisect_capacity(threshold(0.6), 1.0, 0.02).rate_rps  # the same visits otherwise
     with pytest.raises(ValueError, match="known miss"):

@@ -10,10 +10,10 @@ A capacity table calibrated on one replica undercounts every fleet-sized pool.
 its own pool size N₀ (``--pool-replicas``, default 1). For each larger size N₁ < N₂ < … of the
 list, with the same setting, policy, router, predicate, replications and common random
 numbers (:mod:`.probe`), the search (:func:`.search.bisect_capacity`) runs on a pool of N_j
-replicas, its bracket starting from the next smaller size's answer: the probe at λ*(N_{j−1}) is
-its start when it holds, so each larger pool costs the few probes between that rate and the
-analytic ceiling. When it misses (sampling noise, or a router that does worse with more
-replicas), the search runs from the floor up to that rate.
+replicas, its bracket starting from the next smaller size's answer λ*(N_{j−1}), assumed to hold
+and probed only if no rate above it holds (:mod:`.search`), so each larger pool costs the few
+probes between that rate and the analytic ceiling. When it is probed and misses (sampling noise,
+or a router that does worse with more replicas), the search runs from the floor up to that rate.
 
 **The table's law.** Let m(N) be the measured answers. The tabulated capacity is the running
 minimum from the right,
@@ -42,15 +42,15 @@ from __future__ import annotations
 import functools
 import hashlib
 import json
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
 from planner import __version__
 from planner.calibrate.inputs import UnitTask
-from planner.calibrate.probe import probe, run_length_s
+from planner.calibrate.probe import Probe, probe, run_length_s
 from planner.calibrate.probe_memo import ProbeStore
-from planner.calibrate.search import FLOOR_FRACTION, GROWTH, INFEASIBLE, MAX_GROWTHS, bisect_capacity
+from planner.calibrate.search import FLOOR_FRACTION, GROWTH, INFEASIBLE, MAX_GROWTHS, SearchOutcome, bisect_capacity
 from planner.calibrate.unit import binding_bound, probe_record
 from planner.errors import InputError
 from planner.sim.replica.pool import ReplicaSpec
@@ -177,14 +177,7 @@ def calibrate_pools(task: PoolTask, memo: ProbeStore | None = None) -> dict[str,
     for n in task.sizes if stopped is None else ():
         replica = replace(task.replica, count=n)
         ok = functools.partial(probe, unit, replica, store=memo)
-        start = ok(previous) if previous > 0 else None
-        if start is not None and start.ok:
-            outcome = bisect_capacity(ok, ceiling, unit.settings.rel_tol, start)
-            started = "from the next smaller pool's answer"
-        else:
-            outcome = bisect_capacity(ok, previous if previous > 0 else ceiling, unit.settings.rel_tol, miss=start)
-            started = "from the floor: the next smaller pool's answer misses here" if start is not None else \
-                "from the floor"
+        outcome, started = _searched_pool(ok, ceiling, previous, unit.settings.rel_tol)
         probes = list(outcome.probes)
         worst = binding_bound(outcome.hi, outcome.lo) if outcome.lo is not None else probes[-1].worst
         pools.append({
@@ -206,6 +199,20 @@ def calibrate_pools(task: PoolTask, memo: ProbeStore | None = None) -> dict[str,
               **({"saturated": stopped} if stopped else {})}
     plain: dict[str, Any] = json.loads(json.dumps(result))
     return plain
+
+
+def _searched_pool(ok: Callable[[float], Probe], ceiling: float, previous: float, rel_tol: float
+                   ) -> tuple[SearchOutcome[Probe], str]:
+    """One size's search and how it started: from the next smaller pool's answer, assumed to hold and checked last
+    (:mod:`.search`); where it misses there, from the floor up to it."""
+    if previous <= 0:
+        return bisect_capacity(ok, ceiling, rel_tol), "from the floor"
+    outcome = bisect_capacity(ok, ceiling, rel_tol, assumed_rps=previous)
+    if outcome.status != INFEASIBLE:
+        return outcome, "from the next smaller pool's answer"
+    below = bisect_capacity(ok, previous, rel_tol, miss=outcome.hi)  # the miss at ``previous`` is its first hi
+    return replace(below, probes=outcome.probes[:-1] + below.probes), \
+        "from the floor: the next smaller pool's answer misses here"
 
 
 def tabulated_rates(lone_size: int, lone_rate: float, pools: Sequence[dict[str, Any]]) -> list[tuple[int, float]]:
