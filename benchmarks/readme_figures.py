@@ -165,6 +165,10 @@ def measure_make_run() -> dict[str, Any]:
         return record_make_run(clone, log)
 
 
+INSTALLED_S = 30.0
+"""Below this many seconds outside the commands, the run found its venv made (by ``make test`` before it)."""
+
+
 def render_make_run(entry: dict[str, Any]) -> str:
     """The first ``make run``'s time, the install's and each month's."""
     months = {c["month"]: c["duration_s"] for c in entry["commands"] if c["command"] == "report"}
@@ -173,9 +177,10 @@ def render_make_run(entry: dict[str, Any]) -> str:
     parts = ", ".join(f"{month} {seconds / 60:.0f} min" for month, seconds in months.items())
     cpu = f"{entry['cpu_s'] / 60:.0f} CPU minutes; " if "cpu_s" in entry else ""
     shared = f"; the cores shared with {entry['shared_with']}" if entry.get("shared_with") else ""
+    setup = f"{install / 60:.0f} to create the venv and install, then" if install >= INSTALLED_S else \
+        "the venv already made by `make test`, then"
     return (f"On {entry['cores']} cores the first `make run` in a fresh clone took {entry['wall_s'] / 60:.0f} min "
-            f"({cpu}commit {entry['commit'][:7]}{shared}): {install / 60:.0f} to create the venv and install, "
-            f"then {parts}.")
+            f"({cpu}commit {entry['commit'][:7]}{shared}): {setup} {parts}.")
 
 
 # ------------------------------------------------------------------------------------------- the README
