@@ -140,6 +140,15 @@ class ClassLatencies:
     tpot: np.ndarray
     e2e: np.ndarray
 
+    @property
+    def rejected(self) -> int:
+        return self.rejected_wait + self.rejected_large
+
+    def slo_p99s(self) -> dict[str, float]:
+        """``slo_<metric>_p99_ms`` of every metric: its p99 with the rejections at +∞."""
+        measured = {"ttft": self.ttft, "tpot": self.tpot, "e2e": self.e2e}
+        return {p99_column(m): _p99_with_rejections(measured[m], self.rejected) for m in SLO_METRICS}
+
 
 def _class_latencies(st: State, mine: np.ndarray) -> ClassLatencies:
     served = mine & (st.req_i[:, I_STATUS] == DONE)
@@ -159,11 +168,7 @@ def class_p99s(rep: Replication) -> list[dict[str, float]]:
     rows = []
     for k in range(len(rep.config.classes)):
         mine = in_window & (st.req_i[:, I_CLS] == k)
-        c = _class_latencies(st, mine)
-        rejected = c.rejected_wait + c.rejected_large
-        measured = {"ttft": c.ttft, "tpot": c.tpot, "e2e": c.e2e}
-        rows.append({"arrived": int(mine.sum()),
-                     **{p99_column(m): _p99_with_rejections(measured[m], rejected) for m in SLO_METRICS}})
+        rows.append({"arrived": int(mine.sum()), **_class_latencies(st, mine).slo_p99s()})
     return rows
 
 
@@ -208,7 +213,6 @@ def replication_metrics(rep: Replication) -> tuple[list[dict[str, float]], dict[
         wait = admit[served] - arrival[served]
         arrived = int(mine.sum())
         good = good_requests({"ttft": ttft, "tpot": tpot_served, "e2e": e2e}, klass.slo)
-        measured = {"ttft": ttft, "tpot": tpot, "e2e": e2e}
         row: dict[str, float] = {
             "arrived": arrived,
             "arrival_rate_rps": arrived / window,
@@ -225,8 +229,7 @@ def replication_metrics(rep: Replication) -> tuple[list[dict[str, float]], dict[
         }
         if with_prefix:
             row.update(_prefix_figures(st, mine))
-        for metric in SLO_METRICS:
-            row[p99_column(metric)] = _p99_with_rejections(measured[metric], rej_wait + rej_large)
+        row.update(c.slo_p99s())
         for name, values in (("ttft", ttft), ("tpot", tpot), ("e2e", e2e), ("queue_wait", wait)):
             for stat, value in _summary(values).items():
                 row[f"{name}_{stat}_ms"] = value
