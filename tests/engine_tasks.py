@@ -47,3 +47,18 @@ def sleep_then_pid(seconds: float) -> int:
 
     time.sleep(seconds)
     return os.getpid()
+
+
+def sleep_then_finish(spec: tuple[str, float]) -> tuple[str, float]:
+    """Sleep ``spec[1]`` seconds, then report ``spec[0]`` and when it finished (``time.monotonic``, which every
+    process on the machine shares)."""
+    import time
+
+    time.sleep(spec[1])
+    return spec[0], time.monotonic()
+
+
+def follow_ups(index: int, result: tuple[str, float]) -> list[tuple[str, float]]:
+    """Two quick tasks after each first task ("a", "b"), none after a follow-up."""
+    name = result[0]
+    return [] if "." in name else [(f"{name}.0", 0.0), (f"{name}.1", 0.0)]

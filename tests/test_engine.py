@@ -1,4 +1,5 @@
-"""planner.engine: option checks, engine resolution, a dying worker in the process pool, and its deadline.
+"""planner.engine: option checks, engine resolution, follow-up tasks, a dying worker in the process pool, and its
+deadline.
 
 Order, progress and task errors of ``local`` and ``processes`` are in
 ``test_forecast_engine.py``; the ``dask`` engine is in ``test_engine_dask.py``.
@@ -11,7 +12,7 @@ import os
 import time
 
 import pytest
-from engine_tasks import always_exit, sleep_then_pid
+from engine_tasks import always_exit, follow_ups, sleep_then_finish, sleep_then_pid
 
 from planner.engine import (
     ENGINES,
@@ -81,3 +82,20 @@ def test_tasks_unfinished_at_the_deadline_are_stopped_and_have_no_result():
     assert results[1] is None  # stopped at the deadline, not after its 120 s
     assert all(isinstance(pid, int) and pid != os.getpid() for pid in (results[0], results[2]))
     assert 10.0 <= waited < 50.0  # the 10 s leave room for starting the workers on a loaded machine
+
+
+@pytest.mark.parametrize("engine", ["local", "processes"])
+def test_follow_ups_start_as_results_arrive_and_come_back_in_a_fixed_order(engine):
+    """The slow first task finishes last, so its follow-ups are added last; the results still list the first
+    tasks, then the follow-ups by parent and position. With two workers the quick task's follow-ups finish
+    while the slow task is still running: the next stage does not wait for the slowest task of this one."""
+    seen = []
+    results = run_tasks(sleep_then_finish, [("a", 3.0), ("b", 0.0)], engine=engine, workers=2,
+                        follow=follow_ups, progress=lambda done, total: seen.append((done, total)))
+    assert [name for name, _ in results] == ["a", "b", "a.0", "a.1", "b.0", "b.1"]
+    assert seen[-1] == (6, 6) and [done for done, _ in seen] == list(range(1, 7))
+    finished = dict(results)
+    if engine == "processes":
+        assert max(finished["b.0"], finished["b.1"]) < finished["a"]
+    else:
+        assert finished["a"] < finished["b"] < finished["a.0"]  # in order, one at a time

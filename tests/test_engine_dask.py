@@ -13,7 +13,7 @@ import pandas as pd
 import psutil
 import pytest
 from conftest import REPO_ROOT
-from engine_tasks import always_exit, count_then_raise, exit_first_time, worker_pid
+from engine_tasks import always_exit, count_then_raise, exit_first_time, follow_ups, sleep_then_finish, worker_pid
 
 from planner.catalog import load_catalog
 from planner.engine import SCHEDULER_ENV, WorkerLostError, run_tasks
@@ -42,6 +42,14 @@ def test_results_in_task_order_with_progress(dask_cluster):
                     scheduler=dask_cluster.scheduler_address, progress=lambda d, t: calls.append((d, t)))
     assert out == [float(i) for i in range(100)]
     assert calls == [(i, 100) for i in range(1, 101)]
+
+
+def test_follow_ups_run_beside_the_slow_task_and_come_back_in_a_fixed_order(dask_cluster):
+    out = run_tasks(sleep_then_finish, [("a", 3.0), ("b", 0.0)], engine="dask",
+                    scheduler=dask_cluster.scheduler_address, follow=follow_ups)
+    assert [name for name, _ in out] == ["a", "b", "a.0", "a.1", "b.0", "b.1"]
+    finished = dict(out)
+    assert max(finished["b.0"], finished["b.1"]) < finished["a"]
 
 
 def test_scheduler_address_from_environment(dask_cluster, monkeypatch):
@@ -102,10 +110,12 @@ def test_calibration_is_identical_on_every_engine(same_on_every_engine, tmp_path
     scenario = parse_scenario(raw)
 
     def run(**engine):
+        # each unit's pools of 2 start as its own answer arrives, beside the other unit's search
         result = calibrate(scenario, load_profiles(), models=["llama-3.1-8b"], skus=["H100"],
                            class_mix={"interactive": 0.5, "standard": 0.5}, duration_s=300.0, replications=3,
-                           use_cache=False, cache_dir=tmp_path, **engine)
+                           larger_pools=(2,), use_cache=False, cache_dir=tmp_path, **engine)
         assert result.n_simulated == 2 and result.meta["engine_settings"]["pruned"]
+        assert all(unit["pool_cache_key"] for unit in result.meta["units"])  # each unit's pool task ran
         out = tmp_path / f"{engine.get('engine', 'x')}.csv"
         return [path.read_bytes() for path in write_calibration(result, out)]
 

@@ -16,8 +16,17 @@ a cluster. Randomness is never drawn from shared state: a task carries its own s
 - ``auto``: ``processes`` when more than one core and more than one task, else ``local``.
 
 Progress: ``progress(done, total)`` is called in the calling process after each task,
-whatever the engine. A worker that dies never yields a partial result: the run either
-completes or raises :class:`WorkerLostError` (exit code 1) naming the task.
+whatever the engine.
+
+Follow-up work: ``follow(i, result)``, called in the calling process as each task's result
+arrives, may return tasks that need that result (a calibrated unit's larger pools need its
+lone rate). They start at once, beside the tasks still running, so no core waits for the
+slowest task of a stage before the next stage begins. Their results follow the first
+tasks', by parent and then by position in what ``follow`` returned, whatever the completion
+order, so the outputs are the same as running the stages one after the other.
+
+A worker that dies never yields a partial result: the run either completes or raises
+:class:`WorkerLostError` (exit code 1) naming the task.
 """
 
 from __future__ import annotations
@@ -26,7 +35,7 @@ from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
 from planner.engine.cluster import SCHEDULER_ENV, parse_scheduler, scheduler_address
-from planner.engine.common import WorkerLostError, available_cores
+from planner.engine.common import FollowUps, WorkerLostError, available_cores
 from planner.errors import InputError
 
 T = TypeVar("T")
@@ -77,20 +86,28 @@ def resolve_engine(engine: str, n_tasks: int, workers: int | None) -> tuple[str,
     return engine, n_workers
 
 
-def _run_local(fn: Callable[[Any], Any], tasks: list[Any], progress: Callable[[int, int], None] | None) -> list[Any]:
+def _run_local(fn: Callable[[Any], Any], queue: FollowUps, progress: Callable[[int, int], None] | None) -> list[Any]:
     from threadpoolctl import threadpool_limits
 
     results: list[Any] = []
     with threadpool_limits(limits=1):
-        for i, task in enumerate(tasks):
-            results.append(fn(task))
+        i = 0
+        while i < len(queue.tasks):
+            results.append(fn(queue.tasks[i]))
+            queue.arrived(i, results[-1])
             if progress:
-                progress(i + 1, len(tasks))
+                progress(i + 1, len(queue.tasks))
+            i += 1
     return results
 
 
+Follow = Callable[[int, Any], Sequence[Any]]
+"""``follow(i, result)``: the tasks that task i's result calls for (module docstring)."""
+
+
 def run_tasks(fn: Callable[[T], R], tasks: Sequence[T], engine: str = "auto", workers: int | None = None,
-              progress: Callable[[int, int], None] | None = None, scheduler: str | None = None) -> list[R]:
+              progress: Callable[[int, int], None] | None = None, scheduler: str | None = None,
+              follow: Follow | None = None) -> list[R]:
     """Apply ``fn`` to every task; return results in task order.
 
     ``fn`` must be a top-level function and tasks must pickle (except with ``local``).
@@ -99,16 +116,18 @@ def run_tasks(fn: Callable[[T], R], tasks: Sequence[T], engine: str = "auto", wo
     default ``$DASK_SCHEDULER_ADDRESS``, else an embedded cluster).
     ``progress(done, total)`` is called in this process after each completed task.
     A task's exception is re-raised here; a worker death is a WorkerLostError.
+    ``follow`` adds follow-up tasks as results arrive (module docstring); ``total`` then counts the tasks known so
+    far. The worker count is sized for the first tasks, at least two when ``follow`` may add more.
     """
-    tasks = list(tasks)
+    queue = FollowUps(list(tasks), follow)
     check_engine(engine, scheduler, workers)
-    engine, n_workers = resolve_engine(engine, len(tasks), workers)
-    if engine == "local" or not tasks:
-        return _run_local(fn, tasks, progress)
+    engine, n_workers = resolve_engine(engine, len(queue.tasks) + (follow is not None), workers)
+    if engine == "local" or not queue.tasks:
+        return queue.ordered(_run_local(fn, queue, progress))
     if engine == "processes":
         from planner.engine.processes import run_processes
 
-        return run_processes(fn, tasks, n_workers, progress)
+        return queue.ordered(run_processes(fn, queue, n_workers, progress))
     from planner.engine.cluster import run_dask
 
-    return run_dask(fn, tasks, n_workers, progress, scheduler)
+    return queue.ordered(run_dask(fn, queue, n_workers, progress, scheduler))

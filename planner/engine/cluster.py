@@ -42,7 +42,7 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import ExitStack, contextmanager
 from typing import Any
 
-from planner.engine.common import TaskRaised, WorkerLostError, call_single_threaded, task_label
+from planner.engine.common import FollowUps, TaskRaised, WorkerLostError, call_single_threaded, task_label
 from planner.errors import InputError
 
 SCHEDULER_ENV = "DASK_SCHEDULER_ADDRESS"
@@ -157,18 +157,19 @@ def _run_payload(payload: bytes) -> Any:
     return call_single_threaded(fn, task)
 
 
-def run_dask(fn: Callable[[Any], Any], tasks: Sequence[Any], n_workers: int,
+def run_dask(fn: Callable[[Any], Any], tasks: Sequence[Any] | FollowUps, n_workers: int,
              progress: Callable[[int, int], None] | None, scheduler: str | None = None) -> list[Any]:
-    """Apply ``fn`` to every task on a Dask cluster (module docstring); results in task order."""
+    """Apply ``fn`` to every task on a Dask cluster (module docstring); results by task index, follow-ups of a
+    :class:`~planner.engine.common.FollowUps` submitted as the results that call for them arrive."""
     address = scheduler_address(scheduler)
     where = "--scheduler" if scheduler else SCHEDULER_ENV
     with ExitStack() as stack:
         target = address if address is not None else stack.enter_context(local_cluster(n_workers))
         client = _connect(stack, target, address, where)
-        return _gather(client, fn, tasks, progress)
+        return _gather(client, fn, tasks if isinstance(tasks, FollowUps) else FollowUps(list(tasks)), progress)
 
 
-def _gather(client: Any, fn: Callable[[Any], Any], tasks: Sequence[Any],
+def _gather(client: Any, fn: Callable[[Any], Any], work: FollowUps,
             progress: Callable[[int, int], None] | None) -> list[Any]:
     from concurrent.futures import CancelledError
 
@@ -176,8 +177,8 @@ def _gather(client: Any, fn: Callable[[Any], Any], tasks: Sequence[Any],
     from distributed import as_completed
     from distributed.scheduler import KilledWorker
 
-    total = len(tasks)
-    results: list[Any] = [None] * total
+    tasks = work.tasks  # grows as results call for follow-ups
+    results: list[Any] = [None] * len(tasks)
     name = re.sub(r"[^A-Za-z0-9_.]", "_", getattr(fn, "__qualname__", type(fn).__name__))
     run_id = uuid.uuid4().hex[:12]
     window = max(MIN_IN_FLIGHT, 4 * sum(client.nthreads().values()))
@@ -189,10 +190,10 @@ def _gather(client: Any, fn: Callable[[Any], Any], tasks: Sequence[Any],
     def refill() -> None:
         """Top the in-flight tasks up to ``window``, in batches of at most ``MAX_BATCH_BYTES``."""
         nonlocal submitted
-        while submitted < total and len(live) < window:
+        while submitted < len(tasks) and len(live) < window:
             first, size = submitted, 0
             payloads: list[bytes] = []
-            while submitted < total and len(live) + len(payloads) < window and size < MAX_BATCH_BYTES:
+            while submitted < len(tasks) and len(live) + len(payloads) < window and size < MAX_BATCH_BYTES:
                 payloads.append(cloudpickle.dumps((fn, tasks[submitted]), protocol=5))
                 size += len(payloads[-1])
                 submitted += 1
@@ -207,7 +208,7 @@ def _gather(client: Any, fn: Callable[[Any], Any], tasks: Sequence[Any],
         refill()
         for done, fut in enumerate(queue, start=1):
             i = index_of[fut.key]
-            label = task_label(fn, i, total)
+            label = task_label(fn, i, len(tasks))
             try:
                 value = fut.result()
             except KilledWorker as exc:
@@ -227,9 +228,11 @@ def _gather(client: Any, fn: Callable[[Any], Any], tasks: Sequence[Any],
                 raise value.error
             results[i] = value
             live.pop(fut.key).release()
+            work.arrived(i, value)
+            results.extend([None] * (len(tasks) - len(results)))
             if progress:
-                progress(done, total)
-            if submitted < total and len(live) <= window // 2:
+                progress(done, len(tasks))
+            if submitted < len(tasks) and len(live) <= window // 2:
                 refill()
     except BaseException:
         if live:

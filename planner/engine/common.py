@@ -17,8 +17,8 @@ deterministic failure; the parent re-raises it unchanged.
 from __future__ import annotations
 
 import os
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 from planner.errors import ExitCode, PlannerError
@@ -77,3 +77,35 @@ def call_single_threaded(fn: Callable[[Any], Any], task: Any) -> Any:
 def task_label(fn: Callable[..., Any], index: int, total: int) -> str:
     """'task 3 of 40 (run_series)': how errors name a task."""
     return f"task {index + 1} of {total} ({getattr(fn, '__qualname__', type(fn).__name__)})"
+
+
+@dataclass
+class FollowUps:
+    """The tasks of one run, growing as results arrive: the tasks beyond the first ones came from
+    ``follow(parent, result)``. The engines run ``tasks`` by index and call :meth:`arrived` with each result, in
+    the calling process; :meth:`ordered` puts the results back in an order that does not depend on which task
+    finished first."""
+
+    tasks: list[Any]
+    follow: Callable[[int, Any], Sequence[Any]] | None = None
+    paths: list[tuple[int, ...]] = field(init=False)
+    """Per task, where it comes from: ``(i,)`` for the i-th first task, the parent's path and the task's position
+    among the parent's follow-ups for one that ``follow`` added."""
+
+    def __post_init__(self) -> None:
+        self.paths = [(i,) for i in range(len(self.tasks))]
+
+    def arrived(self, index: int, result: Any) -> int:
+        """Record task ``index``'s result; returns how many follow-up tasks it added to ``tasks``."""
+        if self.follow is None:
+            return 0
+        more = list(self.follow(index, result))
+        self.paths.extend((*self.paths[index], k) for k in range(len(more)))
+        self.tasks.extend(more)
+        return len(more)
+
+    def ordered(self, results: list[Any]) -> list[Any]:
+        """``results`` (by task index) ordered by generation, then by path: the first tasks in their order, then
+        their follow-ups by parent and position, and so on."""
+        order = sorted(range(len(results)), key=lambda i: (len(self.paths[i]), self.paths[i]))
+        return [results[i] for i in order]

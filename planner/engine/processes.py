@@ -37,7 +37,7 @@ from concurrent.futures.process import BrokenProcessPool
 from multiprocessing import get_context
 from typing import Any
 
-from planner.engine.common import WorkerLostError, limit_threads, task_label
+from planner.engine.common import FollowUps, WorkerLostError, limit_threads, task_label
 
 PR_SET_PDEATHSIG = 1  # <linux/prctl.h>
 PARENT_POLL_S = 0.5
@@ -86,20 +86,21 @@ def _stop_workers(pool: ProcessPoolExecutor) -> None:
             worker.join()
 
 
-def run_processes(fn: Callable[[Any], Any], tasks: Sequence[Any], n_workers: int,
+def run_processes(fn: Callable[[Any], Any], tasks: Sequence[Any] | FollowUps, n_workers: int,
                   progress: Callable[[int, int], None] | None, deadline: float | None = None) -> list[Any]:
-    """Apply ``fn`` to every task in ``n_workers`` processes; results in task order.
+    """Apply ``fn`` to every task in ``n_workers`` processes; results by task index.
 
-    ``deadline`` (a ``time.monotonic()`` value): once it passes, the workers are stopped
-    and every task not finished by then has the result None. A task deep in compiled code
-    that does not check the clock is stopped all the same.
+    ``tasks`` may be a :class:`~planner.engine.common.FollowUps`, whose follow-up tasks are submitted as the
+    results that call for them arrive. ``deadline`` (a ``time.monotonic()`` value): once it passes, the workers
+    are stopped and every task not finished by then has the result None. A task deep in compiled code that does
+    not check the clock is stopped all the same.
     """
-    total = len(tasks)
-    results: list[Any] = [None] * total
+    queue = tasks if isinstance(tasks, FollowUps) else FollowUps(list(tasks))
+    results: list[Any] = [None] * len(queue.tasks)
     done = 0
     with ProcessPoolExecutor(max_workers=n_workers, mp_context=get_context("spawn"),
                              initializer=start_worker, initargs=(os.getpid(),)) as pool:
-        pending: dict[Future[Any], int] = {pool.submit(fn, t): i for i, t in enumerate(tasks)}
+        pending: dict[Future[Any], int] = {pool.submit(fn, t): i for i, t in enumerate(queue.tasks)}
         try:
             while pending:
                 timeout = None if deadline is None else max(deadline - time.monotonic(), 0.0)
@@ -113,7 +114,7 @@ def run_processes(fn: Callable[[Any], Any], tasks: Sequence[Any], n_workers: int
                         results[index] = fut.result()
                     except BrokenProcessPool as exc:
                         running = sorted(i for f, i in pending.items() if f.running() or f is fut)
-                        names = ", ".join(task_label(fn, i, total) for i in running[:3])
+                        names = ", ".join(task_label(fn, i, len(queue.tasks)) for i in running[:3])
                         raise WorkerLostError(
                             f"a worker process died while running {names}; no result was kept",
                             where="engine processes",
@@ -121,9 +122,13 @@ def run_processes(fn: Callable[[Any], Any], tasks: Sequence[Any], n_workers: int
                                 "or --engine dask, which retries a task whose worker died, or --engine local "
                                 "to see the failure in this process") from exc
                     del pending[fut]
+                    known = len(queue.tasks)
+                    for i in range(known, known + queue.arrived(index, results[index])):
+                        results.append(None)
+                        pending[pool.submit(fn, queue.tasks[i])] = i
                     done += 1
                     if progress:
-                        progress(done, total)
+                        progress(done, len(queue.tasks))
         except BaseException:
             for fut in pending:
                 fut.cancel()
