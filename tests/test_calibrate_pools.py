@@ -169,3 +169,21 @@ def test_a_pool_has_saturated_when_a_size_adds_under_five_percent_or_runs_at_the
     assert not saturated(10.0, 11.0, 20.0)  # +10 %
     assert saturated(10.0, 10.4, 20.0)  # +4 %: larger pools take 10.4
     assert saturated(10.0, 19.2, 20.0)  # 96 % of the ceiling: nothing left to gain
+
+
+def test_policies_calibrated_together_give_each_policy_its_own_calibration(tp1, profiles) -> None:
+    """Two policies' units and larger pools run as one stream of tasks (a unit's pools start as its answer
+    arrives, on two worker processes); each policy's result is the one it gets calibrated on its own."""
+    from planner.calibrate import calibrate_together, plan_calibration
+    from planner.calibrate.run import calibrate as calibrate_alone
+
+    common = {"models": ["llama-3.1-8b"], "skus": ["H100"], "search_settings": False, "larger_pools": (2,),
+              "duration_s": 300.0, "replications": 3, "seed": tp1.seeds.base}
+    plans = [plan_calibration(tp1, profiles, policy=policy, **common) for policy in ("fcfs", "cmu")]
+    together = calibrate_together(plans, engine="processes", workers=2)
+    for policy, result in zip(("fcfs", "cmu"), together, strict=True):
+        alone = calibrate_alone(tp1, profiles, policy=policy, engine="local", **common)
+        assert result.meta["policy"] == policy and result.n_simulated == 1
+        pd.testing.assert_frame_equal(result.table, alone.table)
+        assert json.dumps(result.meta, sort_keys=True, default=str) == json.dumps(alone.meta, sort_keys=True,
+                                                                                  default=str)

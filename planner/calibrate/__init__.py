@@ -18,15 +18,25 @@ law that makes their rates non-decreasing), ``cache`` (keys and the store protoc
 
 from planner.calibrate.cache import CalibrationStore
 from planner.calibrate.fingerprint import CALIBRATION_VERSION
-from planner.calibrate.run import DEFAULT_DURATION_S, DEFAULT_REPLICATIONS, calibrate
+from planner.calibrate.run import (
+    DEFAULT_DURATION_S,
+    DEFAULT_REPLICATIONS,
+    CalibrationPlan,
+    calibrate,
+    calibrate_together,
+    plan_calibration,
+)
 from planner.calibrate.table import CalibrationResult, calibration_files
 
 __all__ = [
     "CALIBRATION_VERSION",
     "DEFAULT_DURATION_S",
     "DEFAULT_REPLICATIONS",
+    "CalibrationPlan",
     "CalibrationResult",
     "CalibrationStore",
     "calibrate",
+    "calibrate_together",
     "calibration_files",
+    "plan_calibration",
 ]

@@ -4,8 +4,10 @@ Order of work: check every input (nothing is simulated before the inputs are kno
 good); build one :class:`~planner.calibrate.inputs.UnitTask` per unit the scenario allows
 and the profile table has, with its cache key; answer each unit from the cache (the
 caller's ``store``) when an entry for its key exists; fan the rest out through
-:func:`planner.engine.run_tasks` (one task per unit, results in task order, so the engine
-never changes an output); store the new answers in the cache; build the table and its metadata.
+:func:`planner.engine.run_tasks` (one task per unit), each unit's larger pools as a task of their
+own that starts as soon as the unit's answer arrives (:class:`_Answers`); store the new answers
+in the cache; build the table and its metadata. Every task's answer depends on its inputs only,
+so neither the engine nor the order in which tasks finish changes an output.
 
 Defaults: at least ten simulated minutes per replication (``DEFAULT_DURATION_S``), with the
 first 10 % as warm-up like ``planner simulate``, and ``DEFAULT_REPLICATIONS`` = 8
@@ -20,7 +22,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from typing import Any
 
 import pandas as pd
@@ -49,6 +51,7 @@ from planner.calibrate.pools import (
     runnable_sizes,
 )
 from planner.calibrate.probe import pair_seed, run_length_s
+from planner.calibrate.probe_memo import ProbeStore
 from planner.calibrate.search import FLOOR_FRACTION, GROWTH, MAX_GROWTHS
 from planner.calibrate.table import CalibrationResult, build_table, chosen_replica, unit_meta, unit_rows
 from planner.calibrate.unit import CEILING_MARGIN, calibrate_unit
@@ -114,6 +117,45 @@ def calibrate(
     without one every unit is simulated. ``progress(done, total)`` follows the units, ``pool_progress`` the units'
     larger pools.
     """
+    plan = plan_calibration(scenario, profiles, policy=policy, class_mix=class_mix, mixes=mixes, histogram=histogram,
+                            models=models, skus=skus, pool_replicas=pool_replicas, larger_pools=larger_pools,
+                            pool_sizes_for=pool_sizes_for, duration_s=duration_s, replications=replications,
+                            seed=seed, rel_tol=rel_tol, confidence=confidence, search_settings=search_settings,
+                            prune=prune, engine=engine, workers=workers)
+    return calibrate_together([plan], engine=engine, workers=workers, scheduler=scheduler, store=store,
+                              progress=progress, pool_progress=pool_progress)[0]
+
+
+@dataclass(frozen=True)
+class CalibrationPlan:
+    """One calibration, checked and ready to run: its unit tasks (with their cache keys) and what its table and
+    metadata need (:func:`plan_calibration`)."""
+
+    scenario: Scenario
+    settings: Settings
+    tasks: list[UnitTask]
+    shares: dict[str, MixSource]
+    workloads: dict[tuple[str, str], Workload]
+    skipped: list[dict[str, str]]
+    histogram: bool
+    larger: tuple[int, ...]
+    pool_replicas: int
+    pool_sizes_for: Callable[[str, float], Sequence[int]] | None
+
+    def larger_sizes(self, task: UnitTask, result: dict[str, Any]) -> tuple[int, ...]:
+        return _larger_sizes(task, result, self.larger, self.pool_replicas, self.pool_sizes_for)
+
+
+def plan_calibration(scenario: Scenario, profiles: pd.DataFrame, *, policy: str | None = None,
+                     class_mix: dict[str, float] | None = None, mixes: Mapping[str, Mapping[str, float]] | None = None,
+                     histogram: pd.DataFrame | None = None, models: list[str] | None = None,
+                     skus: list[str] | None = None, pool_replicas: int = 1, larger_pools: Sequence[int] = (),
+                     pool_sizes_for: Callable[[str, float], Sequence[int]] | None = None,
+                     duration_s: float = DEFAULT_DURATION_S, replications: int = DEFAULT_REPLICATIONS, seed: int,
+                     rel_tol: float = 0.02, confidence: float = 0.95, search_settings: bool = True,
+                     prune: bool = True, engine: str = "auto", workers: int | None = None) -> CalibrationPlan:
+    """Check :func:`calibrate`'s inputs (nothing is simulated before all are known to be good) and build its unit
+    tasks; :func:`calibrate_together` runs them."""
     check_settings(duration_s=duration_s, replications=replications, seed=seed, rel_tol=rel_tol,
                    confidence=confidence, pool_replicas=pool_replicas)
     larger = check_pool_sizes((pool_replicas, *larger_pools))[1:] if larger_pools else ()
@@ -137,20 +179,43 @@ def calibrate(
     for task in tasks:
         for replica in task.candidates:
             check_pool_work(task, replica, larger)
-    tasks = [replace(t, key=cache_key(t)) for t in tasks]
-    memo = store.probes if store is not None else None
-    results, cached, cache_notes = _answer(functools.partial(calibrate_unit, memo=memo), tasks, store, engine,
-                                           workers, scheduler, progress)
-    sizes = [_larger_sizes(task, result, larger, pool_replicas, pool_sizes_for)
-             for task, result in zip(tasks, results, strict=True)]
-    pools, pool_notes = _answer_pools(tasks, results, sizes, store, engine, workers, scheduler, pool_progress)
+    return CalibrationPlan(scenario, settings, [replace(t, key=cache_key(t)) for t in tasks],
+                           {m: shares[m] for m in calibrated}, dict(workloads), skipped, histogram is not None,
+                           larger, pool_replicas, pool_sizes_for)
+
+
+def calibrate_together(plans: Sequence[CalibrationPlan], *, engine: str = "auto", workers: int | None = None,
+                       scheduler: str | None = None, store: CalibrationStore | None = None,
+                       progress: Callable[[int, int], None] | None = None,
+                       pool_progress: Callable[[int, int], None] | None = None) -> list[CalibrationResult]:
+    """Each plan's :func:`calibrate` result, their units and pools run as one stream of engine tasks
+    (:class:`_Answers`): a policy comparison's calibrations keep every core busy until the last task, where one
+    after the other each would end on its slowest unit. ``progress`` and ``pool_progress`` count over all plans."""
+    tasks = [task for plan in plans for task in plan.tasks]
+    sizes_of = [plan.larger_sizes for plan in plans for _ in plan.tasks]
+    answers = _Answers(tasks, store, sizes_of, progress, pool_progress)
+    answers.run(engine, workers, scheduler)
+    results, first = [], 0
+    for plan in plans:
+        part = slice(first, first + len(plan.tasks))
+        first = part.stop
+        notes = [note for i, _, note in sorted(answers.notes) if part.start <= i < part.stop]
+        results.append(_result(plan, answers.units[part], answers.cached[part], answers.pools[part],
+                               answers.sizes[part], notes, store is not None))
+    return results
+
+
+def _result(plan: CalibrationPlan, units: list[dict[str, Any] | None], cached: list[bool],
+            pools: list[dict[str, Any] | None], sizes: list[tuple[int, ...]], notes: list[str],
+            use_cache: bool) -> CalibrationResult:
+    """One plan's table and metadata from its units' and pools' answers."""
+    results = [r for r in units if r is not None]
     n_cached, n_simulated = sum(cached), sum(not hit for hit in cached)
-    rows, unit_notes, failures = _tabulated(tasks, results, cached, pools)
-    meta = _meta(scenario, settings, {m: shares[m] for m in calibrated}, workloads, histogram is not None,
-                 unit_notes, skipped,
-                 failures, store is not None, cache_notes + pool_notes, n_simulated, n_cached,
-                 larger if pool_sizes_for is None else tuple(sorted({n for unit in sizes for n in unit})))
-    return CalibrationResult(build_table(rows), meta, failures, n_simulated, n_cached, tuple(tasks))
+    rows, unit_notes, failures = _tabulated(plan.tasks, results, cached, pools)
+    measured = plan.larger if plan.pool_sizes_for is None else tuple(sorted({n for unit in sizes for n in unit}))
+    meta = _meta(plan.scenario, plan.settings, plan.shares, plan.workloads, plan.histogram, unit_notes, plan.skipped,
+                 failures, use_cache, notes, n_simulated, n_cached, measured)
+    return CalibrationResult(build_table(rows), meta, failures, n_simulated, n_cached, tuple(plan.tasks))
 
 
 def _tabulated(tasks: list[UnitTask], results: list[dict[str, Any]], cached: list[bool],
@@ -168,30 +233,102 @@ def _tabulated(tasks: list[UnitTask], results: list[dict[str, Any]], cached: lis
     return rows, unit_notes, failures
 
 
-def _answer(fn: Callable[[Any], dict[str, Any]], tasks: Sequence[UnitTask | PoolTask], store: CalibrationStore | None,
-            engine: str, workers: int | None, scheduler: str | None, progress: Callable[[int, int], None] | None,
-            ) -> tuple[list[dict[str, Any]], list[bool], list[str]]:
-    """Each task's answer (from ``store`` when it has one, else ``fn``'s, stored), whether it was
-    stored before, and the notes of entries that could not be stored."""
-    stored = [store.get(t.key) if store is not None else None for t in tasks]
-    cached = [r is not None for r in stored]
-    n_cached, total = sum(cached), len(tasks)
-    if progress and n_cached:
-        progress(n_cached, total)  # one report for the units answered at once
-    misses = [i for i, r in enumerate(stored) if r is None]
+def calibrate_task(task: UnitTask | PoolTask, memo: ProbeStore | None = None) -> dict[str, Any]:
+    """A unit's search (:func:`calibrate_unit`) or its larger pools' (:func:`calibrate_pools`): what one engine
+    task of :class:`_Answers` runs."""
+    if isinstance(task, PoolTask):
+        return calibrate_pools(task, memo)
+    return calibrate_unit(task, memo)
 
-    def relay(done: int, _: int) -> None:
-        if progress:
-            progress(n_cached + done, total)
 
-    fresh = run_tasks(fn, [tasks[i] for i in misses], engine=engine, workers=workers, progress=relay,
-                      scheduler=scheduler)
-    notes = []
-    for i, result in zip(misses, fresh, strict=True):
-        stored[i] = result
-        if store is not None and (note := store.put(tasks[i], result)):
-            notes.append(note)
-    return [r for r in stored if r is not None], cached, notes
+class _Answers:
+    """Each unit's answer and its larger pools', from the store where it has them, else simulated.
+
+    Both stages run as one stream of engine tasks: a unit's pool task needs only that unit's answer, so it starts
+    as soon as the answer arrives (:func:`planner.engine.run_tasks`'s ``follow``), beside the units still running,
+    and no core waits for the slowest unit of the stage. Every task's answer is a function of its own inputs, so
+    the answers are the ones the two stages run one after the other give. Answers are stored as they arrive.
+    """
+
+    def __init__(self, tasks: list[UnitTask], store: CalibrationStore | None,
+                 larger_sizes: Sequence[Callable[[UnitTask, dict[str, Any]], tuple[int, ...]]],
+                 progress: Callable[[int, int], None] | None,
+                 pool_progress: Callable[[int, int], None] | None) -> None:
+        self.tasks, self.store, self.larger_sizes = tasks, store, larger_sizes
+        self.progress, self.pool_progress = progress, pool_progress
+        self.units: list[dict[str, Any] | None] = [store.get(t.key) if store is not None else None for t in tasks]
+        self.cached = [r is not None for r in self.units]
+        self.sizes: list[tuple[int, ...]] = [()] * len(tasks)
+        self.pools: list[dict[str, Any] | None] = [None] * len(tasks)
+        self.notes: list[tuple[int, int, str]] = []  # (unit, 0 for its answer or 1 for its pools', why not stored)
+        self.owner: list[int] = []  # per engine task, the unit it answers
+        self.pools_task: dict[int, PoolTask] = {}
+        self.pools_wanted = self.pools_done = 0
+
+    def run(self, engine: str, workers: int | None, scheduler: str | None) -> None:
+        first: list[UnitTask | PoolTask] = []
+        for i, unit in enumerate(self.units):
+            if unit is None:
+                first.append(self.tasks[i])
+                self.owner.append(i)
+        if self.progress and any(self.cached):
+            self.progress(sum(self.cached), len(self.tasks))  # one report for the units answered at once
+        for i, unit in enumerate(self.units):
+            if unit is not None and (pool := self._pool_task(i)) is not None:
+                first.append(pool)
+                self.owner.append(i)
+        self._report_pools()
+        memo = self.store.probes if self.store is not None else None
+        run_tasks(functools.partial(calibrate_task, memo=memo), first, engine=engine, workers=workers,
+                  scheduler=scheduler, follow=self._arrived)
+
+    def _arrived(self, index: int, result: dict[str, Any]) -> list[PoolTask]:
+        """Keep engine task ``index``'s answer; a unit's answer calls for its pool task."""
+        i = self.owner[index]
+        if self.units[i] is not None:  # the answer of the unit's larger pools
+            self.pools[i] = result
+            self._keep(i, self.pools_task[i], result)
+            self.pools_done += 1
+            self._report_pools()
+            return []
+        self.units[i] = result
+        self._keep(i, self.tasks[i], result)
+        if self.progress:
+            self.progress(sum(r is not None for r in self.units), len(self.tasks))
+        pool = self._pool_task(i)
+        self._report_pools()
+        if pool is None:
+            return []
+        self.owner.append(i)
+        return [pool]
+
+    def _pool_task(self, i: int) -> PoolTask | None:
+        """Unit i's pool task when its larger pools still need simulating; their answer when the store has it."""
+        unit = self.units[i]
+        assert unit is not None
+        self.sizes[i] = self.larger_sizes[i](self.tasks[i], unit)
+        if not self.sizes[i]:
+            return None
+        pool = PoolTask(self.tasks[i], chosen_replica(self.tasks[i], unit), float(unit["rate_rps_per_replica"]),
+                        self.sizes[i])
+        pool = replace(pool, key=pool_key(pool))
+        self.pools_task[i] = pool
+        self.pools_wanted += 1
+        stored = self.store.get(pool.key) if self.store is not None else None
+        if stored is None:
+            return pool
+        self.pools[i] = stored
+        self.pools_done += 1
+        return None
+
+    def _keep(self, i: int, task: UnitTask | PoolTask, result: dict[str, Any]) -> None:
+        if self.store is not None and (note := self.store.put(task, result)):
+            self.notes.append((i, int(isinstance(task, PoolTask)), note))
+
+    def _report_pools(self) -> None:
+        """Pools answered of the pools known so far; none when no unit has larger pools (yet)."""
+        if self.pool_progress and self.pools_wanted:
+            self.pool_progress(self.pools_done, self.pools_wanted)
 
 
 def _larger_sizes(task: UnitTask, result: dict[str, Any], larger: tuple[int, ...], pool_replicas: int,
@@ -205,27 +342,6 @@ def _larger_sizes(task: UnitTask, result: dict[str, Any], larger: tuple[int, ...
         return larger
     wanted = tuple(sorted({int(n) for n in pool_sizes_for(task.model, rate) if int(n) > pool_replicas}))
     return runnable_sizes(task, chosen_replica(task, result), wanted)
-
-
-def _answer_pools(tasks: list[UnitTask], results: list[dict[str, Any]], unit_sizes: list[tuple[int, ...]],
-                  store: CalibrationStore | None, engine: str, workers: int | None, scheduler: str | None,
-                  progress: Callable[[int, int], None] | None = None) -> tuple[list[dict[str, Any] | None], list[str]]:
-    """Per unit, its answers at its larger pool sizes ``unit_sizes`` (None: no larger size)."""
-    todo, pool_tasks = [], []
-    for i, (task, result, sizes) in enumerate(zip(tasks, results, unit_sizes, strict=True)):
-        if sizes:
-            todo.append(i)
-            pool = PoolTask(task, chosen_replica(task, result), float(result["rate_rps_per_replica"]), sizes)
-            pool_tasks.append(replace(pool, key=pool_key(pool)))
-    if not pool_tasks:
-        return [None] * len(tasks), []
-    memo = store.probes if store is not None else None
-    answers, _, notes = _answer(functools.partial(calibrate_pools, memo=memo), pool_tasks, store, engine, workers,
-                                scheduler, progress)
-    out: list[dict[str, Any] | None] = [None] * len(tasks)
-    for i, answer in zip(todo, answers, strict=True):
-        out[i] = answer
-    return out, notes
 
 
 def check_unit_work(tasks: list[UnitTask]) -> None:

@@ -25,6 +25,7 @@ from planner.sim.policies import get_policy
 
 if TYPE_CHECKING:
     from planner.calibrate.cache import CalibrationStore
+    from planner.calibrate.table import CalibrationResult
     from planner.placement.result import PlacementResult
 
 
@@ -94,8 +95,10 @@ def compare_policies(scenario: Scenario, forecast: pd.DataFrame, catalog: Catalo
                      settings: LoopSettings, policies: list[str], *, histogram: pd.DataFrame | None = None,
                      known: dict[str, LoopResult] | None = None, notify: Notify | None = None,
                      planning_window: PlanningWindow | None = None,
-                     store: CalibrationStore | None = None) -> list[PolicyOutcome]:
-    """Run the loop for each policy (re-using ``known`` results, e.g. the scenario policy's own run).
+                     store: CalibrationStore | None = None,
+                     calibrations: dict[str, CalibrationResult] | None = None) -> list[PolicyOutcome]:
+    """Run the loop for each policy (re-using ``known`` results, e.g. the scenario policy's own run, and the
+    policies' ``calibrations`` already made, :func:`planner.loop.run.calibrate_policies`).
 
     Every policy plans the same hours: the scenario's horizon, or ``planning_window`` when given.
     """
@@ -108,7 +111,8 @@ def compare_policies(scenario: Scenario, forecast: pd.DataFrame, catalog: Catalo
         if result is None:
             result = run_loop(scenario, forecast, catalog, profiles, settings, policy=policy, histogram=histogram,
                               notify=notify, placements=placements,
-                              planning_window=planning_window, store=store)
+                              planning_window=planning_window, store=store,
+                              calibration=(calibrations or {}).get(policy))
         outcomes.append(PolicyOutcome(policy, result))
     return outcomes
 

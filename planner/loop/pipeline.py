@@ -24,7 +24,7 @@ from planner.forecast.model import ModelSpec
 from planner.forecast.run import MAX_HORIZON_HOURS, ForecastResult, forecast_history
 from planner.forecast.scaling import DemandScale, scale_forecast
 from planner.loop.compare import PolicyOutcome, compare_policies
-from planner.loop.run import LoopResult, LoopSettings, Notify, run_loop
+from planner.loop.run import LoopResult, LoopSettings, Notify, calibrate_policies, run_loop
 from planner.placement.reserved import history_evidence
 from planner.placement.window import HOUR, PlanningWindow, iso_hour
 from planner.scenario import Scenario
@@ -178,11 +178,17 @@ def plan_from_forecast(scenario: Scenario, known: pd.DataFrame, forecast: Foreca
                        store: CalibrationStore | None = None) -> PipelineResult:
     """The loop (and the policy comparison) on a forecast already made; ``known`` is the history it came from."""
     say = notify or (lambda _text: None)
+    calibrations = None
+    if compare and capacity is None:  # every policy's calibration at once: no core idles between two policies
+        calibrations = calibrate_policies(scenario, forecast.forecast, catalog, profiles, settings,
+                                          [scenario.policy.name, *compare], histogram=histogram, notify=say,
+                                          planning_window=window, store=store)
     loop = run_loop(scenario, forecast.forecast, catalog, profiles, settings, capacity=capacity, histogram=histogram,
-                    input_hashes=input_hashes, notify=say, planning_window=window, store=store)
+                    input_hashes=input_hashes, notify=say, planning_window=window, store=store,
+                    calibration=(calibrations or {}).get(scenario.policy.name))
     comparison = None
     if compare:
         comparison = compare_policies(scenario, forecast.forecast, catalog, profiles, settings, compare,
                                       histogram=histogram, known={loop.policy: loop}, notify=say,
-                                      planning_window=window, store=store)
+                                      planning_window=window, store=store, calibrations=calibrations)
     return PipelineResult(known, forecast, loop, comparison, as_of, window)

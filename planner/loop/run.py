@@ -53,6 +53,7 @@ from planner.sim.simulate import simulate_plan
 from planner.workloads import forecast_mixes
 
 if TYPE_CHECKING:
+    from planner.calibrate import CalibrationPlan
     from planner.calibrate.cache import CalibrationStore
     from planner.calibrate.table import CalibrationResult
 
@@ -263,28 +264,52 @@ def _simulate(run: _Inputs, placement: PlacementResult, number: int) -> _Simulat
     return _Simulated(slo, meta, misses, [w.describe() for w in windows], pool_units)
 
 
-def _calibrated(run: _Inputs, store: CalibrationStore | None) -> CalibrationResult:
-    """The fast-loop calibration of the run's policy."""
-    from planner.calibrate import calibrate
+def _calibration_plan(run: _Inputs) -> CalibrationPlan:
+    """The fast-loop calibration of the run's policy, checked and ready to run."""
+    from planner.calibrate import plan_calibration
 
     settings = run.settings
-    run.say(f"calibrating capacity for {run.policy}")
+    return plan_calibration(run.scenario, run.profiles, policy=run.policy, histogram=run.histogram, mixes=run.mixes,
+                            seed=settings.seed, pool_sizes_for=run.pool_sizes_for,
+                            search_settings=settings.search_settings, engine=settings.engine,
+                            workers=settings.workers)
+
+
+def _calibrated(runs: list[_Inputs], store: CalibrationStore | None) -> list[CalibrationResult]:
+    """The fast-loop calibration of each run's policy, as one stream of engine tasks
+    (:func:`planner.calibrate.calibrate_together`)."""
+    from planner.calibrate import calibrate_together
+
+    settings, say = runs[0].settings, runs[0].say
+    names = ", ".join(run.policy for run in runs)
+    say(f"calibrating capacity for {names}")
     units, pools = Remaining(), Remaining()
-    return calibrate(run.scenario, run.profiles, policy=run.policy, histogram=run.histogram, mixes=run.mixes,
-                     seed=settings.seed, pool_sizes_for=run.pool_sizes_for,
-                     search_settings=settings.search_settings, engine=settings.engine, workers=settings.workers,
-                     scheduler=settings.scheduler, store=store,
-                     progress=lambda done, total: run.say(
-                         f"calibrating capacity for {run.policy}: {units.text(done, total, 'units')}"),
-                     pool_progress=lambda done, total: run.say(
-                         f"calibrating capacity for {run.policy} in larger pools: {pools.text(done, total, 'units')}"))
+    return calibrate_together([_calibration_plan(run) for run in runs], engine=settings.engine,
+                              workers=settings.workers, scheduler=settings.scheduler, store=store,
+                              progress=lambda done, total: say(
+                                  f"calibrating capacity for {names}: {units.text(done, total, 'units')}"),
+                              pool_progress=lambda done, total: say(
+                                  f"calibrating capacity for {names} in larger pools: "
+                                  f"{pools.text(done, total, 'units')}"))
+
+
+def calibrate_policies(scenario: Scenario, forecast: pd.DataFrame, catalog: Catalog, profiles: pd.DataFrame,
+                       settings: LoopSettings, policies: list[str], *, histogram: pd.DataFrame | None = None,
+                       notify: Notify | None = None, planning_window: PlanningWindow | None = None,
+                       store: CalibrationStore | None = None) -> dict[str, CalibrationResult]:
+    """Each policy's fast-loop calibration, exactly as :func:`run_loop` makes it, all run at once so that a policy
+    comparison's cores stay busy from its first unit to its last; pass each to :func:`run_loop`."""
+    runs = [_Inputs(scenario, forecast, catalog, profiles, settings, policy, histogram, None, planning_window,
+                    notify or (lambda _text: None)) for policy in dict.fromkeys(policies)]
+    return {run.policy: result for run, result in zip(runs, _calibrated(runs, store), strict=True)}
 
 
 def run_loop(scenario: Scenario, forecast: pd.DataFrame, catalog: Catalog, profiles: pd.DataFrame,
              settings: LoopSettings, *, policy: str | None = None, capacity: pd.DataFrame | None = None,
              histogram: pd.DataFrame | None = None, input_hashes: dict[str, str] | None = None,
              notify: Notify | None = None, placements: dict[str, PlacementResult] | None = None,
-             planning_window: PlanningWindow | None = None, store: CalibrationStore | None = None) -> LoopResult:
+             planning_window: PlanningWindow | None = None, store: CalibrationStore | None = None,
+             calibration: CalibrationResult | None = None) -> LoopResult:
     """Run the loop for ``policy`` (default: the scenario's); see the module docstring.
 
     Every plan covers the scenario's horizon, or exactly ``planning_window``'s hours when given.
@@ -293,15 +318,17 @@ def run_loop(scenario: Scenario, forecast: pd.DataFrame, catalog: Catalog, profi
     comparison passes one dict to every policy): placement depends on the policy only
     through that table, so two policies whose calibrations agree share one solve, and
     each is still simulated under its own policy. ``store`` is the calibration cache
-    (:func:`planner.calibrate.calibrate`).
+    (:func:`planner.calibrate.calibrate`); ``calibration``, the policy's calibration already made
+    (:func:`calibrate_policies`), is used instead of calibrating again.
     """
     if settings.max_rounds < 1:
         raise ValueError(f"the loop needs at least one round, got max_rounds={settings.max_rounds}")
     run = _Inputs(scenario, forecast, catalog, profiles, settings, policy or scenario.policy.name, histogram,
                   input_hashes, planning_window, notify or (lambda _text: None))
-    calibration = None
-    if capacity is None:
-        calibration = _calibrated(run, store)
+    if capacity is not None:
+        calibration = None
+    else:
+        calibration = calibration if calibration is not None else _calibrated([run], store)[0]
         capacity = calibration.table
     table = capacity.copy()
     headroom = Headroom.of(table)
