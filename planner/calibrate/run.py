@@ -262,8 +262,7 @@ class _Answers:
         self.pools: list[dict[str, Any] | None] = [None] * len(tasks)
         self.notes: list[tuple[int, int, str]] = []  # (unit, 0 for its answer or 1 for its pools', why not stored)
         self.owner: list[int] = []  # per engine task, the unit it answers
-        self.pools_task: dict[int, PoolTask] = {}
-        self.pools_wanted = self.pools_done = 0
+        self.pool_tasks: dict[int, PoolTask] = {}  # per unit with larger sizes, its pool task
 
     def run(self, engine: str, workers: int | None, scheduler: str | None) -> None:
         first: list[UnitTask | PoolTask] = []
@@ -287,8 +286,7 @@ class _Answers:
         i = self.owner[index]
         if self.units[i] is not None:  # the answer of the unit's larger pools
             self.pools[i] = result
-            self._keep(i, self.pools_task[i], result)
-            self.pools_done += 1
+            self._keep(i, self.pool_tasks[i], result)
             self._report_pools()
             return []
         self.units[i] = result
@@ -296,7 +294,8 @@ class _Answers:
         if self.progress:
             self.progress(sum(r is not None for r in self.units), len(self.tasks))
         pool = self._pool_task(i)
-        self._report_pools()
+        if self.sizes[i]:  # one more pool known (and perhaps answered from the store)
+            self._report_pools()
         if pool is None:
             return []
         self.owner.append(i)
@@ -312,13 +311,11 @@ class _Answers:
         pool = PoolTask(self.tasks[i], chosen_replica(self.tasks[i], unit), float(unit["rate_rps_per_replica"]),
                         self.sizes[i])
         pool = replace(pool, key=pool_key(pool))
-        self.pools_task[i] = pool
-        self.pools_wanted += 1
+        self.pool_tasks[i] = pool
         stored = self.store.get(pool.key) if self.store is not None else None
         if stored is None:
             return pool
         self.pools[i] = stored
-        self.pools_done += 1
         return None
 
     def _keep(self, i: int, task: UnitTask | PoolTask, result: dict[str, Any]) -> None:
@@ -327,8 +324,8 @@ class _Answers:
 
     def _report_pools(self) -> None:
         """Pools answered of the pools known so far; none when no unit has larger pools (yet)."""
-        if self.pool_progress and self.pools_wanted:
-            self.pool_progress(self.pools_done, self.pools_wanted)
+        if self.pool_progress and self.pool_tasks:
+            self.pool_progress(sum(p is not None for p in self.pools), len(self.pool_tasks))
 
 
 def _larger_sizes(task: UnitTask, result: dict[str, Any], larger: tuple[int, ...], pool_replicas: int,
