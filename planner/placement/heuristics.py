@@ -11,10 +11,11 @@ and flows only: it solves in seconds where the whole block takes minutes.
 * Reserved vectors: start at the LP's ``⌈R − 0.35⌉`` (repaired to the quota rows: where
   rounding up over-subscribes a quota, the units rounded furthest above their LP value go
   down one replica at a time), then steepest descent, ±1 replica on one unit of a served
-  region, on the value of the LP with the rounded capacity cuts (``strengthen.py``) and
-  y, R fixed. It is the block's cut LP, still loaded from the bound (``highs_backend.LoadedLp``),
-  and it re-solves from the previous basis, which makes each vector cheap to price; a move
-  whose reduced cost shows it cannot improve is not priced at all. With the cuts the LP
+  region or one replica moved between two units of a region, on the value of the LP with
+  the rounded capacity cuts (``strengthen.py``) and y, R fixed. It is the block's cut LP,
+  still loaded from the bound (``highs_backend.LoadedLp``), and it re-solves from the
+  previous basis, which makes each vector cheap to price; a move whose reduced cost shows
+  it cannot improve is not priced at all. With the cuts the LP
   charges a too-small R the on-demand replicas the peaks need and their switching, so it
   ranks vectors much like the MILP does.
 * The ``RESERVED_CANDIDATES`` best vectors of each serving set are the candidates, best
@@ -221,6 +222,32 @@ class _ReservedLp:
         return self.slopes.get(reserved.astype(np.int64).tobytes())
 
 
+def _reserved_candidates(milp: Milp, search: _ReservedLp, start: np.ndarray,
+                         movable: np.ndarray) -> tuple[list[tuple[float, np.ndarray]], tuple[float, np.ndarray]]:
+    """The ``RESERVED_CANDIDATES`` best reserved vectors the descent priced, best first, and where ±1 moves
+    alone came to rest, with its value.
+
+    The descent takes ±1 moves until none improves, then swaps too (:func:`_moves`). The cut LP
+    only ranks vectors: a swap's lower value can still complete to a dearer plan, so the
+    ±1 rest is completed as well (``warm_start``), and the better plan kept.
+    """
+    single = _descend(milp, search, start, movable, swaps=False)
+    _descend(milp, search, single, movable)
+    ranked = sorted((v, key) for key, v in search.values.items() if math.isfinite(v))
+    best = [(value, np.frombuffer(key, dtype=np.int64).astype(float)) for value, key in ranked[:RESERVED_CANDIDATES]]
+    return best, (search.value(single), single)
+
+
+def _chosen_trials(trials: list[tuple[float, int, Milp]], count: int,
+                   rests: list[tuple[float, int, Milp]]) -> list[tuple[float, int, Milp]]:
+    """The ``count`` trials of lowest cut-LP value, and the best ±1 rest when it is not one of them; lowest first."""
+    chosen = sorted(trials, key=lambda item: item[:2])[:count]
+    rest = min(rests, key=lambda item: item[:2]) if rests else None
+    if rest is not None and all(not np.array_equal(trial.col_lo, rest[2].col_lo) for _, _, trial in chosen):
+        chosen = sorted([*chosen, rest], key=lambda item: item[:2])
+    return chosen
+
+
 def _steady_reserved(milp: Milp, outcome: SolveOutcome) -> SolveOutcome:
     """The plan with its steady on-demand replicas bought reserved where that is cheaper (``steady.py``)."""
     x = reserve_steady_replicas(milp, outcome.x)  # type: ignore[arg-type]  # a plan has a point
@@ -228,35 +255,52 @@ def _steady_reserved(milp: Milp, outcome: SolveOutcome) -> SolveOutcome:
     return replace(outcome, x=x, objective=objective) if objective < outcome.objective - 1e-9 else outcome
 
 
-def _descend(milp: Milp, lp: _ReservedLp, start: np.ndarray, movable: np.ndarray) -> None:
-    """Steepest descent on the cut LP's value over reserved vectors: ±1 replica on one unit.
+def _moves(milp: Milp, movable: np.ndarray, swaps: bool = True) -> list[np.ndarray]:
+    """The descent's moves on R: ±1 replica on one movable unit, and with ``swaps`` one replica
+    moved between two movable units of the same region (a pool changing SKU or TP at its size)."""
+    n = milp.cols["R"].size
+    eye = np.eye(n)
+    units = np.flatnonzero(movable)
+    region = milp.instance.unit_region[milp.cols["R"].index["u"]]
+    moves = [step * eye[i] for i in units for step in (-1.0, 1.0)]
+    if swaps:
+        moves += [eye[j] - eye[i] for i in units for j in units if i != j and region[i] == region[j]]
+    return moves
+
+
+def _descend(milp: Milp, lp: _ReservedLp, start: np.ndarray, movable: np.ndarray, swaps: bool = True) -> np.ndarray:
+    """Steepest descent on the cut LP's value over reserved vectors (moves: :func:`_moves`); returns where it rests.
+
+    The swap matters where a region's floor is met by a mix: the LP holds a pool at its floor
+    of two replicas with 1.5 of one unit and 0.5 of a larger one, and neither ±1 move from two
+    of the smaller improves, while one of each does.
 
     The LP's value V is convex in R, and the reduced cost g of a fixed R column is a
-    subgradient, so V(R ± e_i) ≥ V(R) ± g_i: a move whose first-order change is not
+    subgradient, so V(R + δ) ≥ V(R) + g·δ: a move whose first-order change is not
     negative cannot improve and is not priced. The steepest move is the same; the
     evaluations saved let the descent go further.
     """
     r = milp.cols["R"]
     lo, hi = milp.col_lo[r.start:r.stop], milp.col_hi[r.start:r.stop]
-    current = np.clip(start, lo, hi)
+    current: np.ndarray = np.clip(start, lo, hi)
     value = lp.value(current)
+    moves = _moves(milp, movable, swaps)
     while not lp.exhausted:
         best, best_value = None, value
         slope = lp.slope(current)
-        for i in np.flatnonzero(movable):
-            for step in (-1.0, 1.0):
-                trial = current.copy()
-                trial[i] += step
-                if trial[i] < lo[i] or trial[i] > hi[i]:
-                    continue
-                if slope is not None and step * slope[i] > -1e-6:
-                    continue  # V(trial) ≥ V(current) + step · g_i ≥ V(current)
-                v = lp.value(trial)
-                if v < best_value - 1e-6:
-                    best, best_value = trial, v
+        for move in moves:
+            trial = current + move
+            if (trial < lo).any() or (trial > hi).any():
+                continue
+            if slope is not None and float(slope @ move) > -1e-6:
+                continue  # V(trial) ≥ V(current) + g · move ≥ V(current)
+            v = lp.value(trial)
+            if v < best_value - 1e-6:
+                best, best_value = trial, v
         if best is None:
-            return
+            return current
         current, value = best, best_value
+    return current
 
 
 def warm_start(milp: Milp, lp: SolveOutcome, backend: str, gap: float, trial_nodes: int,
@@ -289,6 +333,7 @@ def warm_start(milp: Milp, lp: SolveOutcome, backend: str, gap: float, trial_nod
     fallback: Milp | None = None
     consolidated: Milp | None = None
     best: SolveOutcome | None = None
+    rests: list[tuple[float, int, Milp]] = []  # where ±1 moves alone came to rest, per serving set
     for lp_value, y_values, x_lp in candidates[:SERVING_SETS]:
         fixed = _with_y(milp, y_values) if y_values.size else milp
         if "R" not in milp.cols:
@@ -310,17 +355,16 @@ def warm_start(milp: Milp, lp: SolveOutcome, backend: str, gap: float, trial_nod
         if y_values.size:
             served = [int(g) for g, on in zip(milp.cols["y"].index["r"], y_values, strict=True) if on > 0.5]
             movable = np.isin(milp.instance.unit_region[r.index["u"]], served)
-        _descend(milp, search, start, movable)
-        ranked = sorted((v, key) for key, v in search.values.items() if math.isfinite(v))
-        for value, key in ranked[:RESERVED_CANDIDATES]:
-            values = np.frombuffer(key, dtype=np.int64).astype(float)
+        ranked, rest = _reserved_candidates(milp, search, start, movable)
+        for value, values in ranked:
             trials.append((value, len(trials), _fixed(fixed, "R", values)))
+        rests.append((rest[0], len(trials), _fixed(fixed, "R", rest[1])))
 
     if fallback is not None and by_period is None and milp.instance.n_periods > LONG_HORIZON_PERIODS:
         # a long horizon makes every MILP slow: the easiest one first, so a plan is at hand
         best, fallback = solve(fallback, "the warm start's rounded plan"), None
     count = TRIALS if by_period is None else TRIALS_BY_PERIOD
-    for value, _, trial in sorted(trials, key=lambda item: item[:2])[:count]:
+    for value, _, trial in _chosen_trials(trials, count, rests):
         if best is not None and value >= best.objective:
             break  # the trial's LP value bounds its MILP: no better plan left among the rest
         if net.skip("a warm-start MILP"):
