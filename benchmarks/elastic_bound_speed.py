@@ -20,13 +20,12 @@ import argparse
 import os
 import time
 
-from placement_speed import stand_in_forecast
+from placement_speed import analytic_table, stand_in_forecast
 
 from planner.catalog import load_catalog
 from planner.engine import available_cores
 from planner.paths import PROJECT_ROOT
 from planner.placement import bounds, highs_backend
-from planner.placement.capacity import analytic_capacity
 from planner.placement.instance import build_instance
 from planner.placement.limits import SafetyNet
 from planner.placement.periods import demand_from_forecast, parse_periods
@@ -44,10 +43,8 @@ def demo_instance(periods: str):
     forecast = forecast[forecast["traffic_class"].isin(scenario.class_names)
                         & forecast["model"].isin([m.name for m in scenario.models])]
     profiles = usable_profiles(scenario, load_profiles())
-    table, _ = analytic_capacity(profiles, scenario.class_names, kv_fraction=scenario.policy.admission.kv_fraction,
-                                 policy=scenario.policy.name)
     demand = demand_from_forecast(forecast, scenario, scenario.capacity.forecast_quantile, parse_periods(periods))
-    return build_instance(scenario, demand, load_catalog(), profiles, table)
+    return build_instance(scenario, demand, load_catalog(), profiles, analytic_table(scenario, profiles))
 
 
 def main() -> None:

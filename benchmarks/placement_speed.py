@@ -57,6 +57,7 @@ from planner.placement.capacity import analytic_capacity
 from planner.placement.instance import build_instance
 from planner.placement.limits import DEFAULT_NODE_LIMIT, DEFAULT_TIME_LIMIT_S
 from planner.placement.periods import demand_from_forecast, parse_periods
+from planner.placement.place import analytic_lengths
 from planner.placement.problem import formulate
 from planner.placement.solve import solve_instance
 from planner.profiles import load_profiles
@@ -100,10 +101,16 @@ def build(hours: int, scale: float, n_regions: int | None = None, name: str = "g
         scenario, forecast = _fewer_regions(scenario, forecast, n_regions)
     # as `planner place` builds it: the profiles of each model's engine, the scenario's policy
     profiles = usable_profiles(scenario, load_profiles())
-    table, _ = analytic_capacity(profiles, scenario.class_names, kv_fraction=scenario.policy.admission.kv_fraction,
-                                 policy=scenario.policy.name)
     demand = demand_from_forecast(forecast, scenario, scenario.capacity.forecast_quantile, parse_periods("hourly"))
-    return build_instance(scenario, demand, load_catalog(), profiles, table)
+    return build_instance(scenario, demand, load_catalog(), profiles, analytic_table(scenario, profiles))
+
+
+def analytic_table(scenario, profiles: pd.DataFrame) -> pd.DataFrame:
+    """The analytic capacity table as `planner place` makes it without a calibrated table: each (model, class)'s
+    lengths from the scenario's workloads."""
+    lengths, _ = analytic_lengths(scenario)
+    return analytic_capacity(profiles, lengths, kv_fraction=scenario.policy.admission.kv_fraction,
+                             policy=scenario.policy.name)
 
 
 def _fewer_regions(scenario, forecast: pd.DataFrame, n_regions: int):

@@ -28,12 +28,11 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
-from placement_speed import stand_in_forecast
+from placement_speed import analytic_table, stand_in_forecast
 
 from planner.catalog import load_catalog
 from planner.paths import PROJECT_ROOT
 from planner.placement import heuristics
-from planner.placement.capacity import analytic_capacity
 from planner.placement.instance import build_instance
 from planner.placement.limits import DEFAULT_NODE_LIMIT
 from planner.placement.periods import demand_from_forecast, parse_periods
@@ -59,11 +58,7 @@ def build(scale: float, capacity: Path | None):
     forecast = forecast[forecast["traffic_class"].isin(scenario.class_names)
                         & forecast["model"].isin([m.name for m in scenario.models])]
     profiles = usable_profiles(scenario, load_profiles())
-    if capacity is None:
-        table, _ = analytic_capacity(profiles, scenario.class_names, kv_fraction=scenario.policy.admission.kv_fraction,
-                                     policy=scenario.policy.name)
-    else:
-        table = pd.read_csv(capacity)
+    table = analytic_table(scenario, profiles) if capacity is None else pd.read_csv(capacity)
     demand = demand_from_forecast(forecast, scenario, scenario.capacity.forecast_quantile,
                                   parse_periods(DEFAULT_PERIODS))
     return build_instance(scenario, demand, load_catalog(), profiles, table)
