@@ -46,9 +46,21 @@ HOURS = 744
 WITH_SWAPS = heuristics._moves
 
 
+MOVES_ENV = "WARM_START_MOVES"
+"""``single`` while this script places with the moves of before. Blocks are placed in worker processes made with
+``spawn``; each imports this script again, so the choice reaches them through the environment they inherit."""
+
+
 def single_steps(milp, movable: np.ndarray, swaps: bool = True) -> list[np.ndarray]:
     """The descent's moves before: ±1 replica on one movable unit, whatever it is asked."""
     return WITH_SWAPS(milp, movable, False)
+
+
+def _apply_moves() -> None:
+    heuristics._moves = single_steps if os.environ.get(MOVES_ENV) == "single" else WITH_SWAPS
+
+
+_apply_moves()  # in this process, and in every worker process as it imports this script
 
 
 def build(scale: float, capacity: Path | None):
@@ -64,14 +76,17 @@ def build(scale: float, capacity: Path | None):
     return build_instance(scenario, demand, load_catalog(), profiles, table)
 
 
-def place(inst, moves) -> dict:
-    heuristics._moves = moves
+def place(inst, single: bool) -> dict:
+    """The placement with the moves of before (``single``) or with swaps, in this process and its workers."""
+    os.environ[MOVES_ENV] = "single" if single else "swaps"
+    _apply_moves()
     try:
         began = time.perf_counter()
         summary = solve_instance(inst, node_limit=DEFAULT_NODE_LIMIT, gap=DEFAULT_GAP)
         return {"seconds": time.perf_counter() - began, "objective": summary.objective, "blocks": summary.blocks}
     finally:
-        heuristics._moves = WITH_SWAPS
+        os.environ.pop(MOVES_ENV)
+        _apply_moves()
 
 
 def main() -> None:
@@ -84,9 +99,9 @@ def main() -> None:
     print(f"load {os.getloadavg()[0]:.1f}; capacity: {args.capacity or 'analytic'}")
     for n, scale in enumerate(float(s) for s in args.scale.split(",")):
         inst = build(scale, args.capacity)
-        runs = [("single steps", single_steps), ("with swaps", WITH_SWAPS)]
-        for label, moves in runs if n % 2 == 0 else runs[::-1]:
-            out = place(inst, moves)
+        runs = [("single steps", True), ("with swaps", False)]
+        for label, single in runs if n % 2 == 0 else runs[::-1]:
+            out = place(inst, single)
             totals[label] += out["seconds"]
             costs[label] += out["objective"]
             print(f"scale {scale:.2f} {label:>12}: {out['seconds']:6.1f} s  plan ${out['objective']:,.2f}")
