@@ -3,6 +3,7 @@ pruned by the step-time model's ceiling or by one probe, and the early stop of a
 
 from __future__ import annotations
 
+import math
 from dataclasses import replace
 from pathlib import Path
 
@@ -22,8 +23,9 @@ from planner.calibrate.inputs import (
     select_units,
     setting_grid,
 )
-from planner.calibrate.probe import probe
-from planner.calibrate.unit import CEILING_MARGIN, calibrate_unit
+from planner.calibrate.probe import _replication_row, pool_config, probe
+from planner.calibrate.probe_memo import MemoryProbeStore, probe_key
+from planner.calibrate.unit import CEILING_MARGIN, SCREEN_FRACTION, calibrate_unit, screen
 from planner.profiles import load_profiles
 from planner.scenario import Scenario, load_scenario, parse_scenario
 from planner.workflows.calibrate import calibrate_with_cache as calibrate
@@ -146,15 +148,26 @@ def test_without_pruning_every_setting_is_searched(unpruned):
     assert unpruned["simulations"] == sum(e["simulations"] for e in tried)
 
 
+def unscreened(entry: dict) -> dict:
+    """A setting's record without its screen: its score dropped, its replication taken off its simulations."""
+    if "screen_worst_over_slo" not in entry:
+        return entry
+    return {**{k: v for k, v in entry.items() if k != "screen_worst_over_slo"}, "simulations": entry["simulations"] - 1}
+
+
 def test_pruning_chooses_a_setting_within_the_tolerance_of_the_full_search(pruned, unpruned):
     assert pruned["mix_rps_per_replica"] == pytest.approx(unpruned["mix_rps_per_replica"], rel=REL_TOL)
     assert pruned["simulations"] < unpruned["simulations"]
     full = {setting_of(e): e for e in unpruned["settings_tried"]}
     tried = pruned["settings_tried"]
     assert [setting_of(e) for e in tried] == list(full)  # the same settings, in the grid's order
-    # the setting of the highest ceiling is searched first, from the floor, on the same requests: same answer
-    first = max(tried, key=lambda e: e["ceiling_rps_per_replica"])
-    assert first["status"] == "calibrated" and first == full[setting_of(first)]
+    assert all("screen_worst_over_slo" not in e for e in unpruned["settings_tried"])  # no order to choose
+    # every setting is screened; the best screen is searched first, from the floor, on the same requests as the
+    # full search's: the same answer
+    scores = [e["screen_worst_over_slo"] for e in tried]
+    assert all(0 < x < math.inf for x in scores) and len(set(scores)) > 1
+    first = min(tried, key=lambda e: (e["screen_worst_over_slo"], -e["ceiling_rps_per_replica"]))
+    assert first["status"] == "calibrated" and unscreened(first) == full[setting_of(first)]
     chosen = [e for e in tried if setting_of(e) == setting_of(pruned)]
     assert chosen[0]["rate_rps_per_replica"] == pruned["mix_rps_per_replica"]
     searched = [e for e in tried if e["status"] != "pruned"]
@@ -165,11 +178,37 @@ def test_pruning_chooses_a_setting_within_the_tolerance_of_the_full_search(prune
     for entry in skipped:  # each says why, and a probe costs at most one probe's replications
         assert entry["rate_rps_per_replica"] == 0.0
         if entry["reason"].startswith(PRUNED_BY_CEILING):
-            assert entry["simulations"] == 0 and "cannot beat the best calibrated" in entry["reason"]
+            assert entry["simulations"] == 1 and "cannot beat the best calibrated" in entry["reason"]  # its screen
         else:
             assert entry["reason"].startswith(PRUNED_BY_PROBE), entry["reason"]
             assert "above the best calibrated rate: class 'standard' misses its" in entry["reason"]
-            assert 1 <= entry["simulations"] <= SEARCH["replications"]
+            assert 1 <= unscreened(entry)["simulations"] <= SEARCH["replications"]
+
+
+def test_the_screen_is_replication_0_of_a_probe_at_one_rate_and_orders_the_search(scenario, profiles, monkeypatch):
+    """On the demo's mix a long prompt's prefill holds up short prompts' first tokens unless a threshold caps its
+    chunk: the threshold scores best at the screen though another setting's ceiling is higher."""
+    monkeypatch.setattr(calibrate_inputs, "MAX_NUM_SEQS", (256,))
+    monkeypatch.setattr(calibrate_inputs, "MAX_NUM_BATCHED_TOKENS", (2048, 8192))
+    monkeypatch.setattr(calibrate_inputs, "LONG_PREFILL_TOKEN_THRESHOLDS", (0, 2048))
+    units, _ = select_units(scenario, profiles, ["llama-3.1-8b"], ["H100"])
+    (task,) = build_tasks(scenario, units, class_shares(scenario, None), SETTINGS, None)
+    settings = [(r.token_budget, r.prefill_chunk_cap) for r in task.candidates]
+    assert settings == [(8192, 0), (2048, 0), (8192, 2048)]
+    ceilings = [task.mix_ceiling_rps(r) for r in task.candidates]
+    memo = MemoryProbeStore()
+    rate, scores = screen(task, ceilings, memo)
+    assert rate == pytest.approx(SCREEN_FRACTION * sorted(ceilings)[1], rel=1e-12)
+    for i, replica in enumerate(task.candidates):
+        row = _replication_row(task, pool_config(task, replica, rate), 0)
+        assert memo.get(probe_key(task, replica, rate)) == [row]  # the row a probe at this rate reads first
+        assert scores[i] == max(row[c.name][m] / slo for c in task.active for m, slo in c.spec.slo.targets())
+    best = min(scores, key=scores.__getitem__)
+    assert settings[best] == (8192, 2048) and ceilings[best] < max(ceilings)
+    read = probe(replace(task, settings=replace(SETTINGS, replications=2)), task.candidates[best], rate, memo)
+    assert read.replications_run == 2 and len(memo.get(probe_key(task, task.candidates[best], rate))) == 2
+    assert screen(replace(task, settings=replace(SETTINGS, prune=False)), ceilings) == (0.0, {})
+    assert screen(task, [ceilings[0], 0.0, 0.0]) == (0.0, {})  # one setting that fits: nothing to order
 
 
 def test_a_setting_whose_ceiling_is_far_below_the_best_rate_is_pruned_without_simulation(scenario, profiles,
@@ -184,12 +223,12 @@ def test_a_setting_whose_ceiling_is_far_below_the_best_rate_is_pruned_without_si
     best, low = result["settings"]
     assert best["status"] == "calibrated" and setting_of(result) == (256, 8192, 0)
     assert small * CEILING_MARGIN < best["rate_rps_per_replica"] < default * CEILING_MARGIN
-    assert low["status"] == "pruned" and low["simulations"] == 0 and "probes" not in low
+    assert low["status"] == "pruned" and low["simulations"] == 1 and "probes" not in low  # its screen only
     assert low["reason"].startswith(PRUNED_BY_CEILING) and f"{small:.4g} req/s" in low["reason"]
-    assert result["simulations"] == best["simulations"]
+    assert result["simulations"] == best["simulations"] + 1
     # without pruning it is searched in full, and loses
     unpruned = calibrate_unit(replace(task, settings=replace(task.settings, prune=False)))
-    assert unpruned["settings"][0] == best and unpruned["settings"][1]["simulations"] > 0
+    assert unpruned["settings"][0] == unscreened(best) and unpruned["settings"][1]["simulations"] > 0
     assert setting_of(unpruned) == (256, 8192, 0)
 
 

@@ -7,9 +7,9 @@ for the unit's model (``Scenario.slo``: only the metrics set, so adding, removin
 one gives a new key), scheduling parameters and token-length laws (parameters, or a hash of
 the histogram bins), the policy with its parameters and admission control, the simulation and
 search settings (duration, warm-up, replications, pool size, router, seed, rel_tol, confidence,
-pruning, the search constants and the pruning margin ``unit.CEILING_MARGIN``) and
-:data:`CALIBRATION_VERSION` with ``planner.__version__``. An unchanged unit is never simulated
-again; any change to any of those gives a new key.
+pruning, the search constants, the pruning margin ``unit.CEILING_MARGIN`` and the screen's rate
+``unit.SCREEN_FRACTION``) and :data:`CALIBRATION_VERSION` with ``planner.__version__``. An unchanged
+unit is never simulated again; any change to any of those gives a new key.
 
 Where entries live is the caller's: :func:`planner.calibrate.calibrate` reads and stores them
 through a :class:`CalibrationStore` (the shell's is a folder of JSON files,
@@ -29,7 +29,7 @@ from planner.calibrate.fingerprint import CALIBRATION_VERSION, unit_material
 from planner.calibrate.inputs import UnitTask
 from planner.calibrate.pools import POOL_RESULT_FIELDS, PoolTask, pool_key_material
 from planner.calibrate.search import FLOOR_FRACTION, GROWTH, MAX_GROWTHS
-from planner.calibrate.unit import CEILING_MARGIN
+from planner.calibrate.unit import CEILING_MARGIN, SCREEN_FRACTION
 
 if TYPE_CHECKING:
     from planner.calibrate.probe_memo import ProbeStore
@@ -57,7 +57,8 @@ class CalibrationStore(Protocol):
 
 def key_material(task: UnitTask) -> dict[str, Any]:
     return unit_material(task, search={"floor_fraction": FLOOR_FRACTION, "growth": GROWTH,
-                                       "max_growths": MAX_GROWTHS, "ceiling_margin": CEILING_MARGIN})
+                                       "max_growths": MAX_GROWTHS, "ceiling_margin": CEILING_MARGIN,
+                                       "screen_fraction": SCREEN_FRACTION})
 
 
 def cache_key(task: UnitTask) -> str:

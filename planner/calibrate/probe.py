@@ -194,6 +194,20 @@ def _usable(rows: list[Row] | None, task: UnitTask) -> list[Row]:
     return list(rows)
 
 
+def first_replication(task: UnitTask, replica: ReplicaSpec, rate_rps_per_replica: float,
+                      store: ProbeStore | None = None) -> Row:
+    """Replication 0 of the probe at λ: the same row :func:`probe` reads or simulates first, read from ``store``
+    when kept there, else simulated and kept."""
+    key = probe_key(task, replica, rate_rps_per_replica) if store is not None else ""
+    kept = _usable(store.get(key), task) if store is not None else []
+    if kept:
+        return kept[0]
+    row = _replication_row(task, pool_config(task, replica, rate_rps_per_replica), 0)
+    if store is not None:
+        store.put(key, [row])
+    return row
+
+
 def probe(task: UnitTask, replica: ReplicaSpec, rate_rps_per_replica: float, store: ProbeStore | None = None) -> Probe:
     """Simulate the unit under ``replica``'s engine setting at λ and evaluate ok(λ); replications already in
     ``store`` are read, not simulated (:mod:`.probe_memo`), and the ones simulated are added to it."""

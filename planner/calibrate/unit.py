@@ -9,9 +9,8 @@ value, bit for bit, as one just computed.
 **Which engine setting.** Each setting s (batch cap, token budget) has an analytic ceiling
 C_s of the mix (:mod:`planner.profiles.throughput`) and, once searched, a calibrated rate
 λ*_s (:mod:`.search`). The unit keeps the setting with the highest λ*_s: on a fixed TP
-degree, the most SLO-compliant requests per GPU-hour. Settings are taken in order of
-decreasing ceiling, and with pruning on, a setting is searched only if it can beat the best
-λ* found so far, λ_b:
+degree, the most SLO-compliant requests per GPU-hour. With pruning on, a setting is searched
+only if it can beat the best λ* found so far, λ_b:
 
 1. **by the step-time model**: skipped when C_s · :data:`CEILING_MARGIN` ≤ λ_b (1 + tol).
    Queueing and latency only take away from the ceiling, so λ*_s ≤ C_s up to the
@@ -21,7 +20,21 @@ decreasing ceiling, and with pruning on, a setting is searched only if it can be
    by more than the search's own tolerance, and is skipped. If every SLO holds, its search
    starts from that probe.
 
-Without pruning every setting is searched in full; ``benchmarks/calibration_search.py``
+**In which order.** Pruning pays only once λ_b is high, so the setting most likely to win is
+searched first. The ceiling does not tell which: settings differ by a few per cent in
+throughput and by several times in latency (a long prompt's prefill that holds up every
+short one's first token). So, with pruning on and more than one setting that fits, each is
+**screened**: replication 0 of a probe at one common rate, :data:`SCREEN_FRACTION` of the
+median ceiling of the settings (common random numbers: the same requests for every
+setting), scored by its worst p99 over the SLO among the metrics its classes set (+∞ for
+rejections). Settings are then taken by increasing score, ties by decreasing ceiling. The
+screen only orders: what is searched and pruned follows the two rules above, so any order
+gives a setting within the tolerance of the best (if the rate is monotone, exactly as
+before). A screen's row is the same replication a probe at that rate reads first, kept in
+the probe store like any other.
+
+Without pruning every setting is searched in full, in order of decreasing ceiling, unscreened;
+``benchmarks/calibration_search.py``
 checks that both choose settings of the same rate within the tolerance. The ``settings``
 list of the result says what happened to each setting and why.
 
@@ -37,11 +50,12 @@ from __future__ import annotations
 import functools
 import json
 import math
+import statistics
 from typing import Any
 
 from planner.calibrate.inputs import UnitTask
-from planner.calibrate.probe import Bound, Probe, probe
-from planner.calibrate.probe_memo import ProbeStore
+from planner.calibrate.probe import Bound, Probe, first_replication, probe
+from planner.calibrate.probe_memo import ProbeStore, Row
 from planner.calibrate.search import (
     FLOOR_FRACTION,
     GROWTH,
@@ -57,6 +71,11 @@ CEILING_MARGIN = 1.25
 """How far above its analytic ceiling a setting's calibrated rate is allowed to be before pruning
 could be wrong: the ceiling counts each request's mean KV where admission reserves its p95
 output, and prefill chunks at their mean cost."""
+
+SCREEN_FRACTION = 0.3
+"""The screen's rate as a fraction of the median analytic ceiling of the unit's settings: loaded enough that a
+long prefill holds up short prompts, light enough that most settings serve it without rejections (the demo's
+units picked the same setting at 0.15, 0.3 and 0.5)."""
 
 
 def _number(x: float) -> float | None:
@@ -134,12 +153,34 @@ def _no_fit(task: UnitTask, replica: ReplicaSpec) -> str:
             f"(kv_fraction {task.settings.kv_fraction:g} of {replica.kv_capacity_tokens} tokens)")
 
 
+def worst_over_slo(task: UnitTask, row: Row) -> float:
+    """The largest p99 / SLO in one replication's row over the active classes and the metrics each sets (+∞ for a
+    class whose requests were rejected or that saw none)."""
+    worst = 0.0
+    for c in task.active:
+        for metric, slo in c.spec.slo.targets():
+            value = row[c.name][metric]
+            worst = max(worst, value / slo if math.isfinite(value) else math.inf)
+    return worst
+
+
+def screen(task: UnitTask, ceilings: list[float], memo: ProbeStore | None = None) -> tuple[float, dict[int, float]]:
+    """The screen's rate and each fitting setting's score (module docstring); no rate and no scores when the
+    order cannot matter (pruning off, or fewer than two settings that fit)."""
+    fitting = [i for i, c in enumerate(ceilings) if c > 0]
+    if not task.settings.prune or len(fitting) < 2:
+        return 0.0, {}
+    rate = SCREEN_FRACTION * float(statistics.median(ceilings[i] for i in fitting))
+    return rate, {i: worst_over_slo(task, first_replication(task, task.candidates[i], rate, memo)) for i in fitting}
+
+
 def calibrate_unit(task: UnitTask, memo: ProbeStore | None = None) -> dict[str, Any]:
     """Search the unit's settings (module docstring) and return its outcome as plain values; replications in
     ``memo`` are read, not simulated (:mod:`.probe_memo`)."""
     s = task.settings
     ceilings = [task.mix_ceiling_rps(r) for r in task.candidates]
-    order = sorted(range(len(task.candidates)), key=lambda i: (-ceilings[i], i))
+    screen_rate, scores = screen(task, ceilings, memo)
+    order = sorted(range(len(task.candidates)), key=lambda i: (scores.get(i, math.inf), -ceilings[i], i))
     tried: dict[int, dict[str, Any]] = {}
     best: int | None = None
     for i in order:
@@ -167,9 +208,11 @@ def calibrate_unit(task: UnitTask, memo: ProbeStore | None = None) -> dict[str, 
         if tried[i]["status"] != INFEASIBLE and (
                 best is None or tried[i]["rate_rps_per_replica"] > tried[best]["rate_rps_per_replica"]):
             best = i
-    settings = [{k: v for k, v in tried[i].items() if k != "probes"} for i in range(len(task.candidates))]
+    settings = [{**{k: v for k, v in tried[i].items() if k != "probes"}, **_screened(tried[i], scores.get(i))}
+                for i in range(len(task.candidates))]
     base = {"model": task.model, "sku": task.sku, "tp_degree": task.tp, "engine": task.engine, "key": task.key,
-            "simulations": sum(t["simulations"] for t in settings), "settings": settings}
+            "simulations": sum(t["simulations"] for t in settings), "settings": settings,
+            "screen_rps_per_replica": screen_rate, "searched_order": order}
     if best is None:
         worst = tried[order[0]]
         out = {**base, **_setting(task.candidates[order[0]]), "status": INFEASIBLE, "rate_rps_per_replica": 0.0,
@@ -186,6 +229,14 @@ def calibrate_unit(task: UnitTask, memo: ProbeStore | None = None) -> dict[str, 
            "reason": chosen["reason"], "binding_class": chosen["binding_class"],
            "binding_metric": chosen["binding_metric"], "probes": chosen["probes"]}
     return _plain(out)
+
+
+def _screened(record: dict[str, Any], score: float | None) -> dict[str, Any]:
+    """A setting's screen score (null: +∞) and its replication counted among its simulations; nothing when it was
+    not screened."""
+    if score is None:
+        return {}
+    return {"screen_worst_over_slo": _number(score), "simulations": record["simulations"] + 1}
 
 
 def _plain(record: dict[str, Any]) -> dict[str, Any]:
