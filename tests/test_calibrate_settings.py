@@ -25,7 +25,14 @@ from planner.calibrate.inputs import (
 )
 from planner.calibrate.probe import _replication_row, pool_config, probe
 from planner.calibrate.probe_memo import MemoryProbeStore, probe_key
-from planner.calibrate.unit import CEILING_MARGIN, SCREEN_FRACTION, calibrate_unit, screen
+from planner.calibrate.unit import (
+    CEILING_MARGIN,
+    SCREEN_FRACTION,
+    calibrate_unit,
+    longest_prefill_tokens,
+    same_simulations,
+    screen,
+)
 from planner.profiles import load_profiles
 from planner.scenario import Scenario, load_scenario, parse_scenario
 from planner.workflows.calibrate import calibrate_with_cache as calibrate
@@ -209,6 +216,46 @@ def test_the_screen_is_replication_0_of_a_probe_at_one_rate_and_orders_the_searc
     assert read.replications_run == 2 and len(memo.get(probe_key(task, task.candidates[best], rate))) == 2
     assert screen(replace(task, settings=replace(SETTINGS, prune=False)), ceilings) == (0.0, {})
     assert screen(task, [ceilings[0], 0.0, 0.0]) == (0.0, {})  # one setting that fits: nothing to order
+
+
+def short_fixed(scenario: Scenario, reuse: dict | None = None) -> Scenario:
+    """Every class at fixed 1,024-token prompts and 256-token outputs (AIConfigurator's kind of question), with
+    ``reuse`` declared on each class, or none."""
+    raw = scenario.model_dump()
+    for klass in raw["classes"]:
+        klass.update(prompt_tokens=1024, output_tokens=256, reuse=reuse)
+    return parse_scenario(raw)
+
+
+def test_a_threshold_no_request_can_reach_is_the_same_simulation_and_is_left_out(scenario, profiles):
+    task = h100_task(short_fixed(scenario), profiles)
+    assert longest_prefill_tokens(task) == 1024 + 256
+    same = same_simulations(task)
+    thresholded = [i for i, r in enumerate(task.candidates) if r.prefill_chunk_cap > 0]
+    assert sorted(same) == thresholded and thresholded
+    for i, j in same.items():
+        a, b = task.candidates[i], task.candidates[j]
+        assert (a.max_batch, a.token_budget, a.prefill_chunk_cap, b.prefill_chunk_cap) == \
+            (b.max_batch, b.token_budget, 2048, 0)
+    # the proof's oracle: the twins simulate to the same rows, at a rate where batches are full of prefill chunks
+    i, j = next(iter(same.items()))
+    rate = 0.9 * task.mix_ceiling_rps(task.candidates[j])
+    assert _replication_row(task, pool_config(task, task.candidates[i], rate), 0) == \
+        _replication_row(task, pool_config(task, task.candidates[j], rate), 0)
+    result = calibrate_unit(task)
+    for i in thresholded:
+        entry = result["settings"][i]
+        assert entry["status"] == "pruned" and entry["simulations"] == 0 and "screen_worst_over_slo" not in entry
+        assert entry["reason"].startswith("the same simulation as") and "1,280 tokens to prefill" in entry["reason"]
+    assert result["long_prefill_token_threshold"] == 0 and result["status"] == "calibrated"
+    assert same_simulations(replace(task, settings=replace(SETTINGS, prune=False))) == {}
+
+
+def test_a_threshold_a_long_prompt_or_a_declared_conversation_can_reach_is_searched(scenario, profiles):
+    assert same_simulations(h100_task(scenario, profiles)) == {}  # the demo's standard prompts run to 126k tokens
+    talks = short_fixed(scenario, {"system_prompt_tokens": 600, "variants": 2, "turns": 4, "think_time_s": 30})
+    task = h100_task(talks, profiles)
+    assert longest_prefill_tokens(task) > 2048 and same_simulations(task) == {}
 
 
 def test_a_setting_whose_ceiling_is_far_below_the_best_rate_is_pruned_without_simulation(scenario, profiles,

@@ -158,3 +158,13 @@ def test_a_class_s_max_prompt_tokens_cuts_its_default_prompts_below_the_context(
     # a cap above what the context leaves changes nothing
     loose = workloads_for("qwen3-32b", ("long-context",), max_prompt_tokens={"long-context": 10**6})
     assert loose["long-context"].prompt.hi == 40960 - 1024
+
+
+def test_longest_is_the_most_tokens_a_draw_can_have():
+    u = np.concatenate([np.linspace(0.0, 1.0, 10_000, endpoint=False), [np.nextafter(1.0, 0.0)]])  # as rng.random()
+    lognormal = LognormalLength.through(p50=900.0, p99=5000.0, hi=8000)
+    assert lognormal.longest() == 8000 and lognormal.sample_from_uniform(u).max() == 8000
+    fixed = EmpiricalLength.points(np.array([1024]), np.array([1.0]), "fixed")
+    assert fixed.longest() == 1024 and set(fixed.sample_from_uniform(u)) == {1024}
+    binned = EmpiricalLength(np.array([1, 64, 4096]), np.array([64, 4096, 8192]), np.array([5.0, 3.0, 0.0]))
+    assert binned.longest() == 4095 and binned.sample_from_uniform(u).max() == 4095  # an empty last bin never draws

@@ -20,6 +20,13 @@ only if it can beat the best λ* found so far, λ_b:
    by more than the search's own tolerance, and is skipped. If every SLO holds, its search
    starts from that probe.
 
+**The same simulation twice.** vLLM's long-prefill threshold caps a prefill chunk only when
+more tokens than the threshold remain to prefill, which is never more than a request's
+prompt plus, once preempted and recomputed, its output so far. Where the longest prompt and
+output any class can draw (its length laws' caps, or its declared reuse's longest prompt)
+add up to no more than the threshold, the threshold never acts: with pruning on, such a
+setting is left out, unsimulated, as the same simulation as the one without it.
+
 **In which order.** Pruning pays only once λ_b is high, so the setting most likely to win is
 searched first. The ceiling does not tell which: settings differ by a few per cent in
 throughput and by several times in latency (a long prompt's prefill that holds up every
@@ -51,6 +58,7 @@ import functools
 import json
 import math
 import statistics
+from collections.abc import Collection
 from typing import Any
 
 from planner.calibrate.inputs import UnitTask
@@ -147,10 +155,38 @@ def _skipped(replica: ReplicaSpec, ceiling: float, why: str, simulations: int = 
             "rate_rps_per_replica": 0.0, "simulations": simulations}
 
 
+def _same_text(task: UnitTask, replica: ReplicaSpec, twin: ReplicaSpec) -> str:
+    return (f"the same simulation as {twin.max_batch}/{twin.token_budget}/0: no request has more than "
+            f"{longest_prefill_tokens(task):,} tokens to prefill (longest prompt and output), so the long-prefill "
+            f"threshold of {replica.prefill_chunk_cap:,} never caps a chunk")
+
+
 def _no_fit(task: UnitTask, replica: ReplicaSpec) -> str:
     blocked = [c.name for c in task.active if task.class_ceiling_rps(replica, c) <= 0]
     return (f"class(es) {', '.join(blocked)}: a mean request does not fit in the KV budget of one replica "
             f"(kv_fraction {task.settings.kv_fraction:g} of {replica.kv_capacity_tokens} tokens)")
+
+
+def longest_prefill_tokens(task: UnitTask) -> int:
+    """The most tokens one request of the unit's active classes can have left to prefill (module docstring)."""
+    longest = 0
+    for c in task.active:
+        prompt = c.spec.workload.prompt.longest()
+        if c.spec.reuse is not None:
+            prompt = max(prompt, c.spec.reuse.max_prompt_tokens)
+        longest = max(longest, prompt + c.spec.workload.output.longest())
+    return longest
+
+
+def same_simulations(task: UnitTask) -> dict[int, int]:
+    """Setting i -> setting j when i is j with a long-prefill threshold that never acts (module docstring); none
+    with pruning off, where every setting is searched."""
+    if not task.settings.prune:
+        return {}
+    longest = longest_prefill_tokens(task)
+    without = {(r.max_batch, r.token_budget): j for j, r in enumerate(task.candidates) if r.prefill_chunk_cap == 0}
+    return {i: without[(r.max_batch, r.token_budget)] for i, r in enumerate(task.candidates)
+            if 0 < longest <= r.prefill_chunk_cap and (r.max_batch, r.token_budget) in without}
 
 
 def worst_over_slo(task: UnitTask, row: Row) -> float:
@@ -164,10 +200,11 @@ def worst_over_slo(task: UnitTask, row: Row) -> float:
     return worst
 
 
-def screen(task: UnitTask, ceilings: list[float], memo: ProbeStore | None = None) -> tuple[float, dict[int, float]]:
-    """The screen's rate and each fitting setting's score (module docstring); no rate and no scores when the
-    order cannot matter (pruning off, or fewer than two settings that fit)."""
-    fitting = [i for i, c in enumerate(ceilings) if c > 0]
+def screen(task: UnitTask, ceilings: list[float], memo: ProbeStore | None = None,
+           left_out: Collection[int] = ()) -> tuple[float, dict[int, float]]:
+    """The screen's rate and the score of each fitting setting not ``left_out`` (module docstring); no rate and no
+    scores when the order cannot matter (pruning off, or fewer than two such settings)."""
+    fitting = [i for i, c in enumerate(ceilings) if c > 0 and i not in left_out]
     if not task.settings.prune or len(fitting) < 2:
         return 0.0, {}
     rate = SCREEN_FRACTION * float(statistics.median(ceilings[i] for i in fitting))
@@ -179,12 +216,16 @@ def calibrate_unit(task: UnitTask, memo: ProbeStore | None = None) -> dict[str, 
     ``memo`` are read, not simulated (:mod:`.probe_memo`)."""
     s = task.settings
     ceilings = [task.mix_ceiling_rps(r) for r in task.candidates]
-    screen_rate, scores = screen(task, ceilings, memo)
-    order = sorted(range(len(task.candidates)), key=lambda i: (scores.get(i, math.inf), -ceilings[i], i))
+    same = same_simulations(task)
+    screen_rate, scores = screen(task, ceilings, memo, left_out=same)
+    order = sorted(range(len(task.candidates)), key=lambda i: (i in same, scores.get(i, math.inf), -ceilings[i], i))
     tried: dict[int, dict[str, Any]] = {}
     best: int | None = None
     for i in order:
         replica, ceiling = task.candidates[i], ceilings[i]
+        if i in same:
+            tried[i] = _skipped(replica, ceiling, _same_text(task, replica, task.candidates[same[i]]))
+            continue
         if ceiling <= 0:
             tried[i] = {**_skipped(replica, ceiling, _no_fit(task, replica)), "status": INFEASIBLE,
                         "binding_metric": "kv"}

@@ -85,6 +85,7 @@ TRACE_SOURCES: dict[str, str] = {
 class LengthLaw(Protocol):
     def sample_from_uniform(self, u: np.ndarray) -> np.ndarray: ...
     def quantile(self, p: float) -> int: ...
+    def longest(self) -> int: ...
     def mean(self) -> float: ...
     def describe(self) -> dict[str, float | str]: ...
 
@@ -123,6 +124,10 @@ class LognormalLength:
 
     def quantile(self, p: float) -> int:
         return int(np.clip(np.ceil(self._continuous(p)), 1, self.hi))
+
+    def longest(self) -> int:
+        """The most tokens a draw can have."""
+        return int(self.hi)
 
     def mean(self) -> float:
         lo, hi = self._cdf_bounds()
@@ -171,6 +176,10 @@ class EmpiricalLength:
 
     def quantile(self, p: float) -> int:
         return int(self.sample_from_uniform(np.array([p]))[0])
+
+    def longest(self) -> int:
+        """The most tokens a draw (u in [0, 1)) can have: the last bin with a count, less one (a bin is [lo, hi))."""
+        return max(int(self.hi[np.flatnonzero(self.counts > 0)].max()) - 1, 1)
 
     def mean(self) -> float:
         mids = np.maximum((self.lo + self.hi - 1) / 2.0, 1.0)
