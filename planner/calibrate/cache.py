@@ -8,8 +8,9 @@ one gives a new key), scheduling parameters and token-length laws (parameters, o
 the histogram bins), the policy with its parameters and admission control, the simulation and
 search settings (duration, warm-up, replications, pool size, router, seed, rel_tol, confidence,
 pruning, the search constants, the pruning margin ``unit.CEILING_MARGIN`` and the screen's rate
-``unit.SCREEN_FRACTION``) and :data:`CALIBRATION_VERSION` with ``planner.__version__``. An unchanged
-unit is never simulated again; any change to any of those gives a new key.
+``unit.SCREEN_FRACTION``, and that a threshold no request reaches is left out) and
+:data:`CALIBRATION_VERSION` with ``planner.__version__``. An unchanged unit is never simulated
+again; any change to any of those gives a new key.
 
 Where entries live is the caller's: :func:`planner.calibrate.calibrate` reads and stores them
 through a :class:`CalibrationStore` (the shell's is a folder of JSON files,
@@ -58,7 +59,7 @@ class CalibrationStore(Protocol):
 def key_material(task: UnitTask) -> dict[str, Any]:
     return unit_material(task, search={"floor_fraction": FLOOR_FRACTION, "growth": GROWTH,
                                        "max_growths": MAX_GROWTHS, "ceiling_margin": CEILING_MARGIN,
-                                       "screen_fraction": SCREEN_FRACTION})
+                                       "screen_fraction": SCREEN_FRACTION, "unreached_thresholds": "left out"})
 
 
 def cache_key(task: UnitTask) -> str:
