@@ -59,7 +59,7 @@ class CalibrationStore(Protocol):
 def key_material(task: UnitTask) -> dict[str, Any]:
     return unit_material(task, search={"floor_fraction": FLOOR_FRACTION, "growth": GROWTH,
                                        "max_growths": MAX_GROWTHS, "ceiling_margin": CEILING_MARGIN,
-                                       "screen_fraction": SCREEN_FRACTION, "unreached_thresholds": "left out"})
+                                       "screen_fraction": SCREEN_FRACTION, "unreached_thresholds_left_out": 1.0})
 
 
 def cache_key(task: UnitTask) -> str:
