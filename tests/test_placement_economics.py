@@ -165,6 +165,25 @@ def test_bounds_and_baselines_carry_their_status_and_repeat():
     assert first.meta["baselines"] == second.meta["baselines"]
 
 
+def test_references_run_beside_the_search_in_processes_of_their_own_give_the_same_figures(monkeypatch):
+    case = two_region_case()
+    here = _place(case, baselines=True)
+    monkeypatch.setattr(place_module, "DIRECT_MAX_INTEGERS", 0)  # as on a program too large for one block
+    spawned: list[str] = []
+    real = place_module.in_background
+
+    def counted(fn, task):
+        spawned.append(fn.__name__)
+        return real(fn, task)
+
+    monkeypatch.setattr(place_module, "in_background", counted)
+    beside = _place(case, baselines=True)
+    assert sorted(spawned) == ["_baseline", "_elastic"]
+    assert beside.meta["lower_bounds"] == here.meta["lower_bounds"]
+    assert beside.meta["baselines"] == here.meta["baselines"]
+    pd.testing.assert_frame_equal(beside.plan, here.plan)
+
+
 def test_a_bound_the_safety_net_stops_is_not_reported():
     inst, _ = two_region_case().instance()
     expired = SafetyNet(time.monotonic() - 1.0)

@@ -220,32 +220,45 @@ class ReferenceTask:
 
 
 def references(task: ReferenceTask) -> tuple[SingleSku, dict[str, Any]]:
-    """The single-SKU baseline and the elastic bound, on a net of their own (the main search beside them leaves
-    them the same work)."""
+    """The single-SKU baseline and the elastic bound, one after the other on a net of their own."""
     reference_net = SafetyNet.starting_now(task.time_limit_s)
     # the baseline first: its plan may replace the searched one, so the bound, which only
     # puts the cost in context, must not use up the net before it
-    single = best_single_sku(task.inst, backend=task.solver, gap=max(task.gap, 0.01), node_limit=task.node_limit,
-                             net=reference_net)
+    single = _baseline(task, reference_net)
     return single, {"elastic": elastic_bound(task.inst, reference_net), "single_sku": single.figures}
+
+
+def _baseline(task: ReferenceTask, net: SafetyNet | None = None) -> SingleSku:
+    """The single-SKU baseline, on ``net`` (default: a net of its own)."""
+    return best_single_sku(task.inst, backend=task.solver, gap=max(task.gap, 0.01), node_limit=task.node_limit,
+                           net=net if net is not None else SafetyNet.starting_now(task.time_limit_s))
+
+
+def _elastic(task: ReferenceTask) -> dict[str, Any]:
+    """The elastic bound, on a net of its own."""
+    return elastic_bound(task.inst, SafetyNet.starting_now(task.time_limit_s))
 
 
 def _solved(task: ReferenceTask, net: SafetyNet,
             baselines: bool) -> tuple[SolveSummary, Fleet, dict[str, Any], list[str]]:
     """The searched plan, with the references (when ``baselines``) and the baseline's plan when it is cheaper.
 
-    On a program too large to solve as one block the references run beside the search, in a process of their own
-    (they need only the instance); every solve stops at its own gap or node limit, so where it runs changes no
-    figure."""
+    On a program too large to solve as one block the references run beside the search, each in a process and on a
+    net of its own (they need only the instance; the baseline's search outlasts the bound's, which then no longer
+    waits for it); every solve stops at its own gap or node limit, so where it runs changes no figure."""
     inst = task.inst
     beside = baselines and formulate(inst, budget=False, cuts=False).n_integer > DIRECT_MAX_INTEGERS
-    with in_background(references, task) if beside else contextlib.nullcontext() as pending:
+    with in_background(_baseline, task) if beside else contextlib.nullcontext() as single, \
+            in_background(_elastic, task) if beside else contextlib.nullcontext() as bound:
         summary = solve_instance(inst, backend=task.solver, node_limit=task.node_limit, gap=task.gap, net=net)
         if summary.status == SolveStatus.INFEASIBLE or summary.fleet is None:
             _explain_failure(inst, summary.status, summary.message, summary.bound)
         if not baselines:
             return summary, summary.fleet, {}, []
-        found = pending.result() if pending is not None else references(task)
+        if single is None or bound is None:
+            found = references(task)
+        else:
+            found = single.result(), {"elastic": bound.result(), "single_sku": single.result().figures}
         return _with_references(inst, summary, summary.fleet, task.gap, net, *found)
 
 
