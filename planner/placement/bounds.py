@@ -153,8 +153,9 @@ class SingleSku:
 
 
 def best_single_sku(inst: PlacementInstance, *, backend: str, gap: float, node_limit: int,
-                    net: SafetyNet) -> SingleSku:
-    """The cheapest plan on one SKU (whole fleet), or per model when no SKU serves every model.
+                    net: SafetyNet, strategy: str = "auto") -> SingleSku:
+    """The cheapest plan on one SKU (whole fleet), or per model when no SKU serves every model; each program solved
+    by ``solve_instance`` with ``strategy``.
 
     A solve the safety net stops leaves the baseline unreported (its value would depend on the clock).
     """
@@ -162,7 +163,7 @@ def best_single_sku(inst: PlacementInstance, *, backend: str, gap: float, node_l
 
     def solve(keep: np.ndarray, demand: np.ndarray | None = None) -> tuple[SolveSummary, Fleet | None]:
         sub = inst.restricted(keep) if demand is None else replace(inst.restricted(keep), demand_rps=demand)
-        summary = solve_instance(sub, backend=backend, node_limit=node_limit, gap=gap, net=net)
+        summary = solve_instance(sub, backend=backend, node_limit=node_limit, gap=gap, net=net, strategy=strategy)
         lifted = None if summary.fleet is None else _lift(inst, np.flatnonzero(keep), summary.fleet)
         return summary, lifted
 

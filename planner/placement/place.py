@@ -217,6 +217,9 @@ class ReferenceTask:
     gap: float
     node_limit: int
     time_limit_s: float
+    strategy: str = "auto"
+    """How the baseline's programs are solved (``solve_instance``): as the search is, block by block, on a program
+    too large for one block, where one block of every model stops at its node limit far from its gap."""
 
 
 def references(task: ReferenceTask) -> tuple[SingleSku, dict[str, Any]]:
@@ -231,7 +234,8 @@ def references(task: ReferenceTask) -> tuple[SingleSku, dict[str, Any]]:
 def _baseline(task: ReferenceTask, net: SafetyNet | None = None) -> SingleSku:
     """The single-SKU baseline, on ``net`` (default: a net of its own)."""
     return best_single_sku(task.inst, backend=task.solver, gap=max(task.gap, 0.01), node_limit=task.node_limit,
-                           net=net if net is not None else SafetyNet.starting_now(task.time_limit_s))
+                           net=net if net is not None else SafetyNet.starting_now(task.time_limit_s),
+                           strategy=task.strategy)
 
 
 def _elastic(task: ReferenceTask) -> dict[str, Any]:
@@ -248,6 +252,7 @@ def _solved(task: ReferenceTask, net: SafetyNet,
     waits for it); every solve stops at its own gap or node limit, so where it runs changes no figure."""
     inst = task.inst
     beside = baselines and formulate(inst, budget=False, cuts=False).n_integer > DIRECT_MAX_INTEGERS
+    task = replace(task, strategy="decomposed") if beside else task
     with in_background(_baseline, task) if beside else contextlib.nullcontext() as single, \
             in_background(_elastic, task) if beside else contextlib.nullcontext() as bound:
         summary = solve_instance(inst, backend=task.solver, node_limit=task.node_limit, gap=task.gap, net=net)
