@@ -10,8 +10,9 @@ forecast into periods, assemble the instance, run the structural pre-checks (rai
 ``InfeasibleError`` with the demand and cause), solve (``solve.py``), diagnose an
 infeasible solve by elastic slack, re-score the plan independently (``check.py``; a plan
 that fails is never returned). The bounds and the single-SKU baseline are computed before
-the check (beside the search, in a worker process, when the program is too large to solve
-as one block: they need only the instance): when
+the check (beside the search, each in a worker process of its own, when the program is too
+large to solve as one block: they need only the instance; the baseline's programs are then
+solved block by block, as the search's are): when
 the baseline's plan costs less than the searched one, that plan is the one returned, and
 the plan JSON's ``notes`` and ``plan_source`` say so.
 
