@@ -45,8 +45,8 @@ def one_process(task: ReferenceTask) -> tuple[Any, Any, dict[str, Any]]:
     with in_background(references, task) as pending:
         summary = place_module.solve_instance(task.inst, backend=task.solver, node_limit=task.node_limit,
                                               gap=task.gap, net=net)
-        single, extra = pending.result()
-    return summary, single, extra
+        single, elastic = pending.result()
+    return summary, single, elastic
 
 
 def process_each(task: ReferenceTask) -> tuple[Any, Any, dict[str, Any]]:
@@ -57,9 +57,7 @@ def process_each(task: ReferenceTask) -> tuple[Any, Any, dict[str, Any]]:
             in_background(place_module._elastic, task) as bound:
         summary = place_module.solve_instance(task.inst, backend=task.solver, node_limit=task.node_limit,
                                               gap=task.gap, net=net)
-        found = single.result()
-        extra = {"elastic": bound.result(), "single_sku": found.figures}
-    return summary, found, extra
+        return summary, single.result(), bound.result()
 
 
 def _timed(fn, *args):
@@ -81,9 +79,9 @@ def main() -> None:
     figures: dict[str, Any] = {}
     for n in range(args.repeats):
         for name, fn in ways if n % 2 == 0 else ways[::-1]:
-            (summary, single, extra), seconds = _timed(fn, task)
+            (summary, single, elastic), seconds = _timed(fn, task)
             totals[name] += seconds
-            seen = (round(summary.objective, 2), single.figures.get("usd"), extra["elastic"].get("usd"))
+            seen = (round(summary.objective, 2), single.figures.get("usd"), elastic.get("usd"))
             figures.setdefault(name, seen)
             print(f"{name:32} {seconds:7.1f} s  plan ${seen[0]:,.2f}  single-SKU {seen[1]}  elastic {seen[2]}")
     alone = {}

@@ -224,12 +224,12 @@ class ReferenceTask:
 
 
 def references(task: ReferenceTask) -> tuple[SingleSku, dict[str, Any]]:
-    """The single-SKU baseline and the elastic bound, one after the other on a net of their own."""
+    """The single-SKU baseline and the elastic bound's figures, one after the other on a net of their own."""
     reference_net = SafetyNet.starting_now(task.time_limit_s)
     # the baseline first: its plan may replace the searched one, so the bound, which only
     # puts the cost in context, must not use up the net before it
     single = _baseline(task, reference_net)
-    return single, {"elastic": elastic_bound(task.inst, reference_net), "single_sku": single.figures}
+    return single, elastic_bound(task.inst, reference_net)
 
 
 def _baseline(task: ReferenceTask, net: SafetyNet | None = None) -> SingleSku:
@@ -261,21 +261,18 @@ def _solved(task: ReferenceTask, net: SafetyNet,
             _explain_failure(inst, summary.status, summary.message, summary.bound)
         if not baselines:
             return summary, summary.fleet, {}, []
-        if single is None or bound is None:
-            found = references(task)
-        else:
-            found = single.result(), {"elastic": bound.result(), "single_sku": single.result().figures}
+        found = references(task) if single is None or bound is None else (single.result(), bound.result())
         return _with_references(inst, summary, summary.fleet, task.gap, net, *found)
 
 
 def _with_references(inst: PlacementInstance, summary: SolveSummary, fleet: Fleet, gap: float, net: SafetyNet,
                      single: SingleSku,
-                     extra: dict[str, Any]) -> tuple[SolveSummary, Fleet, dict[str, Any], list[str]]:
+                     elastic: dict[str, Any]) -> tuple[SolveSummary, Fleet, dict[str, Any], list[str]]:
     """The references beside the searched plan: the baseline's plan when it is the cheaper one, with a note."""
     if single.figures["status"] == "time_limit":  # a run that finished it could return its plan instead
         net.hits.append(f"the single-SKU baseline, whose plan replaces a dearer one ({single.figures['note']})")
     summary, fleet, note = _cheaper_plan(inst, summary, fleet, single, gap)
-    return summary, fleet, extra, [note] if note else []
+    return summary, fleet, {"elastic": elastic, "single_sku": single.figures}, [note] if note else []
 
 
 SINGLE_SKU_RETURNED = "the single-SKU plan was cheaper: returned it"
